@@ -1,0 +1,53 @@
+# The front door. `make run` and `make test` are the two commands of the README.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+GO ?= go
+STACK := scripts/devstack.sh
+# Exports DATABASE_URL and REDIS_URL of the private Postgres and Redis
+# (the dev profile, or the ci profile when CI=true).
+STACK_ENV = eval "$$($(STACK) env)"
+
+.PHONY: run test bench lint docs build stack-up stack-down stack-status clean
+
+## run: start Postgres and Redis, then the whole platform (`proliferate dev`)
+run: build stack-up
+	@$(STACK_ENV); exec bin/proliferate dev
+
+## test: every test, with the race detector, against real Postgres, Redis and Kafka
+test: stack-up
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	@$(STACK_ENV); $(GO) test -race -count=1 -timeout 15m ./...
+
+## bench: the hot-path benchmarks, reported as ratios to baselines measured in the same run
+bench: stack-up
+	@mkdir -p bench
+	@$(STACK_ENV); $(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m \
+		./consumers/ ./producers/outbox/ ./schemas/ | tee bench/raw.txt
+	@$(GO) run ./internal/benchreport < bench/raw.txt | tee bench/report.txt
+
+## lint: gofmt, go vet and staticcheck
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+
+## docs: regenerate docs/topics.md (catalog + schemas) and docs/config.md (settings)
+docs:
+	$(GO) run ./cmd/proliferate topics docs > docs/topics.md
+	$(GO) run ./cmd/proliferate config --markdown > docs/config.md
+
+build:
+	$(GO) build -o bin/proliferate ./cmd/proliferate
+
+stack-up:
+	@$(STACK) up
+
+stack-down:
+	@$(STACK) down
+
+stack-status:
+	@$(STACK) status
+
+clean:
+	rm -rf bin bench .data

@@ -1,0 +1,231 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/broker"
+	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// Role is one long-running part of the platform.
+type Role struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// RunRoles runs roles until ctx ends or one fails; a failure stops the others.
+func RunRoles(ctx context.Context, roles ...Role) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for _, r := range roles {
+		wg.Go(func() {
+			if err := r.Run(ctx); err != nil {
+				cancel(fmt.Errorf("%s: %w", r.Name, err))
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// OpsRole serves /healthz, /readyz and /metrics on OPS_ADDR.
+func (a *App) OpsRole(ctx context.Context) (Role, error) {
+	addr, errc, err := obs.Serve(ctx, a.Cfg.OpsAddr, obs.Handler(a.Reg, a.Checks))
+	if err != nil {
+		return Role{}, fmt.Errorf("ops server on OPS_ADDR=%s: %w", a.Cfg.OpsAddr, err)
+	}
+	a.opsAddr.Store(&addr)
+	a.Log.Info("ops endpoints listening", "addr", addr, "paths", "/healthz /readyz /metrics")
+	return Role{"ops", func(ctx context.Context) error {
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			return <-errc
+		}
+	}}, nil
+}
+
+// RelayRole publishes the transactional outbox.
+func (a *App) RelayRole(ctx context.Context) (Role, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return Role{}, err
+	}
+	cl, err := a.NewKafkaClient("outbox-relay")
+	if err != nil {
+		return Role{}, err
+	}
+	relay := outbox.NewRelay(a.Pool, cl, outbox.RelayOptions{
+		BatchSize:    a.Cfg.OutboxBatchSize,
+		PollInterval: a.Cfg.OutboxPollInterval,
+		Retention:    a.Cfg.OutboxRetention,
+		Logger:       a.Log,
+		Registerer:   a.Reg,
+	})
+	return Role{"outbox-relay", relay.Run}, nil
+}
+
+// GroupFactory builds one consumer group's handler from the App. Each consumer
+// group package registers one in Groups as it is built.
+type GroupFactory func(ctx context.Context, a *App) (consumers.Handler, error)
+
+// Groups lists the consumer groups this build can run, by name (the names of
+// topics.Groups). Issues add their groups here.
+func (a *App) Groups() map[string]GroupFactory {
+	return map[string]GroupFactory{}
+}
+
+// WorkerRoles returns a role per named consumer group; no names means all.
+func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
+	known := a.Groups()
+	if len(names) == 0 {
+		for n := range known {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+	}
+	var roles []Role
+	for _, name := range names {
+		factory, ok := known[name]
+		if !ok {
+			available := make([]string, 0, len(known))
+			for n := range known {
+				available = append(available, n)
+			}
+			slices.Sort(available)
+			if len(available) == 0 {
+				return nil, fmt.Errorf("unknown consumer group %q: this build has no consumer groups yet", name)
+			}
+			return nil, fmt.Errorf("unknown consumer group %q (available: %s)", name, strings.Join(available, ", "))
+		}
+		r, err := a.GroupRole(ctx, name, factory)
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
+}
+
+// GroupRole builds the runner of one consumer group.
+func (a *App) GroupRole(ctx context.Context, name string, factory GroupFactory) (Role, error) {
+	if err := a.OpenCodec(ctx); err != nil {
+		return Role{}, err
+	}
+	h, err := factory(ctx, a)
+	if err != nil {
+		return Role{}, fmt.Errorf("consumer group %s: %w", name, err)
+	}
+	var groupTopics []string
+	for _, g := range topics.Groups() {
+		if g.Name == name {
+			groupTopics = g.Topics
+		}
+	}
+	r, err := consumers.New(consumers.Config{
+		Group:   name,
+		Topics:  groupTopics,
+		Handler: h,
+		Codec:   a.Codec,
+		Retry: consumers.RetryOptions{
+			MaxAttempts:    a.Cfg.ConsumerMaxAttempts,
+			InitialBackoff: a.Cfg.ConsumerBackoffInitial,
+			MaxBackoff:     a.Cfg.ConsumerBackoffMax,
+		},
+		ShutdownTimeout: a.Cfg.ShutdownTimeout,
+		Kafka:           a.KafkaOptions("consumer/" + name),
+		Metrics:         a.consumerMetrics,
+		Logger:          a.Log,
+	})
+	if err != nil {
+		return Role{}, err
+	}
+	return Role{"consumer/" + name, r.Run}, nil
+}
+
+// StartBroker starts the embedded broker; the caller closes it.
+func (a *App) StartBroker() (*broker.Broker, error) {
+	b, err := broker.Start(broker.Options{
+		Addr:              a.Cfg.BrokerAddr,
+		DataDir:           a.Cfg.BrokerDataDir,
+		RetentionInterval: a.Cfg.BrokerRetentionInterval,
+		Logger:            a.Log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.Log.Info("embedded kafka broker listening", "addr", b.Addr(), "data_dir", a.Cfg.BrokerDataDir)
+	return b, nil
+}
+
+// Dev runs the whole platform in one process: the embedded broker (unless
+// KAFKA_BROKERS is set), migrations, topics, the outbox relay, every consumer
+// group and the ops endpoints.
+func (a *App) Dev(ctx context.Context) error {
+	if a.Cfg.Embedded() {
+		b, err := a.StartBroker()
+		if err != nil {
+			return err
+		}
+		defer b.Close() // after every client is closed (deferred Close of App runs first)
+		a.SetSeeds([]string{b.Addr()})
+	}
+	defer a.Close()
+	if err := a.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := a.OpenRedis(ctx); err != nil {
+		return err
+	}
+	if err := a.OpenKafka(ctx); err != nil {
+		return err
+	}
+	rep, err := a.EnsureTopics(ctx)
+	if err != nil {
+		return err
+	}
+	a.Log.Info("topics ready", "created", len(rep.Created), "existing", len(rep.Existing), "drift", len(rep.Drift))
+	if err := a.OpenCodec(ctx); err != nil {
+		return err
+	}
+	roles, err := a.WorkerRoles(ctx, nil)
+	if err != nil {
+		return err
+	}
+	relay, err := a.RelayRole(ctx)
+	if err != nil {
+		return err
+	}
+	ops, err := a.OpsRole(ctx)
+	if err != nil {
+		return err
+	}
+	roles = append(roles, relay, ops)
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = r.Name
+	}
+	a.Log.Info("proliferate dev running; Ctrl-C stops it",
+		"kafka", strings.Join(a.Seeds(), ","), "postgres", redactURL(a.Cfg.DatabaseURL),
+		"redis", redactURL(a.Cfg.RedisURL), "roles", strings.Join(names, ","))
+	err = RunRoles(ctx, roles...)
+	if err != nil {
+		a.Log.Error("proliferate dev stopping after a role failed", "error", err)
+		return err
+	}
+	a.Log.Info("proliferate dev stopped cleanly")
+	return nil
+}

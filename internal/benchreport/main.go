@@ -1,0 +1,153 @@
+// Command benchreport turns `go test -bench` output (on stdin) into the report
+// `make bench` prints: the median of each benchmark over its runs, and each
+// hot path as a ratio to a baseline measured in the same run, because absolute
+// numbers on shared 2-core machines are noise from one run to the next.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// comparison is one ratio of the report. Ratios are expressed so that > 1
+// means the subject is faster than its baseline.
+type comparison struct {
+	title, subject, baseline, metric string
+	// goal, when set, is the minimum acceptable ratio.
+	goal float64
+}
+
+var comparisons = []comparison{
+	{"consumer runner vs raw franz-go, produce+consume", "BenchmarkThroughput/runner", "BenchmarkThroughput/baseline", "records/s", 0.5},
+	{"outbox relay vs producing directly (no database)", "BenchmarkRelay/relay", "BenchmarkRelay/baseline", "events/s", 0},
+}
+
+// absolute goals that are stated in units, not ratios.
+var absolute = []struct {
+	name, metric string
+	min          float64
+}{
+	{"BenchmarkRelay/relay", "events/s", 10_000},
+}
+
+var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
+
+func main() {
+	if err := report(os.Stdin, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+func report(in io.Reader, out io.Writer) error {
+	samples := map[string]map[string][]float64{} // name → metric → values
+	var order []string
+	sc := bufio.NewScanner(in)
+	for sc.Scan() {
+		m := line.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		if samples[name] == nil {
+			samples[name] = map[string][]float64{}
+			order = append(order, name)
+		}
+		f := strings.Fields(m[2])
+		for i := 0; i+1 < len(f); i += 2 {
+			v, err := strconv.ParseFloat(f[i], 64)
+			if err == nil {
+				samples[name][f[i+1]] = append(samples[name][f[i+1]], v)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(order) == 0 {
+		return fmt.Errorf("no benchmark lines on stdin")
+	}
+	med := func(name, metric string) (float64, bool) {
+		vs := samples[name][metric]
+		if len(vs) == 0 {
+			return 0, false
+		}
+		s := append([]float64(nil), vs...)
+		sort.Float64s(s)
+		return s[len(s)/2], true
+	}
+
+	fmt.Fprintln(out, "\n== medians ==")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "benchmark\tns/op\tthroughput\tB/op\tallocs/op\t")
+	for _, n := range order {
+		ns, _ := med(n, "ns/op")
+		thr := ""
+		for metric := range samples[n] {
+			if strings.HasSuffix(metric, "/s") {
+				v, _ := med(n, metric)
+				thr = fmt.Sprintf("%.0f %s", v, metric)
+			}
+		}
+		bop, _ := med(n, "B/op")
+		allocs, _ := med(n, "allocs/op")
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t\n", n, ns, thr, bop, allocs)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(out, "\n== ratios to baselines measured in the same run (> 1 = faster than baseline) ==")
+	all := append([]comparison(nil), comparisons...)
+	all = append(all, codecComparisons(order)...)
+	for _, c := range all {
+		s, ok1 := med(c.subject, c.metric)
+		base, ok2 := med(c.baseline, c.metric)
+		if !ok1 || !ok2 || s == 0 || base == 0 {
+			continue
+		}
+		ratio := s / base
+		if c.metric == "ns/op" {
+			ratio = base / s
+		}
+		verdict := ""
+		if c.goal > 0 {
+			verdict = fmt.Sprintf("  goal ≥ %.2f: %s", c.goal, met(ratio >= c.goal))
+		}
+		fmt.Fprintf(out, "%-62s %6.2f%s\n", c.title, ratio, verdict)
+	}
+	fmt.Fprintln(out, "\n== absolute goals ==")
+	for _, a := range absolute {
+		if v, ok := med(a.name, a.metric); ok {
+			fmt.Fprintf(out, "%-62s %.0f %s (goal ≥ %.0f: %s)\n", a.name, v, a.metric, a.min, met(v >= a.min))
+		}
+	}
+	return nil
+}
+
+// codecComparisons compares the codec's Encode/Decode of the event type that
+// BenchmarkGoavro measured with goavro's raw binary encode/decode of it.
+func codecComparisons(names []string) []comparison {
+	var out []comparison
+	for _, n := range names {
+		if t, ok := strings.CutPrefix(n, "BenchmarkGoavro/BinaryFromNative/"); ok {
+			out = append(out, comparison{"codec Encode(" + t + ") vs goavro BinaryFromNative", "BenchmarkEncode/" + t, n, "ns/op", 0})
+		}
+		if t, ok := strings.CutPrefix(n, "BenchmarkGoavro/NativeFromBinary/"); ok {
+			out = append(out, comparison{"codec Decode(" + t + ") vs goavro NativeFromBinary", "BenchmarkDecode/" + t, n, "ns/op", 0})
+		}
+	}
+	return out
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT MET"
+}

@@ -1,0 +1,118 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+}
+
+func TestDefaultsAreValid(t *testing.T) {
+	cfg, err := LoadFrom(env(nil))
+	if err != nil {
+		t.Fatalf("defaults must load: %v", err)
+	}
+	if !cfg.Embedded() || cfg.ConsumerMaxAttempts != 5 || cfg.OutboxPollInterval != time.Second {
+		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+}
+
+func TestParsesValues(t *testing.T) {
+	cfg, err := LoadFrom(env(map[string]string{
+		"KAFKA_BROKERS":         " k1:9092, k2:9093 ,",
+		"CONSUMER_MAX_ATTEMPTS": "7",
+		"CONSUMER_BACKOFF_MAX":  "1m",
+		"SCHEMA_REGISTRY_URL":   "http://registry:8081",
+		"PROLIFERATE_ENV":       "production",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cfg.KafkaBrokers, "|"); got != "k1:9092|k2:9093" {
+		t.Fatalf("brokers = %q", got)
+	}
+	if cfg.ConsumerMaxAttempts != 7 || cfg.ConsumerBackoffMax != time.Minute || cfg.Embedded() {
+		t.Fatalf("unexpected: %+v", cfg)
+	}
+}
+
+// Each bad value must produce one problem naming the variable with a precise message.
+func TestBadValuesArePreciseErrors(t *testing.T) {
+	cases := []struct {
+		vars    map[string]string
+		wantVar string
+		wantMsg string
+	}{
+		{map[string]string{"CONSUMER_MAX_ATTEMPTS": "five"}, "CONSUMER_MAX_ATTEMPTS", "must be an integer"},
+		{map[string]string{"CONSUMER_MAX_ATTEMPTS": "0"}, "CONSUMER_MAX_ATTEMPTS", "must be at least 1"},
+		{map[string]string{"OUTBOX_BATCH_SIZE": "100000"}, "OUTBOX_BATCH_SIZE", "must be at most 10000"},
+		{map[string]string{"OUTBOX_POLL_INTERVAL": "soon"}, "OUTBOX_POLL_INTERVAL", "must be a duration"},
+		{map[string]string{"OUTBOX_POLL_INTERVAL": "-1s"}, "OUTBOX_POLL_INTERVAL", "greater than zero"},
+		{map[string]string{"KAFKA_BROKERS": "localhost"}, "KAFKA_BROKERS", `"localhost": must be host:port`},
+		{map[string]string{"KAFKA_BROKERS": "h:99999"}, "KAFKA_BROKERS", "port must be a number"},
+		{map[string]string{"OPS_ADDR": "9464"}, "OPS_ADDR", "must be host:port"},
+		{map[string]string{"DATABASE_URL": "mysql://u:p@h/db"}, "DATABASE_URL", "scheme postgres or postgresql"},
+		{map[string]string{"REDIS_URL": "redis://"}, "REDIS_URL", "must name a host"},
+		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL", "must be one of debug, info, warn, error"},
+		{map[string]string{"PROLIFERATE_ENV": "production"}, "KAFKA_BROKERS", "must be set when PROLIFERATE_ENV=production"},
+		{map[string]string{"CONSUMER_BACKOFF_INITIAL": "5s", "CONSUMER_BACKOFF_MAX": "1s"}, "CONSUMER_BACKOFF_MAX", "at least CONSUMER_BACKOFF_INITIAL"},
+	}
+	for _, c := range cases {
+		t.Run(c.wantVar+"/"+c.wantMsg, func(t *testing.T) {
+			_, err := LoadFrom(env(c.vars))
+			var cerr *Error
+			if !errors.As(err, &cerr) {
+				t.Fatalf("want *config.Error, got %v", err)
+			}
+			if len(cerr.Problems) != 1 {
+				t.Fatalf("want exactly one problem, got %v", cerr.Problems)
+			}
+			p := cerr.Problems[0]
+			if p.Var != c.wantVar || !strings.Contains(p.Message, c.wantMsg) {
+				t.Fatalf("got %s: %s; want %s: …%s…", p.Var, p.Message, c.wantVar, c.wantMsg)
+			}
+		})
+	}
+}
+
+func TestAllProblemsReportedTogether(t *testing.T) {
+	_, err := LoadFrom(env(map[string]string{"LOG_LEVEL": "x", "OUTBOX_BATCH_SIZE": "0", "OPS_ADDR": "nope"}))
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 3 {
+		t.Fatalf("want 3 problems, got %v", err)
+	}
+}
+
+func TestSecretsAreRedacted(t *testing.T) {
+	const pw = "hunter2-very-secret"
+	vars := map[string]string{
+		"DATABASE_URL": "postgres://app:" + pw + "@db:5432/p",
+		"REDIS_URL":    "redis://:" + pw + "@r:6379/0",
+	}
+	cfg, err := LoadFrom(env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range cfg.Settings() {
+		if strings.Contains(s.Value, pw) {
+			t.Fatalf("%s leaks its secret: %s", s.Var, s.Value)
+		}
+	}
+	// A secret must not leak through a validation error either.
+	_, err = LoadFrom(env(map[string]string{"DATABASE_URL": "mysql://app:" + pw + "@db/p"}))
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("error leaks secret or is missing: %v", err)
+	}
+}
+
+func TestDocsAreCurrent(t *testing.T) {
+	have, err := os.ReadFile("../../docs/config.md")
+	if err != nil || string(have) != Markdown() {
+		t.Fatal("docs/config.md is stale: run `make docs` and commit the result")
+	}
+}

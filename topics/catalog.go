@@ -1,0 +1,217 @@
+// Package topics is the catalog of every Kafka topic of the platform: its key,
+// partitions, retention, schema, producing role and consuming groups. The
+// catalog is the single source for `proliferate topics ensure` (creating and
+// checking topics on a cluster), for the consumer runner's dead-letter topics and
+// for docs/topics.md, the page analytics teams read.
+package topics
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/proliferate/proliferate/schemas"
+)
+
+// Topic names. Roles refer to topics through these constants only.
+const (
+	WebhooksRaw        = "webhooks.raw"
+	TriggersEvents     = "triggers.events"
+	RunsLifecycle      = "runs.lifecycle"
+	SessionsEvents     = "sessions.events"
+	ToolsCalls         = "tools.calls"
+	ActionsInvocations = "actions.invocations"
+	LLMSpend           = "llm.spend"
+	BillingUsage       = "billing.usage"
+	BillingState       = "billing.state"
+)
+
+// Consumer group names.
+const (
+	GroupTriggerProcessor    = "trigger-processor"
+	GroupRunEnricher         = "run-enricher"
+	GroupRunExecutor         = "run-executor"
+	GroupRunFinalizer        = "run-finalizer"
+	GroupNotifier            = "notifier"
+	GroupSessionMaterializer = "session-materializer"
+	GroupToolMaterializer    = "tool-materializer"
+	GroupActionMaterializer  = "action-materializer"
+	GroupBillingRater        = "billing-rater"
+	GroupBillingLedger       = "billing-ledger"
+	GroupEnforcer            = "enforcer"
+)
+
+// Cleanup policies.
+const (
+	Delete  = "delete"
+	Compact = "compact"
+)
+
+// Forever is the retention of topics that are never truncated by time.
+const Forever time.Duration = -1
+
+// Topic describes one topic.
+type Topic struct {
+	Name        string
+	Description string
+	// Key says which entity the record key identifies; records of one key stay
+	// in order.
+	Key        string
+	Partitions int32
+	Cleanup    string
+	Retention  time.Duration
+	// EventTypes lists the schemas (schemas.Type…) of its records; empty for
+	// dead-letter topics, which hold the original record bytes unchanged.
+	EventTypes []string
+	Producers  []string
+	Consumers  []string
+	// DeadLetterOf names the consumer group whose dead letters it holds.
+	DeadLetterOf string
+}
+
+// Group describes one consumer group of the platform.
+type Group struct {
+	Name        string
+	Description string
+	Topics      []string
+}
+
+const day = 24 * time.Hour
+
+// groups lists every consumer group; a group's dead-letter topic is derived.
+var groups = []Group{
+	{GroupTriggerProcessor, "parses raw webhooks and poll results into trigger events, matches triggers, queues runs", []string{WebhooksRaw}},
+	{GroupRunEnricher, "enriches queued runs with context (stage queued → enriching → ready)", []string{RunsLifecycle}},
+	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}},
+	{GroupRunFinalizer, "times out and finalizes runs, updates trigger events", []string{RunsLifecycle}},
+	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}},
+	{GroupSessionMaterializer, "materializes session events and telemetry into Postgres", []string{SessionsEvents}},
+	{GroupToolMaterializer, "materializes tool-call telemetry into Postgres", []string{ToolsCalls}},
+	{GroupActionMaterializer, "materializes action invocation state into Postgres", []string{ActionsInvocations}},
+	{GroupBillingRater, "prices LLM spend into billable usage", []string{LLMSpend}},
+	{GroupBillingLedger, "applies usage to org credit balances and drives the billing state machine", []string{BillingUsage}},
+	{GroupEnforcer, "pauses the sessions of exhausted or suspended orgs", []string{BillingState}},
+}
+
+var topics = []Topic{
+	{
+		Name:        WebhooksRaw,
+		Description: "Every inbound webhook after signature verification, exactly as received. Produced before the HTTP response, so an acknowledged webhook is never lost.",
+		Key:         "webhook source: `{provider}:{integration or webhook id}`",
+		Partitions:  12, Cleanup: Delete, Retention: 7 * day,
+		EventTypes: []string{schemas.TypeWebhookReceived},
+		Producers:  []string{"ingest"},
+	},
+	{
+		Name:        TriggersEvents,
+		Description: "Normalized trigger events with their match outcome (matched, skipped with a reason, failed with the error); one per trigger considered.",
+		Key:         "trigger id",
+		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
+		EventTypes: []string{schemas.TypeTriggerEvent},
+		Producers:  []string{GroupTriggerProcessor, "pollers", "scheduler"},
+	},
+	{
+		Name:        RunsLifecycle,
+		Description: "Every status transition of an automation run, in order per run. Written through the transactional outbox in the same transaction as the transition.",
+		Key:         "run id",
+		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
+		EventTypes: []string{schemas.TypeRunLifecycle},
+		Producers:  []string{"outbox-relay (trigger-processor, run stages, api)"},
+	},
+	{
+		Name:        SessionsEvents,
+		Description: "Session lifecycle and telemetry: created, running, paused, resumed, stopped, with counters.",
+		Key:         "session id",
+		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
+		EventTypes: []string{schemas.TypeSessionEvent},
+		Producers:  []string{"gateway"},
+	},
+	{
+		Name:        ToolsCalls,
+		Description: "Tool calls made by agents in sessions, with status and duration.",
+		Key:         "session id",
+		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
+		EventTypes: []string{schemas.TypeToolCall},
+		Producers:  []string{"gateway"},
+	},
+	{
+		Name:        ActionsInvocations,
+		Description: "Every state change of an action invocation (pending, approved, denied, executed, failed, expired).",
+		Key:         "invocation id",
+		Partitions:  12, Cleanup: Delete, Retention: 90 * day,
+		EventTypes: []string{schemas.TypeActionInvocation},
+		Producers:  []string{"gateway", "api"},
+	},
+	{
+		Name:        LLMSpend,
+		Description: "One record per LLM request with tokens and cost.",
+		Key:         "org id",
+		Partitions:  12, Cleanup: Delete, Retention: 90 * day,
+		EventTypes: []string{schemas.TypeLLMSpend},
+		Producers:  []string{"llm-proxy", "litellm-collector"},
+	},
+	{
+		Name:        BillingUsage,
+		Description: "Billable usage (compute seconds, LLM credits) with an idempotency key; the billing ledger applies each key once.",
+		Key:         "org id",
+		Partitions:  12, Cleanup: Delete, Retention: 90 * day,
+		EventTypes: []string{schemas.TypeBillingUsage},
+		Producers:  []string{"compute-meter", GroupBillingRater},
+	},
+	{
+		Name:        BillingState,
+		Description: "Billing state changes per org. Compacted: the latest record per org is its current state.",
+		Key:         "org id",
+		Partitions:  12, Cleanup: Compact, Retention: Forever,
+		EventTypes: []string{schemas.TypeBillingState},
+		Producers:  []string{GroupBillingLedger},
+	},
+}
+
+// DeadLetterTopic is the dead-letter topic of a consumer group.
+func DeadLetterTopic(group string) string { return "dlq." + group }
+
+// Groups lists every consumer group, sorted by name.
+func Groups() []Group {
+	out := slices.Clone(groups)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// All lists every topic: the event topics in pipeline order, then one
+// dead-letter topic per consumer group. Consumers are filled in from Groups.
+func All() []Topic {
+	out := make([]Topic, 0, len(topics)+len(groups))
+	for _, t := range topics {
+		t.Consumers = nil
+		for _, g := range Groups() {
+			if slices.Contains(g.Topics, t.Name) {
+				t.Consumers = append(t.Consumers, g.Name)
+			}
+		}
+		out = append(out, t)
+	}
+	for _, g := range Groups() {
+		out = append(out, Topic{
+			Name:         DeadLetterTopic(g.Name),
+			Description:  "Records the " + g.Name + " group could not process after its retries: the original key, value and headers, plus dlq.* headers with the error, the attempts and the source coordinates.",
+			Key:          "the original record's key",
+			Partitions:   3,
+			Cleanup:      Delete,
+			Retention:    30 * day,
+			Producers:    []string{g.Name},
+			DeadLetterOf: g.Name,
+		})
+	}
+	return out
+}
+
+// Lookup finds a topic by name.
+func Lookup(name string) (Topic, bool) {
+	for _, t := range All() {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Topic{}, false
+}

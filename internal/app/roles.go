@@ -96,6 +96,9 @@ func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
+		if len(names) == 0 {
+			a.Log.Warn("this build has no consumer groups yet; the worker serves only its ops endpoints")
+		}
 	}
 	var roles []Role
 	for _, name := range names {

@@ -32,7 +32,9 @@ func NewClient(o Options, extra ...kgo.Opt) (*kgo.Client, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // murmur2 on key, as the Java client
-		kgo.AllowAutoTopicCreation(),                         // off in production by the broker; `topics ensure` creates topics
+		// No AllowAutoTopicCreation: topics come from `topics ensure` and the
+		// catalog, so a typo in a topic name fails instead of creating a topic.
+		kgo.UnknownTopicRetries(3),
 	}
 	if o.ClientID != "" {
 		opts = append(opts, kgo.ClientID(o.ClientID))

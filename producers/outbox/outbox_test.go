@@ -3,6 +3,9 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,15 +14,22 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/producers/outbox"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(relayChildEnv) != "" {
+		relayChild() // never returns
+	}
+	testenv.Main(m)
+}
 
 // reset gives each test an empty outbox (tests of this package share a database).
 func reset(t *testing.T, pool *pgxpool.Pool) {
@@ -257,4 +267,89 @@ func TestAddRejectsMessagesWithoutTopic(t *testing.T) {
 	if p := pending(t, pool); p != 0 {
 		t.Fatalf("%d rows written by a rejected call", p)
 	}
+}
+
+const relayChildEnv = "OUTBOX_RELAY_CHILD"
+
+// relayChild publishes in a child process and hangs forever right after
+// publishing its second batch (before marking it), until the parent kills it.
+func relayChild() {
+	ctx := context.Background()
+	pool, err := db.Open(ctx, os.Getenv("RELAY_DATABASE_URL"), 4)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	cl, err := kafka.NewClient(kafka.Options{Seeds: strings.Split(os.Getenv("RELAY_SEEDS"), ",")})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(3)
+	}
+	r := outbox.NewRelay(pool, cl, outbox.RelayOptions{BatchSize: 250})
+	batches := 0
+	r.SetAfterPublish(func(context.Context, int) error {
+		if batches++; batches == 2 {
+			select {} // hang mid-batch: published, not marked
+		}
+		return nil
+	})
+	_ = r.Run(ctx)
+	os.Exit(4)
+}
+
+// A relay process killed with SIGKILL between publishing a batch and marking
+// it loses nothing: its transaction dies with its connection, and the next
+// relay publishes that batch again.
+func TestRelayProcessKilledMidBatchLosesNothing(t *testing.T) {
+	pool := testenv.Postgres(t)
+	reset(t, pool)
+	seeds := testenv.Kafka(t, kfake.SeedTopics(3, "killed.events"))
+	ctx := context.Background()
+	const n = 1000
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		msgs := make([]outbox.Message, n)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: "killed.events", Key: "k" + strconv.Itoa(i%5), Value: []byte("e" + strconv.Itoa(i))}
+		}
+		return outbox.Add(ctx, tx, msgs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^$")
+	child.Env = append(os.Environ(), relayChildEnv+"=1", "RELAY_SEEDS="+strings.Join(seeds, ","), "RELAY_DATABASE_URL="+testenv.DatabaseURL(t))
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
+	// The child has published two batches and marked only the first.
+	eventually(t, func() bool { return endOffsets(t, seeds, "killed.events") == 500 && pending(t, pool) == n-250 })
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+
+	runRelay(t, newRelay(t, pool, seeds, 250))
+	got := collect(t, seeds, "killed.events", n)
+	if dups := got.total - len(got.count); dups != 250 {
+		t.Fatalf("duplicates = %d, want the killed batch (250)", dups)
+	}
+	eventually(t, func() bool { return pending(t, pool) == 0 })
+}
+
+func endOffsets(t *testing.T, seeds []string, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	return total
 }

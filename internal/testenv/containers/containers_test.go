@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/internal/db"
@@ -40,6 +41,14 @@ func TestAgainstProductionImages(t *testing.T) {
 	}
 
 	seeds := containers.Kafka(t)
+	admin, err := kafka.NewClient(kafka.Options{Seeds: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := kadm.NewClient(admin).CreateTopic(ctx, 3, 1, nil, "smoke"); err != nil {
+		t.Fatal(err)
+	}
 	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds}, kgo.ConsumeTopics("smoke"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)

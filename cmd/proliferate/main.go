@@ -35,6 +35,7 @@ Commands:
   topics ensure|list|describe [topic]|docs
                           create missing topics and report drift; list the catalog;
                           show a topic on the cluster; print docs/topics.md
+  api                     serve the REST API (/api/v1) on API_ADDR
   relay                   run the transactional outbox relay
   worker [--groups=a,b]   run consumer groups (all of this build's by default)
   config                  print the effective configuration, secrets redacted
@@ -89,6 +90,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, a, rest, stdout)
 	case "topics":
 		return topicsCmd(ctx, a, rest, stdout)
+	case "api":
+		apiRole, err := a.APIRole(ctx)
+		if err != nil {
+			return err
+		}
+		ops, err := a.OpsRole(ctx)
+		if err != nil {
+			return err
+		}
+		return app.RunRoles(ctx, apiRole, ops)
 	case "relay":
 		relay, err := a.RelayRole(ctx)
 		if err != nil {

@@ -47,6 +47,7 @@ type App struct {
 	Codec *schemas.Codec
 
 	opsAddr atomic.Pointer[string]
+	apiAddr atomic.Pointer[string]
 
 	mu      sync.Mutex
 	closers []func()

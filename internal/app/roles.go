@@ -212,11 +212,15 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	apiRole, err := a.APIRole(ctx)
+	if err != nil {
+		return err
+	}
 	ops, err := a.OpsRole(ctx)
 	if err != nil {
 		return err
 	}
-	roles = append(roles, relay, ops)
+	roles = append(roles, relay, apiRole, ops)
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = r.Name

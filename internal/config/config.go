@@ -8,6 +8,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -55,6 +56,27 @@ type Config struct {
 	OutboxLanes        int           `env:"OUTBOX_LANES" default:"16" check:"min=1,max=1024" doc:"ordering lanes (hash of key); each lane is relayed by one replica at a time"`
 	OutboxPollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" default:"1s" check:"positive" doc:"fallback poll when no NOTIFY arrives"`
 	OutboxRetention    time.Duration `env:"OUTBOX_RETENTION" default:"24h" check:"positive" doc:"how long published outbox rows are kept for inspection"`
+
+	APIAddr          string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
+	APICORSOrigins   []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
+	APIMaxBodyBytes  int           `env:"API_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted request body; larger ones get 413"`
+	AuthSigningKeys  []string      `env:"AUTH_SIGNING_KEYS" default:"dev:ZGV2LW9ubHktc2lnbmluZy1rZXktZG8tbm90LXVzZS1pbi1wcm9kdWN0aW9u" check:"keys=32" secret:"true" doc:"access-token HMAC keys as kid:base64 (≥32 bytes), comma-separated; the first signs, all verify (rotation)"`
+	AccessTokenTTL   time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
+	SessionTTL       time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
+	EncryptionKeys   []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
+	ServiceToken     string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles; also derives per-session sandbox tokens (HMAC-SHA256)"`
+	SuperAdminEmails []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
+	PublicURL        string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
+	Mailer           string        `env:"MAILER" default:"log" check:"oneof=log" doc:"email delivery: log (writes messages to the log without secrets)"`
+
+	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
+	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`
+	GitHubAPIURL        string `env:"GITHUB_API_URL" default:"https://api.github.com" check:"url=http|https" doc:"GitHub REST API base URL"`
+	NangoURL            string `env:"NANGO_URL" default:"https://api.nango.dev" check:"url=http|https" doc:"Nango API base URL"`
+	NangoSecretKey      string `env:"NANGO_SECRET_KEY" secret:"true" doc:"Nango secret key; empty disables Nango connections"`
+	SentryAPIURL        string `env:"SENTRY_API_URL" default:"https://sentry.io/api/0" check:"url=http|https" doc:"Sentry API base URL"`
+	LinearAPIURL        string `env:"LINEAR_API_URL" default:"https://api.linear.app/graphql" check:"url=http|https" doc:"Linear GraphQL endpoint"`
+	SlackAPIURL         string `env:"SLACK_API_URL" default:"https://slack.com/api" check:"url=http|https" doc:"Slack Web API base URL"`
 
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }
@@ -122,10 +144,26 @@ func (c *Config) crossChecks() []Problem {
 		ps = append(ps, Problem{"CONSUMER_BACKOFF_MAX", c.ConsumerBackoffMax.String(),
 			fmt.Sprintf("must be at least CONSUMER_BACKOFF_INITIAL (%s)", c.ConsumerBackoffInitial)})
 	}
+	if c.Env == "production" {
+		for _, d := range []struct{ name, value, def string }{
+			{"AUTH_SIGNING_KEYS", strings.Join(c.AuthSigningKeys, ","), defaultOf("AuthSigningKeys")},
+			{"ENCRYPTION_KEYS", strings.Join(c.EncryptionKeys, ","), defaultOf("EncryptionKeys")},
+			{"SERVICE_TOKEN", c.ServiceToken, defaultOf("ServiceToken")},
+		} {
+			if d.value == d.def {
+				ps = append(ps, Problem{d.name, "REDACTED", "must be set in production (the default is a public development key)"})
+			}
+		}
+	}
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})
 	}
 	return ps
+}
+
+func defaultOf(field string) string {
+	f, _ := reflect.TypeFor[Config]().FieldByName(field)
+	return f.Tag.Get("default")
 }
 
 // Embedded reports whether the roles use the in-process broker.
@@ -297,8 +335,47 @@ func checkRule(f reflect.Value, raw, name, arg string) error {
 		if u.Host == "" {
 			return errors.New("must name a host")
 		}
+	case "min_len":
+		n, _ := strconv.Atoi(arg)
+		if len(raw) < n {
+			return fmt.Errorf("must be at least %d characters", n)
+		}
+	case "keys":
+		return checkKeys(f.Interface().([]string), arg)
 	default:
 		return fmt.Errorf("unknown check %q (a bug in config.go)", name)
+	}
+	return nil
+}
+
+// checkKeys validates kid:base64 key lists: "32" means at least 32 bytes,
+// "32exact" exactly 32. Messages never include key material.
+func checkKeys(keys []string, arg string) error {
+	exact := strings.HasSuffix(arg, "exact")
+	n, _ := strconv.Atoi(strings.TrimSuffix(arg, "exact"))
+	if len(keys) == 0 {
+		return errors.New("needs at least one kid:base64 key")
+	}
+	seen := map[string]bool{}
+	for i, k := range keys {
+		kid, b64, ok := strings.Cut(k, ":")
+		if !ok || kid == "" {
+			return fmt.Errorf("key %d must be kid:base64", i+1)
+		}
+		if seen[kid] {
+			return fmt.Errorf("key id %q appears twice", kid)
+		}
+		seen[kid] = true
+		raw, err := base64.StdEncoding.DecodeString(b64)
+		if err != nil {
+			return fmt.Errorf("key %q is not valid base64", kid)
+		}
+		if exact && len(raw) != n {
+			return fmt.Errorf("key %q must be exactly %d bytes, is %d", kid, n, len(raw))
+		}
+		if !exact && len(raw) < n {
+			return fmt.Errorf("key %q must be at least %d bytes, is %d", kid, n, len(raw))
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/base64"
 	"errors"
 	"os"
 	"strings"
@@ -23,13 +24,12 @@ func TestDefaultsAreValid(t *testing.T) {
 }
 
 func TestParsesValues(t *testing.T) {
-	cfg, err := LoadFrom(env(map[string]string{
+	cfg, err := LoadFrom(env(prod(map[string]string{
 		"KAFKA_BROKERS":         " k1:9092, k2:9093 ,",
 		"CONSUMER_MAX_ATTEMPTS": "7",
 		"CONSUMER_BACKOFF_MAX":  "1m",
 		"SCHEMA_REGISTRY_URL":   "http://registry:8081",
-		"PROLIFERATE_ENV":       "production",
-	}))
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,12 @@ func TestBadValuesArePreciseErrors(t *testing.T) {
 		{map[string]string{"DATABASE_URL": "mysql://u:p@h/db"}, "DATABASE_URL", "scheme postgres or postgresql"},
 		{map[string]string{"REDIS_URL": "redis://"}, "REDIS_URL", "must name a host"},
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL", "must be one of debug, info, warn, error"},
-		{map[string]string{"PROLIFERATE_ENV": "production"}, "KAFKA_BROKERS", "must be set when PROLIFERATE_ENV=production"},
+		{prod(map[string]string{"KAFKA_BROKERS": ""}), "KAFKA_BROKERS", "must be set when PROLIFERATE_ENV=production"},
+		{prod(map[string]string{"SERVICE_TOKEN": ""}), "SERVICE_TOKEN", "must be set in production"},
+		{prod(map[string]string{"AUTH_SIGNING_KEYS": "k1:c2hvcnQ="}), "AUTH_SIGNING_KEYS", `key "k1" must be at least 32 bytes, is 5`},
+		{prod(map[string]string{"ENCRYPTION_KEYS": "k1:" + b64(31)}), "ENCRYPTION_KEYS", `key "k1" must be exactly 32 bytes, is 31`},
+		{prod(map[string]string{"ENCRYPTION_KEYS": "k1:" + b64(32) + ",k1:" + b64(32)}), "ENCRYPTION_KEYS", `key id "k1" appears twice`},
+		{prod(map[string]string{"ENCRYPTION_KEYS": "nokid"}), "ENCRYPTION_KEYS", "key 1 must be kid:base64"},
 		{map[string]string{"CONSUMER_BACKOFF_INITIAL": "5s", "CONSUMER_BACKOFF_MAX": "1s"}, "CONSUMER_BACKOFF_MAX", "at least CONSUMER_BACKOFF_INITIAL"},
 	}
 	for _, c := range cases {
@@ -115,4 +120,21 @@ func TestDocsAreCurrent(t *testing.T) {
 	if err != nil || string(have) != Markdown() {
 		t.Fatal("docs/config.md is stale: run `make docs` and commit the result")
 	}
+}
+
+func b64(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+
+// prod is a valid production environment with overrides applied.
+func prod(over map[string]string) map[string]string {
+	m := map[string]string{
+		"PROLIFERATE_ENV":   "production",
+		"KAFKA_BROKERS":     "k:9092",
+		"AUTH_SIGNING_KEYS": "a:" + b64(32),
+		"ENCRYPTION_KEYS":   "a:" + b64(32),
+		"SERVICE_TOKEN":     "a-production-service-token",
+	}
+	for k, v := range over {
+		m[k] = v
+	}
+	return m
 }

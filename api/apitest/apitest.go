@@ -1,0 +1,284 @@
+// Package apitest runs the real API over HTTP against the test Postgres and
+// Redis, with helpers to create people and organizations and to assert the
+// error shape. Every feature's API tests use it.
+package apitest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// Env is a running API.
+type Env struct {
+	Server *api.Server
+	Deps   api.Deps
+	URL    string
+	// Logs captures every log line the API wrote (to assert secrets never
+	// appear in them).
+	Logs *LogBuffer
+	// Mail holds every email the API sent.
+	Mail *mailer.Memory
+}
+
+// Option changes the environment before the server starts.
+type Option func(env map[string]string)
+
+// WithEnv sets configuration variables.
+func WithEnv(kv ...string) Option {
+	return func(env map[string]string) {
+		for i := 0; i+1 < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+// New starts the API with the given feature registrations. The package's
+// TestMain must call testenv.Main.
+func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env {
+	t.Helper()
+	vars := map[string]string{
+		"DATABASE_URL":     testenv.DatabaseURL(t),
+		"REDIS_URL":        testenv.RedisURL(t),
+		"API_CORS_ORIGINS": "https://app.example.com",
+		"LOG_LEVEL":        "debug",
+	}
+	for _, o := range opts {
+		o(vars)
+	}
+	cfg, err := config.LoadFrom(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.NewTokens(cfg.AuthSigningKeys, cfg.AccessTokenTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	box, err := secretbox.New(cfg.EncryptionKeys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &LogBuffer{}
+	deps := api.Deps{
+		Cfg: cfg, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Pool: testenv.Postgres(t), Redis: testenv.Redis(t), Tokens: tokens, Box: box, Mailer: &mailer.Memory{},
+	}
+	s := api.New(deps)
+	for _, r := range register {
+		if err := r(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(srv.Close)
+	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: deps.Mailer.(*mailer.Memory)}
+}
+
+// LogBuffer is a concurrency-safe log sink.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// User is a person created directly in the database with an org.
+type User struct {
+	ID, Email, OrgID, Token, SessionID string
+}
+
+var seq struct {
+	mu sync.Mutex
+	n  int
+}
+
+// Unique returns a string unique within the test binary (emails, slugs).
+func Unique(prefix string) string {
+	seq.mu.Lock()
+	defer seq.mu.Unlock()
+	seq.n++
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s%d%s", prefix, seq.n, hex.EncodeToString(b))
+}
+
+// NewUser creates a verified person with a personal organization they own
+// (active), a login session and an access token: the state a signup and
+// login leave behind, without going through those endpoints.
+func (e *Env) NewUser(t testing.TB) *User {
+	t.Helper()
+	ctx := context.Background()
+	u := &User{Email: Unique("user") + "@example.com"}
+	err := e.Deps.Pool.QueryRow(ctx, `WITH u AS (
+			INSERT INTO users (email, name, email_verified) VALUES ($1, 'Test User', true) RETURNING id),
+		o AS (INSERT INTO organizations (name, slug, is_personal) VALUES ('Personal', $2, true) RETURNING id),
+		m AS (INSERT INTO members (org_id, user_id, role) SELECT o.id, u.id, 'owner' FROM o, u)
+		UPDATE users SET active_org_id = (SELECT id FROM o) WHERE id = (SELECT id FROM u)
+		RETURNING id::text, active_org_id::text`, u.Email, Unique("personal-")).Scan(&u.ID, &u.OrgID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.SessionID, u.Token = e.Login(t, u.ID)
+	return u
+}
+
+// Login creates a login session for a user and returns it with an access token.
+func (e *Env) Login(t testing.TB, userID string) (sessionID, token string) {
+	t.Helper()
+	refresh := Unique("refresh")
+	sum := sha256.Sum256([]byte(refresh))
+	err := e.Deps.Pool.QueryRow(context.Background(), `INSERT INTO auth_sessions (user_id, refresh_token_hash, expires_at)
+		VALUES ($1, $2, now() + interval '1 day') RETURNING id::text`, userID, hex.EncodeToString(sum[:])).Scan(&sessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err = e.Deps.Tokens.Issue(userID, sessionID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sessionID, token
+}
+
+// AddMember adds user to org with role and makes it their active org.
+func (e *Env) AddMember(t testing.TB, u *User, orgID string, role auth.Role) {
+	t.Helper()
+	_, err := e.Deps.Pool.Exec(context.Background(), `INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, $3)
+		ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role;
+		UPDATE users SET active_org_id = $1 WHERE id = $2`, orgID, u.ID, string(role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.OrgID = orgID
+}
+
+// Response is a finished request.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v, failing the test if it does not decode.
+func (r *Response) JSON(t testing.TB, v any) {
+	t.Helper()
+	if err := json.Unmarshal(r.Body, v); err != nil {
+		t.Fatalf("decode %d response %s: %v", r.Status, r.Body, err)
+	}
+}
+
+// Do sends a request. body may be nil, a string (sent raw as JSON), []byte, or
+// any value (JSON-encoded). token may be "".
+func (e *Env) Do(t testing.TB, method, path, token string, body any) *Response {
+	t.Helper()
+	return e.DoWith(t, method, path, token, body, nil)
+}
+
+// DoWith is Do with extra headers.
+func (e *Env) DoWith(t testing.TB, method, path, token string, body any, headers map[string]string) *Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.URL+api.Prefix+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: raw}
+}
+
+// ExpectError asserts the status and the stable error code of an error
+// response, and that it carries the request id.
+func (r *Response) ExpectError(t testing.TB, status int, code string) api.ErrorBody {
+	t.Helper()
+	var body api.ErrorBody
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Error.Code != code {
+		t.Fatalf("error code %q, want %q; body %s", body.Error.Code, code, r.Body)
+	}
+	if body.Error.RequestID == "" || body.Error.RequestID != r.Header.Get("X-Request-Id") {
+		t.Fatalf("error body lacks the request id: %s", r.Body)
+	}
+	return body
+}
+
+// Expect asserts a success status and decodes the body into v (if non-nil).
+func (r *Response) Expect(t testing.TB, status int, v any) {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
+	}
+	if v != nil {
+		r.JSON(t, v)
+	}
+}
+
+// CountRows counts rows of a table matching a condition (to prove that a
+// rejected request wrote nothing).
+func (e *Env) CountRows(t testing.TB, table, where string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.Deps.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table+" WHERE "+where, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/auth"
+)
+
+// authorize authenticates the bearer credential (if any) and checks the
+// route's access level. On Public routes a bad credential is ignored (a stale
+// token must not break login); everywhere else it is 401.
+func (s *Server) authorize(c *Ctx, a Access) error {
+	bearer, hasBearer := bearerToken(c.GetHeader("Authorization"))
+	var p *auth.Principal
+	if hasBearer {
+		var err error
+		p, err = s.authenticate(c.Request.Context(), bearer)
+		if err != nil && a != Public {
+			if errors.Is(err, auth.ErrUnauthenticated) {
+				return Unauthenticated()
+			}
+			return err
+		}
+		if p != nil {
+			c.Request = c.Request.WithContext(auth.WithPrincipal(c.Request.Context(), p))
+		}
+	}
+	if a == Public {
+		return nil
+	}
+	if p == nil {
+		return Unauthenticated()
+	}
+	switch a {
+	case Person:
+		return requirePerson(p)
+	case OrgMember, OrgAdmin, OrgOwner:
+		if err := requirePerson(p); err != nil {
+			return err
+		}
+		if p.OrgID == "" {
+			return Forbidden("no active organization: create one or switch to one first")
+		}
+		need := map[Access]auth.Role{OrgMember: auth.RoleMember, OrgAdmin: auth.RoleAdmin, OrgOwner: auth.RoleOwner}[a]
+		if !p.Role.AtLeast(need) {
+			return Forbidden("requires the " + string(need) + " role in this organization")
+		}
+	case SuperAdmin:
+		if err := requirePerson(p); err != nil {
+			return err
+		}
+		if !p.SuperAdmin {
+			return Forbidden("requires a super-admin")
+		}
+	case Service:
+		if p.Kind != auth.KindService {
+			return Forbidden("this route is for platform services only")
+		}
+	case Sandbox:
+		if p.Kind != auth.KindSandbox {
+			return Forbidden("this route is for session sandboxes only")
+		}
+	}
+	return nil
+}
+
+// requirePerson keeps sandbox and service credentials off user routes.
+func requirePerson(p *auth.Principal) error {
+	if !p.IsPerson() {
+		return Forbidden(string(p.Kind) + " credentials cannot call user routes")
+	}
+	return nil
+}
+
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// authenticate tries each verifier in order; the sandbox verifier is built in.
+func (s *Server) authenticate(ctx context.Context, bearer string) (*auth.Principal, error) {
+	if strings.HasPrefix(bearer, auth.SandboxTokenPrefix) {
+		sid, err := auth.VerifySandboxToken(s.Cfg.ServiceToken, bearer)
+		if err != nil {
+			return nil, err
+		}
+		return &auth.Principal{Kind: auth.KindSandbox, SessionID: sid}, nil
+	}
+	s.mu.Lock()
+	vs := slices.Clone(s.verifiers)
+	s.mu.Unlock()
+	for _, v := range vs {
+		p, ok, err := v(ctx, bearer)
+		if !ok {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	return nil, auth.ErrUnauthenticated
+}
+
+// ResolvePerson completes a person principal from the database: email,
+// super-admin status, active organization and the role in it. Verifiers call
+// it after checking the credential itself, so a removed member or a deleted
+// user loses access immediately, whatever their token says.
+func (s *Server) ResolvePerson(ctx context.Context, p *auth.Principal) error {
+	var activeOrg *string
+	var superAdmin bool
+	err := s.Pool.QueryRow(ctx, `SELECT email, is_super_admin, active_org_id::text FROM users WHERE id = $1`, p.UserID).
+		Scan(&p.Email, &superAdmin, &activeOrg)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return auth.ErrUnauthenticated
+	}
+	if err != nil {
+		return err
+	}
+	p.SuperAdmin = superAdmin || slices.ContainsFunc(s.Cfg.SuperAdminEmails, func(e string) bool { return strings.EqualFold(e, p.Email) })
+	p.OrgID, p.Role = "", ""
+	if activeOrg != nil {
+		var role string
+		err := s.Pool.QueryRow(ctx, `SELECT role FROM members WHERE org_id = $1 AND user_id = $2`, *activeOrg, p.UserID).Scan(&role)
+		if err == nil {
+			p.OrgID, p.Role = *activeOrg, auth.Role(role)
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+	}
+	return nil
+}

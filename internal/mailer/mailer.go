@@ -1,0 +1,61 @@
+// Package mailer sends the platform's emails (verification, invitations)
+// through a pluggable Mailer. The default logs each message, which is what a
+// developer needs to click a link locally; production plugs in a provider.
+package mailer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+)
+
+// Message is one email.
+type Message struct {
+	To      string
+	Subject string
+	Text    string
+	// Kind classifies the message ("verify_email", "invitation").
+	Kind string
+}
+
+// Mailer delivers messages.
+type Mailer interface {
+	Send(ctx context.Context, m Message) error
+}
+
+// Log writes messages to the log. The body carries one-time links, so only
+// development configurations use it (MAILER=log).
+type Log struct{ L *slog.Logger }
+
+// Send logs the message.
+func (l Log) Send(ctx context.Context, m Message) error {
+	l.L.InfoContext(ctx, "email (log mailer)", "to", m.To, "subject", m.Subject, "kind", m.Kind, "text", m.Text)
+	return nil
+}
+
+// Memory keeps messages for tests to read.
+type Memory struct {
+	mu   sync.Mutex
+	sent []Message
+}
+
+// Send records the message.
+func (m *Memory) Send(_ context.Context, msg Message) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.sent = append(m.sent, msg)
+	return nil
+}
+
+// Sent returns the messages sent to an address, oldest first.
+func (m *Memory) Sent(to string) []Message {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Message
+	for _, s := range m.sent {
+		if s.To == to {
+			out = append(out, s)
+		}
+	}
+	return out
+}

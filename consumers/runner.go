@@ -238,11 +238,14 @@ type worker struct {
 	queue  []*kgo.Record
 	hwm    int64
 	paused bool
+
+	metrics partitionSeries
 }
 
 func newWorker(r *Runner, topic string, partition int32) *worker {
 	return &worker{r: r, topic: topic, partition: partition,
-		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
+		metrics: r.cfg.Metrics.partition(r.cfg.Group, topic, partition)}
 }
 
 // push queues records; past MaxBufferedRecords it pauses fetching of the
@@ -277,6 +280,17 @@ func (w *worker) take() ([]*kgo.Record, int64) {
 func (w *worker) run() {
 	defer close(w.done)
 	ctx := withStopping(w.r.hardCtx, w.stop)
+	// The last finished record is marked once per batch (and when stopping):
+	// marks only matter when a commit happens, and a mark covers every
+	// earlier offset of the partition.
+	var last *kgo.Record
+	mark := func(hwm int64) {
+		if last != nil {
+			w.r.cl.MarkCommitRecords(last)
+			w.metrics.lag.Set(float64(max(hwm-last.Offset-1, 0)))
+			last = nil
+		}
+	}
 	for {
 		select {
 		case <-w.stop:
@@ -287,15 +301,17 @@ func (w *worker) run() {
 		for _, rec := range batch {
 			select {
 			case <-w.stop:
-				return // the rest stays uncommitted; the next owner refetches it
+				mark(hwm) // the rest stays uncommitted; the next owner refetches it
+				return
 			default:
 			}
 			if !w.process(ctx, rec) {
+				mark(hwm)
 				return
 			}
-			w.r.cl.MarkCommitRecords(rec)
-			w.r.cfg.Metrics.setLag(w.r.cfg.Group, w.topic, w.partition, hwm-rec.Offset-1)
+			last = rec
 		}
+		mark(hwm)
 	}
 }
 
@@ -305,7 +321,7 @@ func (w *worker) process(ctx context.Context, rec *kgo.Record) bool {
 	m := &Message{Record: rec}
 	err := w.r.handler(ctx, m)
 	if err == nil {
-		w.r.cfg.Metrics.finished(w.r.cfg.Group, rec.Topic, OutcomeOK)
+		w.metrics.ok.Inc()
 		return true
 	}
 	if errors.Is(err, errStopping) || ctx.Err() != nil {
@@ -329,7 +345,7 @@ func (w *worker) process(ctx context.Context, rec *kgo.Record) bool {
 			return false
 		}
 	}
-	w.r.cfg.Metrics.finished(w.r.cfg.Group, rec.Topic, OutcomeDeadLettered)
+	w.metrics.deadLettered.Inc()
 	return true
 }
 

@@ -139,12 +139,12 @@ func (e *Env) NewUser(t testing.TB) *User {
 	t.Helper()
 	ctx := context.Background()
 	u := &User{Email: Unique("user") + "@example.com"}
-	err := e.Deps.Pool.QueryRow(ctx, `WITH u AS (
-			INSERT INTO users (email, name, email_verified) VALUES ($1, 'Test User', true) RETURNING id),
-		o AS (INSERT INTO organizations (name, slug, is_personal) VALUES ('Personal', $2, true) RETURNING id),
-		m AS (INSERT INTO members (org_id, user_id, role) SELECT o.id, u.id, 'owner' FROM o, u)
-		UPDATE users SET active_org_id = (SELECT id FROM o) WHERE id = (SELECT id FROM u)
-		RETURNING id::text, active_org_id::text`, u.Email, Unique("personal-")).Scan(&u.ID, &u.OrgID)
+	err := e.Deps.Pool.QueryRow(ctx, `WITH o AS (
+			INSERT INTO organizations (name, slug, is_personal) VALUES ('Personal', $2, true) RETURNING id),
+		u AS (INSERT INTO users (email, name, email_verified, active_org_id)
+			SELECT $1, 'Test User', true, o.id FROM o RETURNING id, active_org_id),
+		m AS (INSERT INTO members (org_id, user_id, role) SELECT active_org_id, id, 'owner' FROM u)
+		SELECT id::text, active_org_id::text FROM u`, u.Email, Unique("personal-")).Scan(&u.ID, &u.OrgID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,10 +172,12 @@ func (e *Env) Login(t testing.TB, userID string) (sessionID, token string) {
 // AddMember adds user to org with role and makes it their active org.
 func (e *Env) AddMember(t testing.TB, u *User, orgID string, role auth.Role) {
 	t.Helper()
-	_, err := e.Deps.Pool.Exec(context.Background(), `INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, $3)
-		ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role;
-		UPDATE users SET active_org_id = $1 WHERE id = $2`, orgID, u.ID, string(role))
-	if err != nil {
+	ctx := context.Background()
+	if _, err := e.Deps.Pool.Exec(ctx, `INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, $3)
+		ON CONFLICT (org_id, user_id) DO UPDATE SET role = EXCLUDED.role`, orgID, u.ID, string(role)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Deps.Pool.Exec(ctx, `UPDATE users SET active_org_id = $1 WHERE id = $2`, orgID, u.ID); err != nil {
 		t.Fatal(err)
 	}
 	u.OrgID = orgID

@@ -82,7 +82,9 @@ func register(s *api.Server) error {
 			return c.Reply(http.StatusOK, map[string]string{"user": p.UserID, "org": p.OrgID, "role": string(p.Role)})
 		}})
 	s.Handle(api.Route{Method: http.MethodGet, Path: "/sandbox-only", Summary: "sb", Access: api.Sandbox,
-		Handler: func(c *api.Ctx) error { return c.Reply(http.StatusOK, map[string]string{"session": c.Principal().SessionID}) }})
+		Handler: func(c *api.Ctx) error {
+			return c.Reply(http.StatusOK, map[string]string{"session": c.Principal().SessionID})
+		}})
 	s.Handle(api.Route{Method: http.MethodGet, Path: "/boom", Summary: "panics", Access: api.Public,
 		Handler: func(*api.Ctx) error { panic("kaboom with a secret sk-123") }})
 	return nil

@@ -54,6 +54,9 @@ func (s *Server) authorize(c *Ctx, a Access) error {
 		if err := requirePerson(p); err != nil {
 			return err
 		}
+		if p.ImpersonatorID != "" {
+			return Forbidden("an impersonation session cannot use super-admin routes")
+		}
 		if !p.SuperAdmin {
 			return Forbidden("requires a super-admin")
 		}

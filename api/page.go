@@ -54,7 +54,7 @@ func (c *Ctx) Page() (PageParams, error) {
 	if raw := c.Query("cursor"); raw != "" {
 		b, err := base64.RawURLEncoding.DecodeString(raw)
 		var cur Cursor
-		if err != nil || json.Unmarshal(b, &cur) != nil || cur.ID == "" {
+		if err != nil || json.Unmarshal(b, &cur) != nil || !IsUUID(cur.ID) {
 			return p, Invalid(FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 		}
 		p.After = &cur

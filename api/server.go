@@ -75,9 +75,15 @@ func New(d Deps) *Server {
 		d.Now = time.Now
 	}
 	if d.Mailer == nil {
-		d.Mailer = mailer.Log{L: d.Log}
+		d.Mailer = mailer.Log{L: d.Log, IncludeBody: d.Cfg.Env != "production"}
 	}
 	s := &Server{Deps: d, engine: gin.New()}
+	// Only configured proxies may set the client IP (per-IP rate limits);
+	// gin would otherwise believe X-Forwarded-For from anyone.
+	if err := s.engine.SetTrustedProxies(d.Cfg.APITrustedProxies); err != nil {
+		d.Log.Error("API_TRUSTED_PROXIES is invalid; trusting no proxy", "error", err)
+		_ = s.engine.SetTrustedProxies(nil)
+	}
 	s.engine.HandleMethodNotAllowed = true
 	s.engine.Use(s.requestID, s.logRequests, s.recover, s.cors, s.limitBody)
 	s.engine.NoRoute(func(c *gin.Context) { s.writeError(c, NotFound("route")) })

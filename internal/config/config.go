@@ -57,17 +57,18 @@ type Config struct {
 	OutboxPollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" default:"1s" check:"positive" doc:"fallback poll when no NOTIFY arrives"`
 	OutboxRetention    time.Duration `env:"OUTBOX_RETENTION" default:"24h" check:"positive" doc:"how long published outbox rows are kept for inspection"`
 
-	APIAddr          string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
-	APICORSOrigins   []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
-	APIMaxBodyBytes  int           `env:"API_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted request body; larger ones get 413"`
-	AuthSigningKeys  []string      `env:"AUTH_SIGNING_KEYS" default:"dev:ZGV2LW9ubHktc2lnbmluZy1rZXktZG8tbm90LXVzZS1pbi1wcm9kdWN0aW9u" check:"keys=32" secret:"true" doc:"access-token HMAC keys as kid:base64 (≥32 bytes), comma-separated; the first signs, all verify (rotation)"`
-	AccessTokenTTL   time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
-	SessionTTL       time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
-	EncryptionKeys   []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
-	ServiceToken     string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles; also derives per-session sandbox tokens (HMAC-SHA256)"`
-	SuperAdminEmails []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
-	PublicURL        string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
-	Mailer           string        `env:"MAILER" default:"log" check:"oneof=log" doc:"email delivery: log (writes messages to the log without secrets)"`
+	APIAddr           string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
+	APICORSOrigins    []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
+	APIMaxBodyBytes   int           `env:"API_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted request body; larger ones get 413"`
+	AuthSigningKeys   []string      `env:"AUTH_SIGNING_KEYS" default:"dev:ZGV2LW9ubHktc2lnbmluZy1rZXktZG8tbm90LXVzZS1pbi1wcm9kdWN0aW9u" check:"keys=32" secret:"true" doc:"access-token HMAC keys as kid:base64 (≥32 bytes), comma-separated; the first signs, all verify (rotation)"`
+	AccessTokenTTL    time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
+	SessionTTL        time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
+	EncryptionKeys    []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
+	ServiceToken      string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles; also derives per-session sandbox tokens (HMAC-SHA256)"`
+	SuperAdminEmails  []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
+	PublicURL         string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
+	Mailer            string        `env:"MAILER" default:"log" check:"oneof=log" doc:"email delivery: log (development: writes each message, one-time links included, to the log; under PROLIFERATE_ENV=production only recipient and subject are logged)"`
+	APITrustedProxies []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
 	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`
@@ -77,6 +78,8 @@ type Config struct {
 	SentryAPIURL        string `env:"SENTRY_API_URL" default:"https://sentry.io/api/0" check:"url=http|https" doc:"Sentry API base URL"`
 	LinearAPIURL        string `env:"LINEAR_API_URL" default:"https://api.linear.app/graphql" check:"url=http|https" doc:"Linear GraphQL endpoint"`
 	SlackAPIURL         string `env:"SLACK_API_URL" default:"https://slack.com/api" check:"url=http|https" doc:"Slack Web API base URL"`
+	SlackClientID       string `env:"SLACK_CLIENT_ID" doc:"Slack app client id (oauth.v2.access); empty disables Slack installs"`
+	SlackClientSecret   string `env:"SLACK_CLIENT_SECRET" secret:"true" doc:"Slack app client secret"`
 
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }

@@ -23,13 +23,21 @@ type Mailer interface {
 	Send(ctx context.Context, m Message) error
 }
 
-// Log writes messages to the log. The body carries one-time links, so only
-// development configurations use it (MAILER=log).
-type Log struct{ L *slog.Logger }
+// Log writes messages to the log. Bodies carry one-time links, so they are
+// logged only when IncludeBody is set (development); otherwise just the
+// recipient, subject and kind.
+type Log struct {
+	L           *slog.Logger
+	IncludeBody bool
+}
 
 // Send logs the message.
 func (l Log) Send(ctx context.Context, m Message) error {
-	l.L.InfoContext(ctx, "email (log mailer)", "to", m.To, "subject", m.Subject, "kind", m.Kind, "text", m.Text)
+	attrs := []any{"to", m.To, "subject", m.Subject, "kind", m.Kind}
+	if l.IncludeBody {
+		attrs = append(attrs, "text", m.Text)
+	}
+	l.L.InfoContext(ctx, "email (log mailer)", attrs...)
 	return nil
 }
 

@@ -1,0 +1,166 @@
+package orgs
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/orgs"
+)
+
+type inviteReq struct {
+	Email string `json:"email" binding:"required,max=254,email"`
+	Role  string `json:"role" binding:"required,oneof=owner admin member"`
+}
+
+// inviteResp is the created invitation; the token is only in the email.
+type inviteResp struct {
+	orgs.Invitation
+	// EmailSent is false when the mailer failed: re-invite to send a new link.
+	EmailSent bool `json:"email_sent"`
+	// Replaced is the pending invitation this one replaced, if any.
+	Replaced string `json:"replaced_invitation_id,omitempty"`
+}
+
+type acceptReq struct {
+	Token string `json:"token" binding:"required,max=128"`
+}
+
+func (h *handlers) registerInvitations() {
+	h.handle(api.Route{Method: "POST", Path: "/orgs/current/invitations", Tag: TagInvitations, Access: api.OrgAdmin, Status: http.StatusCreated,
+		Summary: "Invite someone by email (admins cannot invite owners); a pending invitation to the same email is replaced; 409 already_member, personal_org",
+		Request: inviteReq{}, Response: inviteResp{}, Handler: h.invite})
+	h.handle(api.Route{Method: "GET", Path: "/orgs/current/invitations", Tag: TagInvitations, Access: api.OrgAdmin,
+		Summary:  "List the active organization's invitations",
+		Query:    append([]api.Param{{Name: "status", Description: "pending (default), accepted, revoked, expired or all"}}, api.PageQuery...),
+		Response: api.Page[orgs.Invitation]{}, Handler: h.listInvitations})
+	h.handle(api.Route{Method: "DELETE", Path: "/orgs/current/invitations/:id", Tag: TagInvitations, Access: api.OrgAdmin, Status: http.StatusNoContent,
+		Summary: "Revoke a pending invitation (admins cannot revoke owner invitations; 409 invitation_not_pending)", Handler: h.revoke})
+	h.handle(api.Route{Method: "GET", Path: "/invitations", Tag: TagInvitations, Access: api.Person,
+		Summary: "Pending invitations addressed to my verified email", Query: api.PageQuery,
+		Response: api.Page[orgs.ReceivedInvitation]{}, Handler: h.received})
+	h.handle(api.Route{Method: "POST", Path: "/invitations/accept", Tag: TagInvitations, Access: api.Person,
+		Summary: "Accept an invitation with the emailed token: joins and switches to the org (403 other email, 404 revoked/used, 410 invitation_expired)",
+		Request: acceptReq{}, Response: orgs.Accepted{}, Handler: h.acceptToken})
+	h.handle(api.Route{Method: "POST", Path: "/invitations/:id/accept", Tag: TagInvitations, Access: api.Person,
+		Summary:  "Accept an invitation listed by GET /invitations (needs a verified email)",
+		Response: orgs.Accepted{}, Handler: h.acceptID})
+}
+
+func (h *handlers) invite(c *api.Ctx) error {
+	var req inviteReq
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	if h.invites != nil {
+		ok, wait, err := h.invites.Allow(ctx, c.OrgID())
+		if err != nil {
+			return err
+		}
+		if !ok {
+			c.SetRetryAfter(wait)
+			return api.RateLimited()
+		}
+	}
+	inv, err := h.store.Invite(ctx, actor(c), c.OrgID(), strings.ToLower(req.Email), auth.Role(req.Role))
+	if err != nil {
+		return err
+	}
+	resp := inviteResp{Invitation: inv.Invitation, Replaced: inv.Replaced, EmailSent: true}
+	if err := h.s.Mailer.Send(ctx, invitationEmail(h.s.Cfg.PublicURL, inv)); err != nil {
+		// The invitation stands; an admin re-invites to send a new link.
+		c.Log().Warn("invitation email not sent", "invitation_id", inv.ID, "error", err.Error())
+		resp.EmailSent = false
+	}
+	return c.Reply(http.StatusCreated, resp)
+}
+
+// invitationEmail is the message with the acceptance link.
+func invitationEmail(publicURL string, inv orgs.NewInvitation) mailer.Message {
+	link := strings.TrimRight(publicURL, "/") + "/invitations/accept?token=" + url.QueryEscape(inv.Token)
+	inviter := inv.InviterName
+	if inviter == "" {
+		inviter = "A teammate"
+	}
+	return mailer.Message{
+		To:      inv.Email,
+		Kind:    "invitation",
+		Subject: fmt.Sprintf("You are invited to join %s on Proliferate", inv.OrgName),
+		Text: fmt.Sprintf("%s invited you to join the organization %q on Proliferate as %s.\n\n"+
+			"Accept the invitation (sign in or sign up with this email address):\n%s\n\n"+
+			"The link expires on %s. If you did not expect this invitation, ignore this email.\n",
+			inviter, inv.OrgName, inv.Role, link, inv.ExpiresAt.UTC().Format(time.RFC1123)),
+	}
+}
+
+func (h *handlers) listInvitations(c *api.Ctx) error {
+	pp, err := c.Page()
+	if err != nil {
+		return err
+	}
+	status := c.DefaultQuery("status", orgs.StatusPending)
+	if !slices.Contains(orgs.InvitationFilters, status) {
+		return api.Invalid(api.FieldError{Field: "status", Problem: "must be one of " + strings.Join(orgs.InvitationFilters, ", ")})
+	}
+	at, id := pp.CursorArgs()
+	rows, err := h.store.ListInvitations(c.Request.Context(), c.OrgID(), status, pp.Limit, at, id)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, api.Paginate(rows, pp.Limit, func(i orgs.Invitation) (time.Time, string) { return i.CreatedAt, i.ID }))
+}
+
+func (h *handlers) revoke(c *api.Ctx) error {
+	id, err := c.UUIDParam("id", "invitation")
+	if err != nil {
+		return err
+	}
+	if err := h.store.Revoke(c.Request.Context(), actor(c), c.OrgID(), id); err != nil {
+		return err
+	}
+	return c.Reply(http.StatusNoContent, nil)
+}
+
+func (h *handlers) received(c *api.Ctx) error {
+	pp, err := c.Page()
+	if err != nil {
+		return err
+	}
+	at, id := pp.CursorArgs()
+	rows, err := h.store.Received(c.Request.Context(), c.UserID(), pp.Limit, at, id)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, api.Paginate(rows, pp.Limit, func(i orgs.ReceivedInvitation) (time.Time, string) { return i.CreatedAt, i.ID }))
+}
+
+func (h *handlers) acceptToken(c *api.Ctx) error {
+	var req acceptReq
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	out, err := h.store.AcceptToken(c.Request.Context(), actor(c), req.Token)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, out)
+}
+
+func (h *handlers) acceptID(c *api.Ctx) error {
+	id, err := c.UUIDParam("id", "invitation")
+	if err != nil {
+		return err
+	}
+	out, err := h.store.AcceptID(c.Request.Context(), actor(c), id)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, out)
+}

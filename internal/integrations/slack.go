@@ -1,0 +1,350 @@
+package integrations
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// SlackBotScopes are the bot scopes the platform requests.
+var SlackBotScopes = []string{
+	"app_mentions:read", "channels:history", "channels:join", "channels:read", "chat:write",
+	"groups:history", "groups:read", "im:history", "im:read", "im:write", "users:read", "users:read.email",
+}
+
+// Slack is the Slack Web API client for the app's OAuth exchange and token
+// revocation (SLACK_API_URL).
+type Slack struct {
+	baseURL                string
+	clientID, clientSecret string
+	up                     upstream
+}
+
+// NewSlack builds the client.
+func NewSlack(baseURL, clientID, clientSecret string, client *http.Client) *Slack {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return &Slack{baseURL: strings.TrimRight(baseURL, "/"), clientID: clientID, clientSecret: clientSecret,
+		up: upstream{provider: "slack", client: client}}
+}
+
+// SlackOAuthResult is the part of oauth.v2.access's answer that is kept.
+type SlackOAuthResult struct {
+	AccessToken string `json:"access_token"`
+	TokenType   string `json:"token_type"`
+	Scope       string `json:"scope"`
+	BotUserID   string `json:"bot_user_id"`
+	AppID       string `json:"app_id"`
+	Team        struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"team"`
+	Enterprise *struct {
+		ID string `json:"id"`
+	} `json:"enterprise"`
+}
+
+// ErrSlackCodeRejected: Slack refused the OAuth code (invalid, used,
+// expired, or a redirect_uri mismatch).
+var ErrSlackCodeRejected = errors.New("slack rejected the authorization code")
+
+// slackResponse is every Web API answer's envelope: HTTP 200 with ok=false
+// on errors.
+type slackResponse struct {
+	OK    bool   `json:"ok"`
+	Error string `json:"error"`
+}
+
+func (s *Slack) post(ctx context.Context, op, method string, form url.Values, bearer string, out any) error {
+	req, err := http.NewRequest(http.MethodPost, s.baseURL+"/"+method, strings.NewReader(form.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	} else {
+		req.SetBasicAuth(s.clientID, s.clientSecret)
+	}
+	var raw json.RawMessage
+	if _, err := s.up.do(ctx, op, req, &raw, nil); err != nil {
+		return err
+	}
+	var env slackResponse
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return &UpstreamError{Provider: "slack", Op: op, Status: http.StatusOK, Code: "malformed_response", Err: ErrUpstreamUnavailable}
+	}
+	if !env.OK {
+		ue := &UpstreamError{Provider: "slack", Op: op, Status: http.StatusOK, Code: sanitizeCode(env.Error), Err: ErrUpstreamRejected}
+		switch env.Error {
+		case "invalid_code", "code_already_used", "code_expired", "bad_redirect_uri", "invalid_grant_type":
+			ue.Err = ErrSlackCodeRejected
+		case "invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive":
+			ue.Err = ErrUpstreamUnauthorized
+		case "ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout":
+			ue.Err = ErrUpstreamUnavailable
+		}
+		return ue
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return &UpstreamError{Provider: "slack", Op: op, Status: http.StatusOK, Code: "malformed_response", Err: ErrUpstreamUnavailable}
+		}
+	}
+	return nil
+}
+
+// OAuthAccess exchanges an authorization code for a bot token
+// (oauth.v2.access, client credentials in HTTP Basic auth).
+func (s *Slack) OAuthAccess(ctx context.Context, code, redirectURI string) (SlackOAuthResult, error) {
+	form := url.Values{"code": {code}}
+	if redirectURI != "" {
+		form.Set("redirect_uri", redirectURI)
+	}
+	var out SlackOAuthResult
+	if err := s.post(ctx, "oauth.v2.access", "oauth.v2.access", form, "", &out); err != nil {
+		return out, err
+	}
+	if out.AccessToken == "" || out.Team.ID == "" || out.BotUserID == "" {
+		return out, &UpstreamError{Provider: "slack", Op: "oauth.v2.access", Status: http.StatusOK, Code: "not_a_bot_install", Err: ErrUpstreamRejected}
+	}
+	return out, nil
+}
+
+// Revoke revokes a token (auth.revoke).
+func (s *Slack) Revoke(ctx context.Context, token string) error {
+	return s.post(ctx, "auth.revoke", "auth.revoke", url.Values{}, token, nil)
+}
+
+// AuthorizeURL is where the browser starts a Slack install.
+func (s *Slack) AuthorizeURL(state, redirectURI string) string {
+	q := url.Values{"client_id": {s.clientID}, "scope": {strings.Join(SlackBotScopes, ",")}, "state": {state}}
+	if redirectURI != "" {
+		q.Set("redirect_uri", redirectURI)
+	}
+	return "https://slack.com/oauth/v2/authorize?" + q.Encode()
+}
+
+// --- installations ------------------------------------------------------------
+
+// SlackInstallation is a workspace installation. It has no token field: the
+// bot token only leaves the database through SlackBotToken.
+type SlackInstallation struct {
+	ID                 string     `json:"id"`
+	OrgID              string     `json:"org_id"`
+	TeamID             string     `json:"team_id"`
+	TeamName           string     `json:"team_name"`
+	EnterpriseID       *string    `json:"enterprise_id"`
+	AppID              string     `json:"app_id"`
+	BotUserID          string     `json:"bot_user_id"`
+	Scopes             []string   `json:"scopes"`
+	InstalledBy        *string    `json:"installed_by"`
+	Status             string     `json:"status"`
+	SupportChannelID   *string    `json:"support_channel_id"`
+	SupportChannelName *string    `json:"support_channel_name"`
+	SupportInviteURL   *string    `json:"support_invite_url"`
+	RevokedAt          *time.Time `json:"revoked_at"`
+	CreatedAt          time.Time  `json:"created_at"`
+	UpdatedAt          time.Time  `json:"updated_at"`
+}
+
+const slackCols = `id::text, org_id::text, team_id, team_name, enterprise_id, app_id, bot_user_id, scopes,
+	installed_by::text, status, support_channel_id, support_channel_name, support_invite_url, revoked_at, created_at, updated_at`
+
+func scanSlack(row pgx.Row) (SlackInstallation, error) {
+	var si SlackInstallation
+	err := row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
+		&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
+		&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt)
+	if si.Scopes == nil {
+		si.Scopes = []string{}
+	}
+	return si, err
+}
+
+// slackAD binds a sealed bot token to its org and workspace.
+func slackAD(orgID, teamID string) []byte { return []byte("slack:" + orgID + ":" + teamID) }
+
+// StartSlackInstall issues the OAuth state for a Slack install and returns
+// the URL to send the browser to.
+func (s *Service) StartSlackInstall(ctx context.Context, orgID, userID, redirectURI string) (state, authorizeURL string, expires time.Time, err error) {
+	if s.slack == nil {
+		return "", "", time.Time{}, ErrNotConfigured
+	}
+	state, err = s.states.issue(ctx, oauthState{Kind: "slack", OrgID: orgID, UserID: userID, RedirectURI: redirectURI}, slackStateTTL)
+	if err != nil {
+		return "", "", time.Time{}, err
+	}
+	return state, s.slack.AuthorizeURL(state, redirectURI), s.now().Add(slackStateTTL), nil
+}
+
+// InstallSlack completes the Slack OAuth callback: checks the state, exchanges
+// the code, seals the bot token and upserts the installation of that
+// workspace (re-installing reactivates it).
+func (s *Service) InstallSlack(ctx context.Context, orgID, userID, code, state string) (SlackInstallation, bool, error) {
+	if s.slack == nil {
+		return SlackInstallation{}, false, ErrNotConfigured
+	}
+	st, err := s.states.consume(ctx, "slack", state, orgID, userID)
+	if errors.Is(err, ErrBadState) {
+		return SlackInstallation{}, false, invalid("state", "is not a state this organization issued for this person, or it expired")
+	}
+	if err != nil {
+		return SlackInstallation{}, false, err
+	}
+	res, err := s.slack.OAuthAccess(ctx, code, st.RedirectURI)
+	if errors.Is(err, ErrSlackCodeRejected) {
+		return SlackInstallation{}, false, invalid("code", "was rejected by Slack (invalid, expired or already used)")
+	}
+	if err != nil {
+		return SlackInstallation{}, false, err
+	}
+	sealed, err := s.box.Seal([]byte(res.AccessToken), slackAD(orgID, res.Team.ID))
+	if err != nil {
+		return SlackInstallation{}, false, fmt.Errorf("seal slack token: %w", err)
+	}
+	scopes := []string{}
+	for _, sc := range strings.Split(res.Scope, ",") {
+		if sc = strings.TrimSpace(sc); sc != "" {
+			scopes = append(scopes, sc)
+		}
+	}
+	var enterprise *string
+	if res.Enterprise != nil && res.Enterprise.ID != "" {
+		enterprise = &res.Enterprise.ID
+	}
+	var si SlackInstallation
+	var created bool
+	row := s.pool.QueryRow(ctx, `INSERT INTO slack_installations (org_id, team_id, team_name, enterprise_id, app_id,
+			bot_user_id, encrypted_bot_token, scopes, installed_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+		ON CONFLICT (org_id, team_id) DO UPDATE SET team_name = EXCLUDED.team_name, enterprise_id = EXCLUDED.enterprise_id,
+			app_id = EXCLUDED.app_id, bot_user_id = EXCLUDED.bot_user_id, encrypted_bot_token = EXCLUDED.encrypted_bot_token,
+			scopes = EXCLUDED.scopes, installed_by = EXCLUDED.installed_by, status = 'active', revoked_at = NULL, updated_at = now()
+		RETURNING `+slackCols+`, (xmax = 0)`,
+		orgID, res.Team.ID, res.Team.Name, enterprise, res.AppID, res.BotUserID, sealed, scopes, userID)
+	err = row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
+		&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
+		&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt, &created)
+	if err != nil {
+		return si, false, fmt.Errorf("save slack installation: %w", err)
+	}
+	s.log.Info("slack installed", "org_id", orgID, "team_id", si.TeamID, "installation_id", si.ID)
+	return si, created, nil
+}
+
+// ListSlackInstallations lists an org's installations, newest first.
+func (s *Service) ListSlackInstallations(ctx context.Context, orgID string, p Page) ([]SlackInstallation, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+slackCols+` FROM slack_installations
+		WHERE org_id = $1 AND (created_at, id) < ($2, $3::uuid) ORDER BY created_at DESC, id DESC LIMIT $4`,
+		orgID, p.At, p.ID, p.Limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list slack installations: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SlackInstallation, error) { return scanSlack(r) })
+}
+
+// GetSlackInstallation returns one installation of org.
+func (s *Service) GetSlackInstallation(ctx context.Context, orgID, id string) (SlackInstallation, error) {
+	si, err := scanSlack(s.pool.QueryRow(ctx, `SELECT `+slackCols+` FROM slack_installations WHERE id = $1 AND org_id = $2`, id, orgID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return si, ErrNotFound
+	}
+	return si, err
+}
+
+// UninstallSlack marks an installation revoked and discards its sealed
+// token, then revokes the token at Slack. A failed Slack revocation is
+// logged and does not undo the local revocation. Uninstalling a revoked
+// installation changes nothing.
+func (s *Service) UninstallSlack(ctx context.Context, orgID, id string) (SlackInstallation, error) {
+	var teamID string
+	var sealed *string
+	err := s.pool.QueryRow(ctx, `WITH old AS (
+			SELECT id, team_id, encrypted_bot_token FROM slack_installations WHERE id = $1 AND org_id = $2 FOR UPDATE)
+		UPDATE slack_installations si SET status = 'revoked', encrypted_bot_token = NULL,
+			revoked_at = COALESCE(si.revoked_at, now()), updated_at = now()
+		FROM old WHERE si.id = old.id
+		RETURNING old.team_id, old.encrypted_bot_token`, id, orgID).Scan(&teamID, &sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SlackInstallation{}, ErrNotFound
+	}
+	if err != nil {
+		return SlackInstallation{}, fmt.Errorf("revoke slack installation: %w", err)
+	}
+	log := s.log.With("org_id", orgID, "team_id", teamID, "installation_id", id)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultUpstreamTimeout)
+	defer cancel()
+	if sealed != nil {
+		switch tok, err := s.box.Open(*sealed, slackAD(orgID, teamID)); {
+		case err != nil:
+			log.Error("slack token could not be decrypted for revocation", "error", err)
+		case s.slack == nil:
+			log.Warn("slack client not configured; token not revoked at Slack")
+		default:
+			if err := s.slack.Revoke(ctx, string(tok)); err != nil {
+				log.Warn("revoking the slack token at Slack failed; revoked locally", "error", err)
+			}
+		}
+	}
+	log.Info("slack uninstalled")
+	return s.GetSlackInstallation(ctx, orgID, id)
+}
+
+// SlackBotToken decrypts the bot token of the org's active Slack
+// installation at the moment of use (notifications, messaging). With several
+// active workspaces it refuses to guess (ErrAmbiguous); use
+// SlackInstallationToken then.
+func (s *Service) SlackBotToken(ctx context.Context, orgID string) (Token, error) {
+	rows, err := s.pool.Query(ctx, `SELECT team_id, encrypted_bot_token FROM slack_installations
+		WHERE org_id = $1 AND status = 'active' LIMIT 2`, orgID)
+	if err != nil {
+		return Token{}, fmt.Errorf("find slack installation: %w", err)
+	}
+	type inst struct {
+		TeamID string
+		Sealed string
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[inst])
+	if err != nil {
+		return Token{}, err
+	}
+	switch len(found) {
+	case 0:
+		return Token{}, ErrNotFound
+	case 1:
+		return s.openSlack(orgID, found[0].TeamID, found[0].Sealed)
+	default:
+		return Token{}, ErrAmbiguous
+	}
+}
+
+// SlackInstallationToken decrypts the bot token of one active installation.
+func (s *Service) SlackInstallationToken(ctx context.Context, orgID, installationID string) (Token, error) {
+	var teamID, sealed string
+	err := s.pool.QueryRow(ctx, `SELECT team_id, encrypted_bot_token FROM slack_installations
+		WHERE id = $1 AND org_id = $2 AND status = 'active'`, installationID, orgID).Scan(&teamID, &sealed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Token{}, ErrNotFound
+	}
+	if err != nil {
+		return Token{}, fmt.Errorf("find slack installation: %w", err)
+	}
+	return s.openSlack(orgID, teamID, sealed)
+}
+
+func (s *Service) openSlack(orgID, teamID, sealed string) (Token, error) {
+	pt, err := s.box.Open(sealed, slackAD(orgID, teamID))
+	if err != nil {
+		return Token{}, fmt.Errorf("open slack token of team %s: %w", teamID, err)
+	}
+	return Token{Value: string(pt)}, nil
+}

@@ -19,6 +19,8 @@ import (
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/migrations"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -38,6 +40,7 @@ Commands:
   api                     serve the REST API (/api/v1) on API_ADDR
   relay                   run the transactional outbox relay
   worker [--groups=a,b]   run consumer groups (all of this build's by default)
+  secrets reseal          re-encrypt stored secrets with the first ENCRYPTION_KEYS key
   config                  print the effective configuration, secrets redacted
 
 Every setting is an environment variable; see 'proliferate config'.
@@ -132,6 +135,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return app.RunRoles(ctx, append(roles, ops)...)
+	case "secrets":
+		if len(rest) != 1 || rest[0] != "reseal" {
+			return usageError{"usage: proliferate secrets reseal"}
+		}
+		if err := a.OpenPostgres(ctx); err != nil {
+			return err
+		}
+		box, err := secretbox.New(cfg.EncryptionKeys)
+		if err != nil {
+			return err
+		}
+		res, err := secrets.ResealAll(ctx, a.Pool, box)
+		fmt.Fprintf(stdout, "resealed %d secrets with the active key, %d could not be opened\n", res.Resealed, res.Failed)
+		return err
 	case "config":
 		if len(rest) == 1 && rest[0] == "--markdown" {
 			_, err := io.WriteString(stdout, config.Markdown())

@@ -9,13 +9,24 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/identity"
+	"github.com/proliferate/proliferate/api/integrations"
+	"github.com/proliferate/proliferate/api/orgs"
+	"github.com/proliferate/proliferate/api/repos"
+	"github.com/proliferate/proliferate/api/secrets"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
 
 // APIModules are the feature packages of the REST API, registered in order.
 func APIModules() []func(*api.Server) error {
-	return []func(*api.Server) error{}
+	return []func(*api.Server) error{
+		identity.Register,
+		orgs.Register,
+		repos.Register,
+		secrets.Register,
+		integrations.Register,
+	}
 }
 
 // APIServer builds the API with every module registered.

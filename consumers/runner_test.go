@@ -35,18 +35,6 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func newRunner(t *testing.T, seeds []string, cfg consumers.Config) *consumers.Runner {
 	t.Helper()
 	cfg.Kafka = kafka.Options{Seeds: seeds}
@@ -205,7 +193,7 @@ func TestPoisonRecordIsDeadLetteredAndOthersFlow(t *testing.T) {
 	start(t, r)
 
 	dl := readAll(t, seeds, topics.DeadLetterTopic(group), 1)[0]
-	eventually(t, 30*time.Second, "all 39 good records applied", func() bool {
+	testenv.Eventually(t, 30*time.Second, "all 39 good records applied", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(applied) == 39
@@ -236,7 +224,7 @@ func TestPoisonRecordIsDeadLetteredAndOthersFlow(t *testing.T) {
 		t.Errorf("dead letter must keep key and value, got %q/%q", dl.Key, dl.Value)
 	}
 	// The group moves past the poison: everything ends up committed.
-	eventually(t, 30*time.Second, "offsets committed past the poison", func() bool {
+	testenv.Eventually(t, 30*time.Second, "offsets committed past the poison", func() bool {
 		return committedTotal(t, seeds, group, topic) == 40
 	})
 }
@@ -287,7 +275,7 @@ func TestUndecodableRecordsAreDeadLetteredAtOnce(t *testing.T) {
 	if !strings.Contains(e1, "corrupt") || !strings.Contains(e2, "unknown") {
 		t.Errorf("errors should say why: %q / %q", e1, e2)
 	}
-	eventually(t, 30*time.Second, "the good event handled", func() bool { return handled.Load() == 1 })
+	testenv.Eventually(t, 30*time.Second, "the good event handled", func() bool { return handled.Load() == 1 })
 	if ev := gotEvent.Load(); ev == nil || ev.EventID != good.EventID {
 		t.Fatalf("handler got %+v, want event %s", ev, good.EventID)
 	}
@@ -319,14 +307,14 @@ func TestShutdownCommitsAndRestartContinues(t *testing.T) {
 	// A commit interval far longer than the test: only shutdown commits.
 	cfg := consumers.Config{Group: group, Topics: []string{topic}, Handler: handler, CommitInterval: time.Hour}
 	stop := start(t, newRunner(t, seeds, cfg))
-	eventually(t, 30*time.Second, "first 150 records", func() bool { return count() == 150 })
+	testenv.Eventually(t, 30*time.Second, "first 150 records", func() bool { return count() == 150 })
 	stop()
 	if got := committedTotal(t, seeds, group, topic); got != 150 {
 		t.Fatalf("committed %d after graceful shutdown, want 150", got)
 	}
 	produce(t, seeds, recs[150:]...)
 	start(t, newRunner(t, seeds, cfg))
-	eventually(t, 30*time.Second, "all 300 records", func() bool { return count() == 300 })
+	testenv.Eventually(t, 30*time.Second, "all 300 records", func() bool { return count() == 300 })
 	if d := dups.Load(); d != 0 {
 		t.Fatalf("%d records were processed twice after a graceful restart", d)
 	}
@@ -436,7 +424,7 @@ func TestCrashMidBatchThenRestartAppliesEachRecordOnce(t *testing.T) {
 		_ = pool.QueryRow(ctx, "SELECT entries FROM crash_balance WHERE id = 1").Scan(&n)
 		return n
 	}
-	eventually(t, 60*time.Second, "the child to apply records", func() bool { return entries() >= crashApplyStop })
+	testenv.Eventually(t, 60*time.Second, "the child to apply records", func() bool { return entries() >= crashApplyStop })
 	if err := child.Process.Kill(); err != nil { // SIGKILL: no shutdown, no commit
 		t.Fatal(err)
 	}
@@ -449,7 +437,7 @@ func TestCrashMidBatchThenRestartAppliesEachRecordOnce(t *testing.T) {
 		Group: crashGroup, Topics: []string{crashTopic},
 		Handler: func(ctx context.Context, m *consumers.Message) error { return applyLedger(ctx, pool, m.Record) },
 	}))
-	eventually(t, 60*time.Second, "every record applied and committed", func() bool {
+	testenv.Eventually(t, 60*time.Second, "every record applied and committed", func() bool {
 		return entries() == crashRecords && committedTotal(t, seeds, crashGroup, crashTopic) == crashRecords
 	})
 	var total, rows, deliveries int64

@@ -227,7 +227,7 @@ func TestRelayCrashBetweenPublishAndMarkLosesNothing(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, func() bool { return pending(t, pool) == 0 })
+	testenv.Eventually(t, 30*time.Second, "the outbox to drain", func() bool { return pending(t, pool) == 0 })
 }
 
 func firstOccurrences(seq []int) []int {
@@ -240,17 +240,6 @@ func firstOccurrences(seq []int) []int {
 		}
 	}
 	return out
-}
-
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 30s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // Add validates before writing anything.
@@ -324,7 +313,7 @@ func TestRelayProcessKilledMidBatchLosesNothing(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = child.Process.Kill(); _ = child.Wait() })
 	// The child has published two batches and marked only the first.
-	eventually(t, func() bool { return endOffsets(t, seeds, "killed.events") == 500 && pending(t, pool) == n-250 })
+	testenv.Eventually(t, 30*time.Second, "the child to publish two batches and mark one", func() bool { return endOffsets(t, seeds, "killed.events") == 500 && pending(t, pool) == n-250 })
 	if err := child.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +324,7 @@ func TestRelayProcessKilledMidBatchLosesNothing(t *testing.T) {
 	if dups := got.total - len(got.count); dups != 250 {
 		t.Fatalf("duplicates = %d, want the killed batch (250)", dups)
 	}
-	eventually(t, func() bool { return pending(t, pool) == 0 })
+	testenv.Eventually(t, 30*time.Second, "the outbox to drain", func() bool { return pending(t, pool) == 0 })
 }
 
 func endOffsets(t *testing.T, seeds []string, topic string) int64 {

@@ -3,7 +3,10 @@ package orgs_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
@@ -34,20 +37,32 @@ func BenchmarkListMembers(b *testing.B) {
 	h := env.Server.Handler()
 	run := func(b *testing.B, path string) {
 		b.ReportAllocs()
+		var mu sync.Mutex
+		var latencies []time.Duration
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
+			var mine []time.Duration
 			for pb.Next() {
 				req := httptest.NewRequest(http.MethodGet, api.Prefix+path, nil)
 				req.Header.Set("Authorization", "Bearer "+tm.Member.Token)
 				w := httptest.NewRecorder()
+				start := time.Now()
 				h.ServeHTTP(w, req)
+				mine = append(mine, time.Since(start))
 				if w.Code != http.StatusOK {
 					b.Errorf("%s: status %d: %s", path, w.Code, w.Body)
 					return
 				}
 			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
 		})
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+		if len(latencies) > 0 {
+			slices.Sort(latencies)
+			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds()), "p99-µs")
+		}
 	}
 	b.Run("list", func(b *testing.B) { run(b, "/orgs/current/members?limit=20") })
 	b.Run("baseline", func(b *testing.B) { run(b, "/bench/ping") })

@@ -86,19 +86,23 @@ func report(in io.Reader, out io.Writer) error {
 
 	fmt.Fprintln(out, "\n== medians ==")
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "benchmark\tns/op\tthroughput\tB/op\tallocs/op\t")
+	fmt.Fprintln(tw, "benchmark\tns/op\tthroughput\tB/op\tallocs/op\tother\t")
 	for _, n := range order {
 		ns, _ := med(n, "ns/op")
-		thr := ""
+		thr, other := "", []string{}
 		for metric := range samples[n] {
-			if strings.HasSuffix(metric, "/s") {
-				v, _ := med(n, metric)
+			v, _ := med(n, metric)
+			switch {
+			case strings.HasSuffix(metric, "/s"):
 				thr = fmt.Sprintf("%.0f %s", v, metric)
+			case metric != "ns/op" && metric != "B/op" && metric != "allocs/op":
+				other = append(other, fmt.Sprintf("%.0f %s", v, metric))
 			}
 		}
+		sort.Strings(other)
 		bop, _ := med(n, "B/op")
 		allocs, _ := med(n, "allocs/op")
-		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t\n", n, ns, thr, bop, allocs)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.0f\t%.0f\t%s\t\n", n, ns, thr, bop, allocs, strings.Join(other, ", "))
 	}
 	tw.Flush()
 

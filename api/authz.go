@@ -119,26 +119,31 @@ func (s *Server) authenticate(ctx context.Context, bearer string) (*auth.Princip
 // it after checking the credential itself, so a removed member or a deleted
 // user loses access immediately, whatever their token says.
 func (s *Server) ResolvePerson(ctx context.Context, p *auth.Principal) error {
-	var activeOrg *string
-	var superAdmin bool
-	err := s.Pool.QueryRow(ctx, `SELECT email, is_super_admin, active_org_id::text FROM users WHERE id = $1`, p.UserID).
-		Scan(&p.Email, &superAdmin, &activeOrg)
+	var (
+		superAdmin bool
+		activeOrg  *string
+		role       *string
+	)
+	err := s.Pool.QueryRow(ctx, `SELECT u.email, u.is_super_admin, u.active_org_id::text, m.role
+		FROM users u LEFT JOIN members m ON m.org_id = u.active_org_id AND m.user_id = u.id
+		WHERE u.id = $1`, p.UserID).Scan(&p.Email, &superAdmin, &activeOrg, &role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return auth.ErrUnauthenticated
 	}
 	if err != nil {
 		return err
 	}
+	s.fillPerson(p, superAdmin, activeOrg, role)
+	return nil
+}
+
+// fillPerson sets the derived fields of a person principal: super-admin by
+// flag or SUPER_ADMIN_EMAILS, and the active org only while a membership
+// backs it.
+func (s *Server) fillPerson(p *auth.Principal, superAdmin bool, activeOrg, role *string) {
 	p.SuperAdmin = superAdmin || slices.ContainsFunc(s.Cfg.SuperAdminEmails, func(e string) bool { return strings.EqualFold(e, p.Email) })
 	p.OrgID, p.Role = "", ""
-	if activeOrg != nil {
-		var role string
-		err := s.Pool.QueryRow(ctx, `SELECT role FROM members WHERE org_id = $1 AND user_id = $2`, *activeOrg, p.UserID).Scan(&role)
-		if err == nil {
-			p.OrgID, p.Role = *activeOrg, auth.Role(role)
-		} else if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
+	if activeOrg != nil && role != nil {
+		p.OrgID, p.Role = *activeOrg, auth.Role(*role)
 	}
-	return nil
 }

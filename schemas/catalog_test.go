@@ -188,7 +188,7 @@ func enumSymbols(t *testing.T) map[string][]string {
 func TestEnumConstants(t *testing.T) {
 	consts := map[string][]string{
 		"TriggerEventStatus": {TriggerEventMatched, TriggerEventSkipped, TriggerEventFailed},
-		"RunStatus":          {RunQueued, RunEnriching, RunReady, RunRunning, RunSucceeded, RunFailed, RunNeedsHuman, RunTimedOut},
+		"RunStatus":          {RunQueued, RunEnriching, RunReady, RunRunning, RunSucceeded, RunFailed, RunNeedsHuman, RunTimedOut, RunCanceled},
 		"SessionEventKind": {SessionKindCreated, SessionKindRunning, SessionKindPaused, SessionKindStopped, SessionKindFailed,
 			SessionKindDeleted, SessionKindMigrated, SessionKindTelemetry, SessionKindUserMessage},
 		"SessionStatus":    {SessionStatusStarting, SessionStatusRunning, SessionStatusPaused, SessionStatusStopped, SessionStatusFailed},

@@ -125,6 +125,8 @@ const (
 	RunFailed     = "failed"
 	RunNeedsHuman = "needs_human"
 	RunTimedOut   = "timed_out"
+	// RunCanceled (schema v2): a person skipped the run before it started.
+	RunCanceled = "canceled"
 )
 
 // SessionEvent is a session lifecycle change, user message or telemetry

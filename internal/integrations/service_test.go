@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -304,7 +305,9 @@ func TestAutomationAndSessionBindings(t *testing.T) {
 	orgB, userB := w.org(t)
 	itA := w.githubIntegration(t, orgA, userA, inst())
 	itB := w.githubIntegration(t, orgB, userB, inst())
-	automation, session := "6a1c0b52-4d21-4a7f-9a63-0c1d2e3f4a5b", "7b2d1c63-5e32-4b80-8b74-1d2e3f4a5b6c"
+	// Automations are real rows (their foreign key is enforced); sessions
+	// have no table yet.
+	automation, session := runstest.Automation(t, w.pool, orgA), "7b2d1c63-5e32-4b80-8b74-1d2e3f4a5b6c"
 	for range 2 { // idempotent
 		if err := w.svc.BindAutomation(ctx, orgA, automation, itA.ID); err != nil {
 			t.Fatal(err)

@@ -1,0 +1,360 @@
+// Package triggerprocessor is the trigger-processor consumer group: it turns
+// each raw webhook (webhook.received on webhooks.raw) into trigger events and
+// queued automation runs.
+//
+// For one record it finds the candidate triggers (the custom webhook's own
+// trigger; the webhook triggers of the GitHub App installation's, the Nango
+// connection's or the direct webhook's integration; else of the org and
+// provider), parses the payload once with internal/triggers/providers and
+// then, per event and trigger, runs ONE transaction through internal/runs:
+// disabled trigger or automation → skipped (trigger_disabled,
+// automation_disabled); filters not matching → skipped (filter_mismatch,
+// with the reason in the event context); matching → a queued run (trigger
+// event, run, run log, runs.lifecycle and triggers.events through the
+// outbox). A payload that cannot be parsed is recorded as a failed event for
+// each candidate and the record is done: parsing again cannot succeed. Only
+// infrastructure errors are returned, so the runner retries them; each
+// event's dedup key makes a replay change nothing.
+//
+// GitHub App installation events (deleted, suspend, unsuspend) and Nango
+// auth events change the integration's status instead of starting runs.
+//
+// What the processor reads from a webhook.received record to route it, in
+// order:
+//
+//   - Route "trigger", TriggerID or WebhookPath: that one webhook trigger,
+//     whose provider says how the body is parsed (unknown providers: custom);
+//   - IntegrationID: the webhook triggers of that integration for the
+//     payload's provider (direct provider webhooks whose secret ingest
+//     resolved from the integration);
+//   - Route "nango": the body is Nango's envelope; the triggers of the
+//     integrations holding ConnectionID (or the envelope's connectionId) for
+//     the forwarded provider;
+//   - Provider "github": the triggers of the integration of the payload's
+//     installation.id (the GitHub App route);
+//   - otherwise the envelope's OrgID: the org's webhook triggers of Provider.
+//
+// A non-empty envelope OrgID always restricts candidates to that org.
+// Headers are lower-case; GitHub's event type comes from x-github-event, or
+// ProviderEventType, or the payload's shape.
+package triggerprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/providers"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+// IntegrationStatus applies integration lifecycle changes;
+// *integrations.Service implements it.
+type IntegrationStatus interface {
+	SetStatusByInstallation(ctx context.Context, installationID int64, to integrations.Status, reason string) (int, error)
+	SetStatus(ctx context.Context, orgID, id string, to integrations.Status, reason string) error
+}
+
+// Deps are what the handler needs.
+type Deps struct {
+	Pool  *pgxpool.Pool
+	Codec *schemas.Codec
+	Log   *slog.Logger
+	// Integrations applies installation and auth lifecycle webhooks. Without
+	// it such records go to the dead-letter topic rather than being dropped.
+	Integrations IntegrationStatus
+}
+
+// Handler returns the trigger-processor handler for webhook.received records
+// (run it with a consumers.Runner whose Codec decodes them).
+func Handler(d Deps) consumers.Handler {
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	p := &processor{d: d}
+	return p.handle
+}
+
+type processor struct{ d Deps }
+
+// candidate is a trigger an inbound webhook may concern.
+type candidate struct {
+	id, orgID, automationID, integrationID string
+	// provider the trigger's config is matched as.
+	provider          string
+	config            map[string]any
+	enabled           bool
+	automationEnabled bool
+}
+
+func (p *processor) handle(ctx context.Context, m *consumers.Message) error {
+	if m.Event == nil {
+		return consumers.Permanent(errors.New("trigger-processor: record was not decoded"))
+	}
+	wr, ok := m.Event.Payload.(*schemas.WebhookReceived)
+	if !ok {
+		return consumers.Permanent(fmt.Errorf("trigger-processor: unexpected %s event", m.Event.EventType))
+	}
+	w := webhookOf(wr)
+	log := p.d.Log.With("webhook_event_id", m.Event.EventID, "provider", wr.Provider, "route", wr.Route)
+
+	lc, err := providers.LifecycleOf(w)
+	if err != nil {
+		log.Warn("unparseable lifecycle webhook dropped", "error", err)
+		return nil
+	}
+	if lc != nil {
+		return p.applyLifecycle(ctx, log, lc)
+	}
+
+	cands, parseAs, err := p.candidates(ctx, m.Event.OrgID, wr, w)
+	if err != nil {
+		return fmt.Errorf("find triggers for webhook %s: %w", m.Event.EventID, err)
+	}
+	if len(cands) == 0 {
+		log.Debug("webhook concerns no trigger")
+		return nil
+	}
+	w.Provider = parseAs
+	evs, perr := providers.Parse(w)
+	if perr != nil {
+		ev := runs.Event{
+			Provider: first(providers.RoutingOf(w).Provider, w.Provider), EventType: "parse_failed",
+			ProviderEventType: deref(wr.ProviderEventType), OccurredAt: wr.ReceivedAt,
+			DedupKey: "failed:" + providers.FallbackDedupKey(w), Title: "Unparseable " + w.Provider + " webhook",
+			Context: map[string]any{},
+		}
+		log.Warn("webhook payload could not be parsed", "error", perr, "triggers", len(cands))
+		for _, c := range cands {
+			err := p.inTx(ctx, func(tx pgx.Tx) (runs.Outcome, error) {
+				return runs.RecordFailed(ctx, tx, p.d.Codec, c.source(m.Event.EventID), ev, perr)
+			})
+			if err != nil {
+				return fmt.Errorf("record failed event for trigger %s: %w", c.id, err)
+			}
+		}
+		return nil
+	}
+	for _, ev := range evs {
+		for _, c := range cands {
+			if err := p.apply(ctx, log, c, ev, m.Event.EventID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// webhookOf is the provider-facing view of the record. Nango-routed records
+// carry Nango's envelope whatever provider ingest named.
+func webhookOf(wr *schemas.WebhookReceived) providers.Webhook {
+	w := providers.Webhook{Provider: wr.Provider, Headers: wr.Headers, Body: wr.Body, ReceivedAt: wr.ReceivedAt, DeliveryID: deref(wr.DeliveryID)}
+	if wr.Route == schemas.WebhookRouteNango {
+		w.Provider = providers.Nango
+	}
+	// Ingest may keep the event type in the record rather than the headers.
+	if w.Provider == providers.GitHub && w.Headers["x-github-event"] == "" && deref(wr.ProviderEventType) != "" {
+		w.Headers = maps.Clone(w.Headers)
+		if w.Headers == nil {
+			w.Headers = map[string]string{}
+		}
+		w.Headers["x-github-event"] = *wr.ProviderEventType
+	}
+	return w
+}
+
+// apply records one event for one trigger in one transaction.
+func (p *processor) apply(ctx context.Context, log *slog.Logger, c candidate, ev runs.Event, webhookEventID string) error {
+	var what string
+	err := p.inTx(ctx, func(tx pgx.Tx) (out runs.Outcome, err error) {
+		src := c.source(webhookEventID)
+		switch {
+		case !c.enabled:
+			what = runs.SkipTriggerDisabled
+			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, ev, runs.SkipTriggerDisabled)
+		case !c.automationEnabled:
+			what = runs.SkipAutomationDisabled
+			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, ev, runs.SkipAutomationDisabled)
+		}
+		if ok, reason := providers.Matches(c.provider, c.config, ev); !ok {
+			what = runs.SkipFilterMismatch
+			skipped := ev
+			skipped.Context = maps.Clone(ev.Context)
+			if skipped.Context == nil {
+				skipped.Context = map[string]any{}
+			}
+			skipped.Context["skip_detail"] = reason
+			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, skipped, runs.SkipFilterMismatch)
+		}
+		what = "queued"
+		return runs.Enqueue(ctx, tx, p.d.Codec, src, ev)
+	})
+	if err != nil {
+		return fmt.Errorf("record %s event %s for trigger %s: %w", ev.Provider, ev.DedupKey, c.id, err)
+	}
+	log.Debug("trigger event recorded", "trigger_id", c.id, "org_id", c.orgID, "outcome", what)
+	return nil
+}
+
+func (p *processor) inTx(ctx context.Context, f func(pgx.Tx) (runs.Outcome, error)) error {
+	return pgx.BeginFunc(ctx, p.d.Pool, func(tx pgx.Tx) error {
+		_, err := f(tx)
+		return err
+	})
+}
+
+func (c candidate) source(webhookEventID string) runs.Source {
+	return runs.Source{OrgID: c.orgID, TriggerID: c.id, AutomationID: c.automationID, TriggerType: "webhook",
+		IntegrationID: c.integrationID, WebhookEventID: webhookEventID}
+}
+
+// parseable are the providers whose payloads the processor parses.
+var parseable = map[string]bool{providers.GitHub: true, providers.Linear: true, providers.Sentry: true, providers.PostHog: true, providers.Custom: true}
+
+const selectTriggers = `SELECT t.id::text, t.org_id::text, t.automation_id::text, COALESCE(t.integration_id::text, ''), t.provider,
+		t.config, t.enabled, a.enabled
+	FROM triggers t JOIN automations a ON a.id = t.automation_id
+	WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1, '')::uuid, t.org_id) AND `
+
+// candidates finds the triggers a webhook concerns, and the provider its
+// payload is parsed as.
+func (p *processor) candidates(ctx context.Context, orgID string, wr *schemas.WebhookReceived, w providers.Webhook) ([]candidate, string, error) {
+	if uuid.Validate(orgID) != nil {
+		orgID = "" // not attributed (or garbage): no restriction
+	}
+	route := providers.RoutingOf(w)
+	switch {
+	case wr.Route == schemas.WebhookRouteTrigger || deref(wr.TriggerID) != "" || deref(wr.WebhookPath) != "":
+		// A custom webhook URL belongs to one trigger, which says how its
+		// payloads are parsed.
+		var cands []candidate
+		var err error
+		if id := deref(wr.TriggerID); id != "" {
+			if uuid.Validate(id) != nil {
+				return nil, "", nil
+			}
+			cands, err = p.query(ctx, selectTriggers+`t.id = $2::uuid`, orgID, id)
+		} else {
+			cands, err = p.query(ctx, selectTriggers+`t.webhook_path = $2`, orgID, deref(wr.WebhookPath))
+		}
+		if err != nil || len(cands) == 0 {
+			return nil, "", err
+		}
+		as := cands[0].provider
+		if !parseable[as] {
+			as = providers.Custom
+			cands[0].provider = as
+		}
+		return cands, as, nil
+	case deref(wr.IntegrationID) != "":
+		id := deref(wr.IntegrationID)
+		if uuid.Validate(id) != nil || route.Provider == "" {
+			return nil, "", nil
+		}
+		cands, err := p.query(ctx, selectTriggers+`t.integration_id = $2::uuid AND t.provider = $3`, orgID, id, route.Provider)
+		return cands, w.Provider, err
+	case w.Provider == providers.Nango:
+		conn := first(deref(wr.ConnectionID), route.NangoConnectionID)
+		if conn == "" || route.Provider == "" {
+			return nil, "", nil
+		}
+		cands, err := p.query(ctx, selectTriggers+`t.provider = $4 AND t.integration_id IN (
+			SELECT id FROM integrations WHERE connection_id = $2 AND provider = 'nango' AND ($3 = '' OR provider_config_key = $3))`,
+			orgID, conn, route.NangoProviderConfigKey, route.Provider)
+		return cands, w.Provider, err
+	case w.Provider == providers.GitHub && route.GitHubInstallationID != 0:
+		cands, err := p.query(ctx, selectTriggers+`t.provider = 'github' AND t.integration_id IN (
+			SELECT id FROM integrations WHERE github_installation_id = $2 AND status <> 'deleted')`, orgID, route.GitHubInstallationID)
+		return cands, w.Provider, err
+	case orgID != "" && parseable[w.Provider]:
+		// A direct webhook routed by its org: every webhook trigger of the
+		// provider in the org.
+		cands, err := p.query(ctx, selectTriggers+`t.provider = $2`, orgID, w.Provider)
+		return cands, w.Provider, err
+	}
+	return nil, "", nil
+}
+
+func (p *processor) query(ctx context.Context, sql string, args ...any) ([]candidate, error) {
+	rows, err := p.d.Pool.Query(ctx, sql+` ORDER BY t.created_at, t.id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+		var c candidate
+		err := row.Scan(&c.id, &c.orgID, &c.automationID, &c.integrationID, &c.provider, &c.config, &c.enabled, &c.automationEnabled)
+		return c, err
+	})
+}
+
+// applyLifecycle moves the integrations a lifecycle webhook names to their
+// new status. Transitions the lifecycle forbids are logged and dropped.
+func (p *processor) applyLifecycle(ctx context.Context, log *slog.Logger, lc *providers.Lifecycle) error {
+	if p.d.Integrations == nil {
+		return consumers.Permanent(errors.New("trigger-processor: lifecycle webhook but no integrations service"))
+	}
+	to := integrations.Status(lc.Status)
+	if lc.GitHubInstallationID != 0 {
+		n, err := p.d.Integrations.SetStatusByInstallation(ctx, lc.GitHubInstallationID, to, lc.Reason)
+		if errors.Is(err, integrations.ErrInvalidTransition) {
+			log.Warn("installation status change refused", "installation_id", lc.GitHubInstallationID, "status", lc.Status)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("set installation %d %s: %w", lc.GitHubInstallationID, lc.Status, err)
+		}
+		log.Info("installation status changed", "installation_id", lc.GitHubInstallationID, "status", lc.Status, "integrations", n)
+		return nil
+	}
+	rows, err := p.d.Pool.Query(ctx, `SELECT id::text, org_id::text FROM integrations
+		WHERE connection_id = $1 AND provider = 'nango' AND ($2 = '' OR provider_config_key = $2)`,
+		lc.NangoConnectionID, lc.NangoProviderConfigKey)
+	if err != nil {
+		return fmt.Errorf("find connection %s: %w", lc.NangoConnectionID, err)
+	}
+	type ref struct{ id, org string }
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
+		var x ref
+		return x, r.Scan(&x.id, &x.org)
+	})
+	if err != nil {
+		return fmt.Errorf("find connection %s: %w", lc.NangoConnectionID, err)
+	}
+	for _, r := range refs {
+		err := p.d.Integrations.SetStatus(ctx, r.org, r.id, to, lc.Reason)
+		switch {
+		case errors.Is(err, integrations.ErrInvalidTransition), errors.Is(err, integrations.ErrNotFound):
+			log.Warn("connection status change refused", "integration_id", r.id, "org_id", r.org, "status", lc.Status, "error", err)
+		case err != nil:
+			return fmt.Errorf("set integration %s %s: %w", r.id, lc.Status, err)
+		default:
+			log.Info("connection status changed", "integration_id", r.id, "org_id", r.org, "status", lc.Status)
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func first(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

@@ -1,0 +1,84 @@
+package triggerprocessor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// Records produced to webhooks.raw on a real (in-process) Kafka broker and
+// consumed by a consumers.Runner with this handler: a delivery sent twice
+// queues one run, an unparseable one is a failed event and does not stall
+// the partition, and a second delivery still queues its run.
+func TestThroughRunner(t *testing.T) {
+	e := newEnv(t)
+	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupTriggerProcessor)))
+	push := e.trigger("github", e.githubApp(), map[string]any{"events": []any{"push"}, "branches": []any{"main"}})
+	custom := e.trigger("custom", "", nil)
+
+	pushRec := record{provider: "github", route: "direct", headers: gh("push"), delivery: "runner-push-1", body: e.fixture("github/push.json")}
+	msgs := []*consumers.Message{
+		e.message(pushRec),
+		e.message(record{provider: "custom", route: "trigger", triggerID: custom, body: []byte("<xml/>")}),
+		e.message(pushRec), // redelivered by the provider: a new record, the same delivery
+		e.message(record{provider: "custom", route: "trigger", triggerID: custom, body: []byte(`{"ok":true}`)}),
+	}
+	var recs []*kgo.Record
+	for _, m := range msgs {
+		r, err := kafka.EventRecord(e.codec, topics.WebhooksRaw, m.Event.EventID, m.Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := consumers.New(consumers.Config{
+		Group: topics.GroupTriggerProcessor, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
+		Retry:   consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
+		Kafka:   kafka.Options{Seeds: seeds},
+		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	}()
+
+	testenv.Eventually(t, 30*time.Second, "webhooks processed", func() bool {
+		return len(e.events(push)) == 1 && len(e.events(custom)) == 2
+	})
+	if ev := e.one(push); ev.Status != "queued" || ev.Runs != 1 {
+		t.Fatalf("push: %+v", ev)
+	}
+	statuses := map[string]int{}
+	for _, ev := range e.events(custom) {
+		statuses[ev.Status]++
+	}
+	if statuses["failed"] != 1 || statuses["queued"] != 1 {
+		t.Fatalf("custom: %v", statuses)
+	}
+}

@@ -1,0 +1,237 @@
+// Package ingest is the webhook ingest role: a fast-ack HTTP server that
+// verifies an inbound webhook, produces exactly one webhook.received event to
+// the webhooks.raw topic (synchronously, acks=all) and only then answers 2xx.
+// Nothing else happens in the request: parsing into trigger events, matching
+// and queueing runs is the trigger processor's job.
+//
+// # Routes
+//
+//	POST /webhooks/github                    GitHub App webhooks
+//	POST /webhooks/nango                     Nango webhooks (forward, auth, sync)
+//	POST /webhooks/direct/{provider}/{path}  linear, sentry, posthog, signed with the trigger's secret
+//	POST /webhooks/direct/{provider}?trigger={path}   the same, identity as a query parameter
+//	POST /webhooks/t/{path}                  per-trigger webhooks (custom and any provider)
+//	GET  /healthz                            liveness
+//
+// {path} is a trigger's webhook_path (t_ followed by 16 to 64 letters and
+// digits).
+//
+// # Verification
+//
+//   - github: X-Hub-Signature-256 = "sha256=" + hex HMAC-SHA256(GITHUB_WEBHOOK_SECRET, body).
+//     The routing id is installation.id of the body (the only field read).
+//     X-GitHub-Event is required; X-GitHub-Delivery is kept as the delivery id.
+//   - nango: X-Nango-Hmac-Sha256 = hex HMAC-SHA256(NANGO_SECRET_KEY, body), as
+//     Nango documents it. The legacy X-Nango-Signature (plain SHA-256 of
+//     secret+body) is not accepted. Every verified envelope is produced
+//     (forward, auth, sync, and unwrapped payloads Nango could not attribute);
+//     the routing id is connectionId.
+//
+// Per-trigger secrets (direct and /webhooks/t/): the identity in the URL (the
+// trigger's webhook_path) is resolved first (unknown → 404), its sealed
+// secret opened with the additional data "trigger-webhook:{trigger id}",
+// then the signature is checked with the scheme of the trigger's provider
+// (wrong or missing → 401). The direct route accepts only webhook triggers of
+// its own provider; /webhooks/t/ any webhook trigger.
+//
+//   - linear: Linear-Signature = hex HMAC-SHA256(secret, body)
+//   - sentry: Sentry-Hook-Signature = hex HMAC-SHA256(secret, body)
+//   - posthog: X-PostHog-Signature = hex HMAC-SHA256(secret, body) ("sha256="
+//     prefix allowed); without it, the token fallback: X-PostHog-Token:
+//     {secret} or Authorization: Bearer {secret}
+//   - github (a repository webhook pointed at a trigger URL):
+//     X-Hub-Signature-256 with the trigger's secret
+//   - every other provider (custom): X-Webhook-Signature = "sha256=" + hex
+//     HMAC-SHA256(secret, body); for senders that cannot sign,
+//     Authorization: Bearer {secret}
+//
+// When a signature header is present it alone decides. Signatures are
+// compared with hmac.Equal, tokens in constant time whatever their length
+// (SHA-256 of both sides, then subtle.ConstantTimeCompare).
+//
+// # Answers
+//
+// 200 {"status":"accepted","event_id":…} once the event is durably in
+// webhooks.raw; 413 body over INGEST_MAX_BODY_BYTES; 401 bad or missing
+// signature; 404 unknown route, provider, trigger path, or a route whose
+// secret is not configured; 400 a verified body that is not JSON (or not an
+// object, except for custom triggers, whose body may be any JSON value); 503
+// with Retry-After when Kafka (or the database, for routing lookups) cannot
+// take the event in time. Errors are {"error":{"code","message"}}. A rejected
+// request produces nothing and writes nothing.
+//
+// Disabled triggers and automations still accept webhooks: the trigger
+// processor records the event as skipped (trigger_disabled,
+// automation_disabled), so the sender sees success and the owner sees what
+// was missed. Only a deleted trigger (no such path) gives 404.
+//
+// # What is produced
+//
+// One webhook.received record per accepted request, key "{provider}:{routing
+// id}": github:{installation id}, nango:{connectionId} (provider "nango", the
+// envelope as body, provider_event_type the envelope type), and for triggers
+// {trigger provider}:{trigger id} with org_id, trigger_id, webhook_path and
+// integration_id set. The body is byte for byte what was received;
+// signature_verified is always true; headers are lower-cased and never
+// include credentials, cookies or signatures. correlation_id is the event id.
+//
+// Request bodies, signatures and secrets are never logged.
+package ingest
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+// Defaults of the optional Deps settings.
+const (
+	DefaultProduceTimeout  = 5 * time.Second
+	DefaultRoutingCacheTTL = 5 * time.Second
+	// RetryAfterSeconds is the Retry-After of 503 answers.
+	RetryAfterSeconds = "5"
+)
+
+// Deps are what the ingest server needs. Pool is used only for reads that
+// resolve per-trigger secrets; Kafka must be a client from kafka.NewClient
+// (acks=all, idempotent), preferably with ClientOptions().
+type Deps struct {
+	Cfg   *config.Config
+	Log   *slog.Logger
+	Pool  *pgxpool.Pool
+	Kafka *kgo.Client
+	Codec *schemas.Codec
+	Box   *secretbox.Box
+
+	// ProduceTimeout bounds the synchronous produce of one event; past it the
+	// request gets 503. Zero means DefaultProduceTimeout.
+	ProduceTimeout time.Duration
+	// RoutingCacheTTL is how long a resolved trigger path (and its opened
+	// secret, or its absence) is cached. Zero means DefaultRoutingCacheTTL, a
+	// negative value disables the cache.
+	RoutingCacheTTL time.Duration
+}
+
+// ClientOptions are the Kafka client options the ingest role should add to
+// kafka.NewClient: no linger, so that a synchronous produce is sent at once
+// (concurrent requests still batch while a produce request is in flight).
+func ClientOptions() []kgo.Opt {
+	return []kgo.Opt{kgo.ProducerLinger(0)}
+}
+
+// Server serves /webhooks/… and /healthz.
+type Server struct {
+	d     Deps
+	mux   *http.ServeMux
+	cache *routeCache
+}
+
+// New checks d and builds the server.
+func New(d Deps) (*Server, error) {
+	if d.Cfg == nil || d.Kafka == nil || d.Codec == nil || d.Pool == nil || d.Box == nil {
+		return nil, errors.New("ingest: Cfg, Pool, Kafka, Codec and Box are required")
+	}
+	if d.Cfg.IngestMaxBodyBytes <= 0 {
+		return nil, errors.New("ingest: INGEST_MAX_BODY_BYTES must be positive")
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.ProduceTimeout <= 0 {
+		d.ProduceTimeout = DefaultProduceTimeout
+	}
+	if d.RoutingCacheTTL == 0 {
+		d.RoutingCacheTTL = DefaultRoutingCacheTTL
+	}
+	d.Log = d.Log.With("role", "ingest")
+	s := &Server{d: d, mux: http.NewServeMux(), cache: newRouteCache(d.RoutingCacheTTL)}
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler serving every ingest route.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.webhook("/webhooks/github", "github", s.github)
+	s.webhook("/webhooks/nango", "nango", s.nango)
+	s.webhook("/webhooks/direct/{provider}", "direct", s.direct)
+	s.webhook("/webhooks/direct/{provider}/{path}", "direct", s.direct)
+	s.webhook("/webhooks/t/{path}", "trigger", s.trigger)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errNotFound("no such route"))
+	})
+}
+
+// webhook registers a POST route through the common stack (body limit,
+// verification by fn, produce, answer) and a JSON 405 for other methods.
+func (s *Server) webhook(pattern, name string, fn verifyFunc) {
+	s.mux.Handle("POST "+pattern, s.stack(name, fn))
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "use POST"})
+	})
+}
+
+// httpError is a rejection: status, stable code, message for people.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.message }
+
+func errNotFound(msg string) *httpError {
+	return &httpError{http.StatusNotFound, "not_found", msg}
+}
+
+func errSignature(msg string) *httpError {
+	return &httpError{http.StatusUnauthorized, "invalid_signature", msg}
+}
+
+func errBadBody(msg string) *httpError {
+	return &httpError{http.StatusBadRequest, "bad_request", msg}
+}
+
+func errUnavailable(msg string) *httpError {
+	return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
+}
+
+var errInternal = &httpError{http.StatusInternalServerError, "internal", "internal error"}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, e *httpError) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = e.code, e.message
+	if e.status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", RetryAfterSeconds)
+	}
+	writeJSON(w, e.status, b)
+}

@@ -38,6 +38,8 @@ Commands:
                           create missing topics and report drift; list the catalog;
                           show a topic on the cluster; print docs/topics.md
   api                     serve the REST API (/api/v1) on API_ADDR
+  ingest                  accept webhooks on INGEST_ADDR (/webhooks/…) into webhooks.raw
+  scheduler               run the cron scheduler and the integration pollers
   relay                   run the transactional outbox relay
   worker [--groups=a,b]   run consumer groups (all of this build's by default)
   secrets reseal          re-encrypt stored secrets with the first ENCRYPTION_KEYS key
@@ -103,6 +105,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return app.RunRoles(ctx, apiRole, ops)
+	case "ingest":
+		ingestRole, err := a.IngestRole(ctx)
+		if err != nil {
+			return err
+		}
+		ops, err := a.OpsRole(ctx)
+		if err != nil {
+			return err
+		}
+		return app.RunRoles(ctx, ingestRole, ops)
+	case "scheduler":
+		schedRole, err := a.SchedulerRole(ctx)
+		if err != nil {
+			return err
+		}
+		ops, err := a.OpsRole(ctx)
+		if err != nil {
+			return err
+		}
+		return app.RunRoles(ctx, schedRole, ops)
 	case "relay":
 		relay, err := a.RelayRole(ctx)
 		if err != nil {

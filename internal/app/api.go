@@ -2,11 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"time"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/identity"
@@ -14,18 +11,20 @@ import (
 	"github.com/proliferate/proliferate/api/orgs"
 	"github.com/proliferate/proliferate/api/repos"
 	"github.com/proliferate/proliferate/api/secrets"
+	"github.com/proliferate/proliferate/api/triggers"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
 
-// APIModules are the feature packages of the REST API, registered in order.
-func APIModules() []func(*api.Server) error {
+// apiModules are the feature packages of the REST API, registered in order.
+func (a *App) apiModules() []func(*api.Server) error {
 	return []func(*api.Server) error{
 		identity.Register,
 		orgs.Register,
 		repos.Register,
 		secrets.Register,
 		integrations.Register,
+		triggers.RegisterWith(triggers.Options{Codec: a.Codec, IngestURL: a.Cfg.IngestPublicURL}),
 	}
 }
 
@@ -41,17 +40,34 @@ func (a *App) APIServer(ctx context.Context) (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	box, err := secretbox.New(a.Cfg.EncryptionKeys)
+	box, err := a.SecretBox()
 	if err != nil {
 		return nil, err
 	}
 	s := api.New(api.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Redis: a.Redis, Tokens: tokens, Box: box})
-	for _, register := range APIModules() {
+	if err := a.OpenCodec(ctx); err != nil {
+		return nil, err
+	}
+	for _, register := range a.apiModules() {
 		if err := register(s); err != nil {
 			return nil, err
 		}
 	}
 	return s, nil
+}
+
+// SecretBox is the process's encryption box for secrets at rest.
+func (a *App) SecretBox() (*secretbox.Box, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.box == nil {
+		b, err := secretbox.New(a.Cfg.EncryptionKeys)
+		if err != nil {
+			return nil, err
+		}
+		a.box = b
+	}
+	return a.box, nil
 }
 
 // APIRole serves the REST API on API_ADDR.
@@ -66,23 +82,7 @@ func (a *App) APIRole(ctx context.Context) (Role, error) {
 	}
 	a.apiAddr.Store(new(ln.Addr().String()))
 	a.Log.Info("api listening", "addr", ln.Addr().String(), "openapi", "http://"+ln.Addr().String()+api.Prefix+"/openapi.json")
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	return Role{"api", func(ctx context.Context) error {
-		errc := make(chan error, 1)
-		go func() { errc <- srv.Serve(ln) }()
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.Cfg.ShutdownTimeout)
-			defer cancel()
-			err := srv.Shutdown(sctx)
-			if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
-				err = e
-			}
-			return err
-		}
-	}}, nil
+	return serveRole("api", ln, s.Handler(), a.Cfg.ShutdownTimeout), nil
 }
 
 // APIAddr is where the API listens once APIRole started ("" before).

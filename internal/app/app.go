@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/migrations"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -45,9 +46,11 @@ type App struct {
 	Pool  *pgxpool.Pool
 	Redis *redis.Client
 	Codec *schemas.Codec
+	box   *secretbox.Box
 
-	opsAddr atomic.Pointer[string]
-	apiAddr atomic.Pointer[string]
+	opsAddr    atomic.Pointer[string]
+	apiAddr    atomic.Pointer[string]
+	ingestAddr atomic.Pointer[string]
 
 	mu      sync.Mutex
 	closers []func()

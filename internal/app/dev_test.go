@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func devConfig(t *testing.T, dataDir string) *config.Config {
+func devConfig(t testing.TB, dataDir string) *config.Config {
 	t.Helper()
 	cfg, err := config.LoadFrom(func(k string) (string, bool) {
 		v, ok := map[string]string{
@@ -49,7 +49,7 @@ type running struct {
 	stop func() error
 }
 
-func startDev(t *testing.T, cfg *config.Config) running {
+func startDev(t testing.TB, cfg *config.Config) running {
 	t.Helper()
 	a := app.New(cfg, obs.NewLogger(io.Discard, "error", "text"))
 	ctx, cancel := context.WithCancel(context.Background())

@@ -10,7 +10,9 @@ import (
 	"sync"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/broker"
+	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/topics"
@@ -85,7 +87,32 @@ type GroupFactory func(ctx context.Context, a *App) (consumers.Handler, error)
 // Groups lists the consumer groups this build can run, by name (the names of
 // topics.Groups). Issues add their groups here.
 func (a *App) Groups() map[string]GroupFactory {
-	return map[string]GroupFactory{}
+	return map[string]GroupFactory{
+		topics.GroupTriggerProcessor: func(ctx context.Context, a *App) (consumers.Handler, error) {
+			svc, err := a.Integrations(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
+				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc}), nil
+		},
+	}
+}
+
+// Integrations is the integrations domain service (token boundary, status).
+func (a *App) Integrations(ctx context.Context) (*integrations.Service, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.OpenRedis(ctx); err != nil {
+		return nil, err
+	}
+	box, err := a.SecretBox()
+	if err != nil {
+		return nil, err
+	}
+	return integrations.New(integrations.Options{Cfg: a.Cfg, Pool: a.Pool, Redis: a.Redis, Box: box, Log: a.Log,
+		SlackClientID: a.Cfg.SlackClientID, SlackClientSecret: a.Cfg.SlackClientSecret})
 }
 
 // WorkerRoles returns a role per named consumer group; no names means all.
@@ -216,11 +243,19 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ingestRole, err := a.IngestRole(ctx)
+	if err != nil {
+		return err
+	}
+	schedRole, err := a.SchedulerRole(ctx)
+	if err != nil {
+		return err
+	}
 	ops, err := a.OpsRole(ctx)
 	if err != nil {
 		return err
 	}
-	roles = append(roles, relay, apiRole, ops)
+	roles = append(roles, relay, apiRole, ingestRole, schedRole, ops)
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = r.Name

@@ -82,6 +82,7 @@ type Config struct {
 	SlackClientSecret   string `env:"SLACK_CLIENT_SECRET" secret:"true" doc:"Slack app client secret"`
 
 	IngestAddr          string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
+	IngestPublicURL     string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
 	IngestMaxBodyBytes  int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
 	GitHubWebhookSecret string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
 	SchedulerTick       time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`

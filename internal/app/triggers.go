@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/proliferate/proliferate/producers/ingest"
+	"github.com/proliferate/proliferate/producers/poller"
+	"github.com/proliferate/proliferate/producers/scheduler"
+)
+
+// IngestRole serves the webhook endpoints on INGEST_ADDR: verify, produce to
+// webhooks.raw with acks=all, answer.
+func (a *App) IngestRole(ctx context.Context) (Role, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return Role{}, err
+	}
+	if err := a.OpenCodec(ctx); err != nil {
+		return Role{}, err
+	}
+	box, err := a.SecretBox()
+	if err != nil {
+		return Role{}, err
+	}
+	cl, err := a.NewKafkaClient("ingest", ingest.ClientOptions()...)
+	if err != nil {
+		return Role{}, err
+	}
+	srv, err := ingest.New(ingest.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Kafka: cl, Codec: a.Codec, Box: box})
+	if err != nil {
+		return Role{}, err
+	}
+	ln, err := net.Listen("tcp", a.Cfg.IngestAddr)
+	if err != nil {
+		return Role{}, fmt.Errorf("ingest on INGEST_ADDR=%s: %w", a.Cfg.IngestAddr, err)
+	}
+	a.ingestAddr.Store(new(ln.Addr().String()))
+	a.Log.Info("ingest listening", "addr", ln.Addr().String(), "paths", "/webhooks/github /webhooks/nango /webhooks/direct/{provider} /webhooks/t/{path}")
+	return serveRole("ingest", ln, srv.Handler(), a.Cfg.ShutdownTimeout), nil
+}
+
+// IngestAddr is where ingest listens once IngestRole started ("" before).
+func (a *App) IngestAddr() string {
+	if p := a.ingestAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// serveRole serves h on ln until ctx ends, then shuts down gracefully.
+func serveRole(name string, ln net.Listener, h http.Handler, grace time.Duration) Role {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	return Role{name, func(ctx context.Context) error {
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+			defer cancel()
+			err := srv.Shutdown(sctx)
+			if e := <-errc; !errors.Is(e, http.ErrServerClosed) && err == nil {
+				err = e
+			}
+			return err
+		}
+	}}
+}
+
+// SchedulerRole runs the cron scheduler and the poller: due schedules queue
+// exactly one run per tick, due poll groups are polled once per interval,
+// across any number of replicas.
+func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
+	if err := a.OpenCodec(ctx); err != nil {
+		return Role{}, err
+	}
+	svc, err := a.Integrations(ctx) // opens Postgres and Redis
+	if err != nil {
+		return Role{}, err
+	}
+	sched := scheduler.New(scheduler.Deps{Pool: a.Pool, Codec: a.Codec, Log: a.Log.With("role", "scheduler"), Tick: a.Cfg.SchedulerTick})
+	poll := poller.New(poller.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Log: a.Log.With("role", "poller"),
+		Tokens: svc, LinearAPIURL: a.Cfg.LinearAPIURL, Tick: a.Cfg.SchedulerTick})
+	return Role{"scheduler", func(ctx context.Context) error {
+		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run})
+	}}, nil
+}

@@ -1,12 +1,18 @@
 package ingest_test
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/topics"
@@ -74,6 +80,28 @@ func TestKafkaUnavailableThenRecovers(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("accepted event %s not in webhooks.raw (%d records)", accepted, n)
+	}
+	// The custom trigger's sender retries too; whatever landed (the accepted
+	// delivery, and possibly an attempt that timed out but was written), the
+	// trigger-processor turns it into exactly one run, also when replayed.
+	testenv.Eventually(t, 30*time.Second, "the custom delivery accepted", func() bool {
+		return e.post(t, "/webhooks/t/"+tr.Path, signedFor("custom", tr.Secret, body), body).Status == 200
+	})
+	all := e.consume(t, int(e.endOffset(t)))
+	h := triggerprocessor.Handler(triggerprocessor.Deps{Pool: e.Pool, Codec: e.Codec, Log: slog.New(slog.DiscardHandler)})
+	for range 2 {
+		for _, rec := range all {
+			if err := h(context.Background(), &consumers.Message{Record: &kgo.Record{Topic: topics.WebhooksRaw}, Event: rec.Event}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var runs int
+	if err := e.Pool.QueryRow(context.Background(), "SELECT count(*) FROM automation_runs WHERE trigger_id = $1", tr.ID).Scan(&runs); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 1 {
+		t.Fatalf("%d runs for one retried delivery; want exactly 1", runs)
 	}
 	e.noSecrets(t, githubSecret, tr.Secret)
 }

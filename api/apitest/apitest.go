@@ -93,24 +93,8 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: deps.Mailer.(*mailer.Memory)}
 }
 
-// LogBuffer is a concurrency-safe log sink.
-type LogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *LogBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns everything logged so far.
-func (l *LogBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// LogBuffer is the concurrency-safe log sink of testenv.
+type LogBuffer = testenv.LogBuffer
 
 // User is a person created directly in the database with an org.
 type User struct {

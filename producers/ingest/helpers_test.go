@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -39,24 +38,6 @@ const (
 	maxBody      = 64 << 10
 )
 
-// syncBuffer collects log output from concurrent handlers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // env is one ingest server on a real kfake broker and the package's real
 // Postgres database.
 type env struct {
@@ -66,7 +47,7 @@ type env struct {
 	Box    *secretbox.Box
 	Server *ingest.Server
 	HTTP   *httptest.Server
-	Logs   *syncBuffer
+	Logs   *testenv.LogBuffer
 	Admin  *kadm.Client
 }
 
@@ -89,7 +70,7 @@ func newBox(t testing.TB) *secretbox.Box {
 
 func newEnv(t testing.TB, o envOptions) *env {
 	t.Helper()
-	e := &env{Pool: testenv.Postgres(t), Logs: &syncBuffer{}, Box: newBox(t)}
+	e := &env{Pool: testenv.Postgres(t), Logs: &testenv.LogBuffer{}, Box: newBox(t)}
 	e.Seeds = o.seeds
 	if e.Seeds == nil {
 		e.Seeds = testenv.Kafka(t, kfake.SeedTopics(1, topics.WebhooksRaw))

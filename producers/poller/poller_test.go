@@ -1,7 +1,6 @@
 package poller_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -38,35 +37,18 @@ type world struct {
 	svc    *integrations.Service
 	nango  *fakes.Nango
 	linear *fakeLinear
-	logs   *syncBuffer
+	logs   *testenv.LogBuffer
 	org    string
 	auto   string
 	integ  string
 	base   time.Time
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newWorld: an org with an automation and a Linear integration connected
 // through (a fake) Nango, whose token the fake Linear API accepts.
 func newWorld(t *testing.T, base string) *world {
 	t.Helper()
-	w := &world{pool: testenv.Postgres(t), rdb: testenv.Redis(t), logs: &syncBuffer{}, base: at(base)}
+	w := &world{pool: testenv.Postgres(t), rdb: testenv.Redis(t), logs: &testenv.LogBuffer{}, base: at(base)}
 	var err error
 	if w.codec, err = schemas.NewCodec(); err != nil {
 		t.Fatal(err)

@@ -23,24 +23,7 @@ type world struct {
 	codec *schemas.Codec
 	org   string
 	auto  string
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *testenv.LogBuffer
 }
 
 func newWorld(t *testing.T) *world {
@@ -57,7 +40,7 @@ func newWorld(t *testing.T) *world {
 			t.Error(err)
 		}
 	})
-	return &world{pool: pool, codec: codec, org: org, auto: runstest.Automation(t, pool, org), logs: &syncBuffer{}}
+	return &world{pool: pool, codec: codec, org: org, auto: runstest.Automation(t, pool, org), logs: &testenv.LogBuffer{}}
 }
 
 func (w *world) scheduler(now func() time.Time) *scheduler.Scheduler {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/app"
@@ -94,7 +96,8 @@ func TestAPIServesEveryModuleAndDocumentsEveryRoute(t *testing.T) {
 
 	// A new user: sign up, create a repo and a secret in their personal org,
 	// see them listed, and find the secret by existence check only.
-	code, signup := call("POST", "/auth/signup", "", map[string]any{"email": "new.user@example.com", "password": "correct horse battery", "name": "New User"})
+	code, signup := call("POST", "/auth/signup", "", map[string]any{"email": fmt.Sprintf("new.user.%d@example.com", time.Now().UnixNano()),
+		"password": "correct horse battery", "name": "New User"})
 	if code != http.StatusCreated {
 		t.Fatalf("signup: %d %v", code, signup)
 	}

@@ -42,7 +42,11 @@ func TestEveryProviderPayloadBecomesAQueuedRun(t *testing.T) {
 	if code := apiCall(t, base, "POST", "/automations", token, map[string]any{"name": "Triage"}, &auto); code != 201 {
 		t.Fatalf("automation %d", code)
 	}
-	// The GitHub App installation of the fixtures, connected to this org.
+	// The GitHub App installation of the fixtures, connected to this org (an
+	// installation belongs to one org: free it from an earlier run).
+	if _, err := dev.app.Pool.Exec(ctx, `DELETE FROM integrations WHERE github_installation_id = 51234567`); err != nil {
+		t.Fatal(err)
+	}
 	var integrationID string
 	if err := dev.app.Pool.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, github_installation_id, visibility)
 		VALUES ($1, 'github-app', 'github', 'github-app:51234567', 51234567, 'org') RETURNING id::text`, orgID).Scan(&integrationID); err != nil {

@@ -96,45 +96,13 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "topics":
 		return topicsCmd(ctx, a, rest, stdout)
 	case "api":
-		apiRole, err := a.APIRole(ctx)
-		if err != nil {
-			return err
-		}
-		ops, err := a.OpsRole(ctx)
-		if err != nil {
-			return err
-		}
-		return app.RunRoles(ctx, apiRole, ops)
+		return a.Serve(ctx, nil, a.APIRole)
 	case "ingest":
-		ingestRole, err := a.IngestRole(ctx)
-		if err != nil {
-			return err
-		}
-		ops, err := a.OpsRole(ctx)
-		if err != nil {
-			return err
-		}
-		return app.RunRoles(ctx, ingestRole, ops)
+		return a.Serve(ctx, nil, a.IngestRole)
 	case "scheduler":
-		schedRole, err := a.SchedulerRole(ctx)
-		if err != nil {
-			return err
-		}
-		ops, err := a.OpsRole(ctx)
-		if err != nil {
-			return err
-		}
-		return app.RunRoles(ctx, schedRole, ops)
+		return a.Serve(ctx, nil, a.SchedulerRole)
 	case "relay":
-		relay, err := a.RelayRole(ctx)
-		if err != nil {
-			return err
-		}
-		ops, err := a.OpsRole(ctx)
-		if err != nil {
-			return err
-		}
-		return app.RunRoles(ctx, relay, ops)
+		return a.Serve(ctx, nil, a.RelayRole)
 	case "worker":
 		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -152,11 +120,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		ops, err := a.OpsRole(ctx)
-		if err != nil {
-			return err
-		}
-		return app.RunRoles(ctx, append(roles, ops)...)
+		return a.Serve(ctx, roles)
 	case "secrets":
 		if len(rest) != 1 || rest[0] != "reseal" {
 			return usageError{"usage: proliferate secrets reseal"}

@@ -43,6 +43,32 @@ func RunRoles(ctx context.Context, roles ...Role) error {
 	return nil
 }
 
+// RoleBuilder prepares one role (connecting what it needs) without running it.
+type RoleBuilder func(ctx context.Context) (Role, error)
+
+// BuildRoles prepares roles in order, stopping at the first error.
+func BuildRoles(ctx context.Context, builders ...RoleBuilder) ([]Role, error) {
+	roles := make([]Role, 0, len(builders))
+	for _, b := range builders {
+		r, err := b(ctx)
+		if err != nil {
+			return nil, err
+		}
+		roles = append(roles, r)
+	}
+	return roles, nil
+}
+
+// Serve runs the given roles plus the ops endpoints until ctx ends: what a
+// single-role subcommand (api, ingest, relay, scheduler) does.
+func (a *App) Serve(ctx context.Context, extra []Role, builders ...RoleBuilder) error {
+	roles, err := BuildRoles(ctx, append(builders, a.OpsRole)...)
+	if err != nil {
+		return err
+	}
+	return RunRoles(ctx, append(extra, roles...)...)
+}
+
 // OpsRole serves /healthz, /readyz and /metrics on OPS_ADDR.
 func (a *App) OpsRole(ctx context.Context) (Role, error) {
 	addr, errc, err := obs.Serve(ctx, a.Cfg.OpsAddr, obs.Handler(a.Reg, a.Checks))
@@ -235,27 +261,11 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	relay, err := a.RelayRole(ctx)
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.OpsRole)
 	if err != nil {
 		return err
 	}
-	apiRole, err := a.APIRole(ctx)
-	if err != nil {
-		return err
-	}
-	ingestRole, err := a.IngestRole(ctx)
-	if err != nil {
-		return err
-	}
-	schedRole, err := a.SchedulerRole(ctx)
-	if err != nil {
-		return err
-	}
-	ops, err := a.OpsRole(ctx)
-	if err != nil {
-		return err
-	}
-	roles = append(roles, relay, apiRole, ingestRole, schedRole, ops)
+	roles = append(roles, more...)
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = r.Name

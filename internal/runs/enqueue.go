@@ -72,9 +72,14 @@ func Enqueue(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, src Source, e
 	if err != nil || out.Duplicate {
 		return out, err
 	}
-	err = tx.QueryRow(ctx, `INSERT INTO automation_runs (org_id, automation_id, trigger_event_id, trigger_id, status, triggered_by)
-		VALUES ($1, $2, $3, $4, 'queued', $5) RETURNING id::text`,
-		src.OrgID, src.AutomationID, out.TriggerEventID, src.TriggerID, nullable(src.TriggeredBy)).Scan(&out.RunID)
+	// The deadline is set here, from the automation, so that every run has
+	// one (the original system never set it).
+	var deadline time.Time
+	err = tx.QueryRow(ctx, `INSERT INTO automation_runs (org_id, automation_id, trigger_event_id, trigger_id, status, triggered_by, deadline_at)
+		VALUES ($1, $2, $3, $4, 'queued', $5,
+			now() + make_interval(secs => (SELECT run_deadline_seconds FROM automations WHERE id = $2)))
+		RETURNING id::text, deadline_at`,
+		src.OrgID, src.AutomationID, out.TriggerEventID, src.TriggerID, nullable(src.TriggeredBy)).Scan(&out.RunID, &deadline)
 	if err != nil {
 		return out, fmt.Errorf("insert run: %w", err)
 	}
@@ -85,7 +90,7 @@ func Enqueue(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, src Source, e
 	trig := src.TriggerID
 	life := schemas.New(src.OrgID, &schemas.RunLifecycle{
 		RunID: out.RunID, AutomationID: src.AutomationID, TriggerEventID: out.TriggerEventID,
-		TriggerID: &trig, ToStatus: schemas.RunQueued,
+		TriggerID: &trig, ToStatus: schemas.RunQueued, DeadlineAt: &deadline,
 	})
 	life.CorrelationID = out.RunID
 	if err := outbox.AddEvent(ctx, tx, codec, topics.RunsLifecycle, out.RunID, life); err != nil {

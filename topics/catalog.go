@@ -31,7 +31,7 @@ const (
 	GroupTriggerProcessor    = "trigger-processor"
 	GroupRunEnricher         = "run-enricher"
 	GroupRunExecutor         = "run-executor"
-	GroupRunFinalizer        = "run-finalizer"
+	GroupRunArtifacts        = "run-artifacts"
 	GroupNotifier            = "notifier"
 	GroupSessionMaterializer = "session-materializer"
 	GroupToolMaterializer    = "tool-materializer"
@@ -83,7 +83,7 @@ var groups = []Group{
 	{GroupTriggerProcessor, "parses raw webhooks and poll results into trigger events, matches triggers, queues runs", []string{WebhooksRaw}},
 	{GroupRunEnricher, "enriches queued runs with context (stage queued → enriching → ready)", []string{RunsLifecycle}},
 	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}},
-	{GroupRunFinalizer, "times out and finalizes runs, updates trigger events", []string{RunsLifecycle}},
+	{GroupRunArtifacts, "writes run enrichment and completion JSON to the blob store (apart from notifications, so a storage outage never delays them)", []string{RunsLifecycle}},
 	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}},
 	{GroupSessionMaterializer, "materializes session events and telemetry into Postgres", []string{SessionsEvents}},
 	{GroupToolMaterializer, "materializes tool-call telemetry into Postgres", []string{ToolsCalls}},

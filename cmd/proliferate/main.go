@@ -41,6 +41,7 @@ Commands:
   ingest                  accept webhooks on INGEST_ADDR (/webhooks/…) into webhooks.raw
   scheduler               run the cron scheduler and the integration pollers
   relay                   run the transactional outbox relay
+  finalizer               run the run finalizer (deadlines, inactivity, dead sessions)
   worker [--groups=a,b]   run consumer groups (all of this build's by default)
   secrets reseal          re-encrypt stored secrets with the first ENCRYPTION_KEYS key
   config                  print the effective configuration, secrets redacted
@@ -103,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return a.Serve(ctx, nil, a.SchedulerRole)
 	case "relay":
 		return a.Serve(ctx, nil, a.RelayRole)
+	case "finalizer":
+		return a.Serve(ctx, nil, a.FinalizerRole)
 	case "worker":
 		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 		fs.SetOutput(stderr)

@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/migrations"
 	"github.com/proliferate/proliferate/schemas"
@@ -47,6 +48,9 @@ type App struct {
 	Redis *redis.Client
 	Codec *schemas.Codec
 	box   *secretbox.Box
+
+	sessionsOnce sync.Once
+	sessions     runs.Sessions
 
 	opsAddr    atomic.Pointer[string]
 	apiAddr    atomic.Pointer[string]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -113,7 +114,7 @@ type GroupFactory func(ctx context.Context, a *App) (consumers.Handler, error)
 // Groups lists the consumer groups this build can run, by name (the names of
 // topics.Groups). Issues add their groups here.
 func (a *App) Groups() map[string]GroupFactory {
-	return map[string]GroupFactory{
+	groups := map[string]GroupFactory{
 		topics.GroupTriggerProcessor: func(ctx context.Context, a *App) (consumers.Handler, error) {
 			svc, err := a.Integrations(ctx)
 			if err != nil {
@@ -123,6 +124,8 @@ func (a *App) Groups() map[string]GroupFactory {
 				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc}), nil
 		},
 	}
+	maps.Copy(groups, runGroups())
+	return groups
 }
 
 // Integrations is the integrations domain service (token boundary, status).
@@ -261,7 +264,7 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.OpsRole)
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.OpsRole)
 	if err != nil {
 		return err
 	}

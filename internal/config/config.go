@@ -81,12 +81,15 @@ type Config struct {
 	SlackClientID       string `env:"SLACK_CLIENT_ID" doc:"Slack app client id (oauth.v2.access); empty disables Slack installs"`
 	SlackClientSecret   string `env:"SLACK_CLIENT_SECRET" secret:"true" doc:"Slack app client secret"`
 
-	IngestAddr          string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
-	IngestPublicURL     string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
-	IngestMaxBodyBytes  int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
-	GitHubWebhookSecret string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
-	SchedulerTick       time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
-	ShutdownTimeout     time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
+	IngestAddr           string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
+	IngestPublicURL      string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
+	IngestMaxBodyBytes   int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
+	GitHubWebhookSecret  string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
+	SchedulerTick        time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
+	RunFinalizerInterval time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
+	RunInactivityTimeout time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
+	RunStalledAfter      time.Duration `env:"RUN_STALLED_AFTER" default:"15m" check:"positive" doc:"a queued, enriching or ready run untouched for this long fails (stalled): its stage gave up"`
+	ShutdownTimeout      time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }
 
 // Error lists every invalid variable found by Load.

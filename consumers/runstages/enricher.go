@@ -1,0 +1,119 @@
+package runstages
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/runs/enrich"
+)
+
+// Enricher is the run-enricher group's handler: a queued run is enriched
+// (queued → enriching → ready, or → failed when the trigger event lacks a
+// title or context) in one transaction. Enrichment is pure, so there is no
+// reason to commit the enriching status on its own: a crash leaves the run
+// queued and the redelivery enriches it; both transitions are still in the
+// event log and on runs.lifecycle, in order.
+func Enricher(d Deps) consumers.Handler {
+	log := d.logger()
+	return func(ctx context.Context, m *consumers.Message) error {
+		ev, err := lifecycle(m)
+		if err != nil {
+			return err
+		}
+		if ev.ToStatus != runs.StatusQueued {
+			return nil
+		}
+		return inTx(ctx, d.Pool, func(tx pgx.Tx) error {
+			run, err := runs.Lock(ctx, tx, "", ev.RunID)
+			if err != nil {
+				return err
+			}
+			if run.Status != runs.StatusQueued {
+				return nil // already enriched (a redelivery or a replay)
+			}
+			in, err := enrichInput(ctx, tx, run)
+			if err != nil {
+				return err
+			}
+			run, err = runs.Apply(ctx, tx, d.Codec, run, runs.Move{From: []string{runs.StatusQueued}, To: runs.StatusEnriching})
+			if err != nil {
+				return err
+			}
+			payload, berr := enrich.Build(in)
+			var eerr *enrich.Error
+			if errors.As(berr, &eerr) {
+				log.Info("run failed enrichment", "run_id", run.ID, "reason", eerr.Reason, "error", eerr.Message)
+				_, err := runs.Apply(ctx, tx, d.Codec, run, runs.Move{From: []string{runs.StatusEnriching}, To: runs.StatusFailed,
+					Reason: "enrichment_failed", Stage: runs.StageEnrichment, ErrorCode: eerr.Reason, ErrorMessage: eerr.Message})
+				return err
+			}
+			if berr != nil {
+				return consumers.Permanent(fmt.Errorf("enrich run %s: %w", run.ID, berr))
+			}
+			raw, err := json.Marshal(payload)
+			if err != nil {
+				return consumers.Permanent(fmt.Errorf("encode enrichment of run %s: %w", run.ID, err))
+			}
+			if _, err := tx.Exec(ctx, `UPDATE automation_runs SET enrichment_json = $2 WHERE id = $1`, run.ID, raw); err != nil {
+				return fmt.Errorf("save enrichment of run %s: %w", run.ID, err)
+			}
+			if err := runs.LogEvent(ctx, tx, run.ID, "enrichment_saved", "", "", map[string]any{
+				"version": enrich.Version, "suggested_repo_id": payload.SuggestedRepoID}); err != nil {
+				return err
+			}
+			_, err = runs.Apply(ctx, tx, d.Codec, run, runs.Move{From: []string{runs.StatusEnriching}, To: runs.StatusReady})
+			return err
+		})
+	}
+}
+
+// enrichInput loads what enrichment reads: the trigger event, the automation
+// and the organization's repositories.
+func enrichInput(ctx context.Context, tx pgx.Tx, run runs.Run) (enrich.Input, error) {
+	var in enrich.Input
+	var ctxRaw []byte
+	var url, ext *string
+	var filter, analysis *string
+	err := tx.QueryRow(ctx, `SELECT te.provider, te.normalized_event_type, te.provider_event_type, te.title, te.url,
+			te.external_event_id, te.parsed_context, a.id::text, a.name, a.llm_filter_prompt, a.llm_analysis_prompt
+		FROM trigger_events te JOIN automations a ON a.id = $2
+		WHERE te.id = $1`, run.TriggerEventID, run.AutomationID).
+		Scan(&in.Provider, &in.EventType, &in.ProviderEventType, &in.Title, &url, &ext, &ctxRaw,
+			&in.AutomationID, &in.AutomationName, &filter, &analysis)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return in, runs.ErrNotFound
+	}
+	if err != nil {
+		return in, fmt.Errorf("load trigger event of run %s: %w", run.ID, err)
+	}
+	in.URL, in.ExternalID = deref(url), deref(ext)
+	in.HasLLMFilter, in.HasLLMAnalysis = deref(filter) != "", deref(analysis) != ""
+	if len(ctxRaw) > 0 {
+		if err := json.Unmarshal(ctxRaw, &in.Context); err != nil {
+			return in, consumers.Permanent(fmt.Errorf("trigger event context of run %s: %w", run.ID, err))
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT id::text, github_repo_name FROM repos WHERE org_id = $1 ORDER BY github_repo_name`, run.OrgID)
+	if err != nil {
+		return in, fmt.Errorf("load repos of org %s: %w", run.OrgID, err)
+	}
+	in.Repos, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (enrich.Repo, error) {
+		var rp enrich.Repo
+		err := r.Scan(&rp.ID, &rp.FullName)
+		return rp, err
+	})
+	return in, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,63 @@
+package app
+
+import (
+	"context"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// Sessions is how the run pipeline starts agent sessions. Until the gateway
+// exists it is one in-memory recorder per process (shared by the executor
+// and the finalizer), which logs each request.
+func (a *App) Sessions() runs.Sessions {
+	a.sessionsOnce.Do(func() {
+		if a.sessions == nil {
+			a.sessions = runs.NewRecordingSessions(a.Log.With("component", "sessions"))
+		}
+	})
+	return a.sessions
+}
+
+// SetSessions replaces the sessions implementation (before any role is
+// built); tests use it to watch what the executor asks for.
+func (a *App) SetSessions(s runs.Sessions) { a.sessions = s }
+
+func (a *App) stageDeps(ctx context.Context, group string) (runstages.Deps, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return runstages.Deps{}, err
+	}
+	if err := a.OpenCodec(ctx); err != nil {
+		return runstages.Deps{}, err
+	}
+	return runstages.Deps{Pool: a.Pool, Codec: a.Codec, Sessions: a.Sessions(), Log: a.Log.With("group", group)}, nil
+}
+
+// runGroups are the consumer groups of the run pipeline.
+func runGroups() map[string]GroupFactory {
+	return map[string]GroupFactory{
+		topics.GroupRunEnricher: func(ctx context.Context, a *App) (consumers.Handler, error) {
+			d, err := a.stageDeps(ctx, topics.GroupRunEnricher)
+			return runstages.Enricher(d), err
+		},
+		topics.GroupRunExecutor: func(ctx context.Context, a *App) (consumers.Handler, error) {
+			d, err := a.stageDeps(ctx, topics.GroupRunExecutor)
+			return runstages.Executor(d), err
+		},
+	}
+}
+
+// FinalizerRole runs the run finalizer (one pass at a time across replicas).
+func (a *App) FinalizerRole(ctx context.Context) (Role, error) {
+	d, err := a.stageDeps(ctx, "run-finalizer")
+	if err != nil {
+		return Role{}, err
+	}
+	f := runstages.NewFinalizer(d, runstages.FinalizerOptions{
+		Interval: a.Cfg.RunFinalizerInterval, Inactivity: a.Cfg.RunInactivityTimeout, Stalled: a.Cfg.RunStalledAfter,
+		Registerer: a.Reg,
+	})
+	return Role{"run-finalizer", f.Run}, nil
+}

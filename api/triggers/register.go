@@ -1,6 +1,6 @@
-// Package triggers is the REST API of automations (the minimal CRUD triggers
-// hang off), triggers, trigger events, cron schedules, "Run Now" and the
-// provider catalog. Handlers are thin; the domain lives in
+// Package triggers is the REST API of automations (every setting of the
+// spec, enable/disable, integration connections), triggers, trigger events,
+// cron schedules, "Run Now" and the provider catalog. Handlers are thin; the domain lives in
 // internal/triggers/store, which filters every query on the caller's
 // organization (ids of another organization are 404, like missing ones).
 //
@@ -23,6 +23,19 @@
 //     to_status failed with status_reason manual_skip and error_code canceled.
 //   - Deleting a trigger, schedule or automation deletes its events and runs
 //     (the schema cascades), as the original did.
+//   - Automation settings are validated whole before anything is written
+//     (422 naming every bad field): shapes here, cross-field rules and
+//     references in the store under a row lock on the merged result, so a
+//     schema check constraint never answers a request. Referenced
+//     configurations and Slack installations of another organization are
+//     422 on the field; the installation must be active whenever
+//     notifications are pointed at it; agent_decide needs a non-empty
+//     allowlist (at most 50). PATCH keeps absent fields; null clears the
+//     nullable ones.
+//   - Integration connections: members list them; admins bind (PUT,
+//     idempotent) and unbind. The integration must be visible to the caller
+//     (another member's private integration is 404, like another org's) and
+//     active to be bound (409 integration_inactive).
 package triggers
 
 import (
@@ -36,6 +49,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -55,6 +69,9 @@ type Options struct {
 	// IngestURL is the public base URL of the ingest role, for custom
 	// webhook URLs; default PUBLIC_URL.
 	IngestURL string
+	// Integrations binds integrations to automations; default: built from
+	// the server's dependencies like api/integrations builds it.
+	Integrations *integrations.Service
 }
 
 // Register registers the routes with the configured codec and URLs.
@@ -81,7 +98,14 @@ func RegisterWith(o Options) func(*api.Server) error {
 		if o.IngestURL == "" {
 			o.IngestURL = s.Cfg.PublicURL
 		}
-		h := &handlers{st: &store.Store{Pool: s.Pool, Box: s.Box, Codec: o.Codec, IngestURL: o.IngestURL, Now: s.Now}}
+		if o.Integrations == nil {
+			svc, err := integrations.New(integrations.Options{Cfg: s.Cfg, Pool: s.Pool, Redis: s.Redis, Box: s.Box, Log: s.Log, Now: s.Now})
+			if err != nil {
+				return fmt.Errorf("triggers: integrations service: %w", err)
+			}
+			o.Integrations = svc
+		}
+		h := &handlers{st: &store.Store{Pool: s.Pool, Box: s.Box, Codec: o.Codec, IngestURL: o.IngestURL, Now: s.Now}, integ: o.Integrations}
 		for _, r := range h.routes() {
 			s.Handle(r)
 		}
@@ -89,28 +113,16 @@ func RegisterWith(o Options) func(*api.Server) error {
 	}
 }
 
-type handlers struct{ st *store.Store }
+type handlers struct {
+	st    *store.Store
+	integ *integrations.Service
+}
 
 func (h *handlers) routes() []api.Route {
 	idQuery := func(name, what string) api.Param {
 		return api.Param{Name: name, Description: "only " + what + " (UUID)"}
 	}
-	return []api.Route{
-		// automations
-		{Method: http.MethodPost, Path: "/automations", Summary: "Create an automation", Tag: tagAutomations, Access: api.OrgAdmin,
-			Request: CreateAutomationRequest{}, Response: store.Automation{}, Status: http.StatusCreated, Handler: h.createAutomation},
-		{Method: http.MethodGet, Path: "/automations", Summary: "List automations", Tag: tagAutomations, Access: api.OrgMember,
-			Response: api.Page[store.Automation]{}, Query: api.PageQuery, Handler: h.listAutomations},
-		{Method: http.MethodGet, Path: "/automations/:id", Summary: "Get an automation", Tag: tagAutomations, Access: api.OrgMember,
-			Response: store.Automation{}, Handler: h.getAutomation},
-		{Method: http.MethodPatch, Path: "/automations/:id", Summary: "Update an automation", Tag: tagAutomations, Access: api.OrgAdmin,
-			Request: UpdateAutomationRequest{}, Response: store.Automation{}, Handler: h.updateAutomation},
-		{Method: http.MethodDelete, Path: "/automations/:id", Summary: "Delete an automation with its triggers, schedules, events and runs",
-			Tag: tagAutomations, Access: api.OrgAdmin, Status: http.StatusNoContent, Handler: h.deleteAutomation},
-		{Method: http.MethodPost, Path: "/automations/:id/run", Summary: "Run now: queue a run attributed to the caller",
-			Tag: tagAutomations, Access: api.OrgMember, Request: RunNowRequest{}, Response: store.ManualRun{}, Status: http.StatusCreated,
-			Handler: h.runNow},
-
+	return append(h.automationRoutes(), []api.Route{
 		// triggers
 		{Method: http.MethodPost, Path: "/automations/:id/triggers", Summary: "Create a trigger (webhook triggers without an integration: URL and secret, shown once)",
 			Tag: tagTriggers, Access: api.OrgAdmin, Request: CreateTriggerRequest{}, Response: store.CreatedTrigger{},
@@ -159,7 +171,7 @@ func (h *handlers) routes() []api.Route {
 		// providers
 		{Method: http.MethodGet, Path: "/providers", Summary: "Trigger providers with their trigger types and config JSON Schemas",
 			Tag: tagTriggers, Access: api.OrgMember, Response: ProvidersResponse{}, Handler: h.listProviders},
-	}
+	}...)
 }
 
 // mapErr turns domain errors into API errors (others become a 500).

@@ -66,52 +66,6 @@ func (c *checker) config(field string, v any, depth int) {
 
 // --- automations ---------------------------------------------------------------
 
-// CreateAutomationRequest creates an automation.
-type CreateAutomationRequest struct {
-	Name        string  `json:"name" binding:"required,max=200"`
-	Description *string `json:"description" binding:"omitempty,max=5000"`
-	// Enabled defaults to true.
-	Enabled           *bool   `json:"enabled"`
-	AgentInstructions *string `json:"agent_instructions" binding:"omitempty,max=50000"`
-	// DefaultConfigurationID must be a configuration of the organization.
-	DefaultConfigurationID *string `json:"default_configuration_id"`
-}
-
-// Validate checks what tags cannot.
-func (r *CreateAutomationRequest) Validate() []api.FieldError {
-	var c checker
-	c.text("name", &r.Name, true)
-	c.text("description", r.Description, false)
-	c.text("agent_instructions", r.AgentInstructions, false)
-	c.uuid("default_configuration_id", r.DefaultConfigurationID)
-	return c
-}
-
-// UpdateAutomationRequest changes an automation; absent (or null) fields are
-// kept; default_configuration_id "" clears it.
-type UpdateAutomationRequest struct {
-	Name                   *string `json:"name" binding:"omitempty,max=200"`
-	Description            *string `json:"description" binding:"omitempty,max=5000"`
-	Enabled                *bool   `json:"enabled"`
-	AgentInstructions      *string `json:"agent_instructions" binding:"omitempty,max=50000"`
-	DefaultConfigurationID *string `json:"default_configuration_id"`
-}
-
-// Validate checks what tags cannot.
-func (r *UpdateAutomationRequest) Validate() []api.FieldError {
-	if r.Name == nil && r.Description == nil && r.Enabled == nil && r.AgentInstructions == nil && r.DefaultConfigurationID == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
-	}
-	var c checker
-	c.text("name", r.Name, true)
-	c.text("description", r.Description, false)
-	c.text("agent_instructions", r.AgentInstructions, false)
-	if r.DefaultConfigurationID != nil && *r.DefaultConfigurationID != "" {
-		c.uuid("default_configuration_id", r.DefaultConfigurationID)
-	}
-	return c
-}
-
 // RunNowRequest starts a manual run; the body is optional.
 type RunNowRequest struct {
 	// Note is kept in the trigger event's context.

@@ -10,6 +10,7 @@ import (
 	"github.com/proliferate/proliferate/api/integrations"
 	"github.com/proliferate/proliferate/api/orgs"
 	"github.com/proliferate/proliferate/api/repos"
+	runsapi "github.com/proliferate/proliferate/api/runs"
 	"github.com/proliferate/proliferate/api/secrets"
 	"github.com/proliferate/proliferate/api/triggers"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -25,6 +26,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 		secrets.Register,
 		integrations.Register,
 		triggers.RegisterWith(triggers.Options{Codec: a.Codec, IngestURL: a.Cfg.IngestPublicURL}),
+		runsapi.RegisterWith(runsapi.Options{Codec: a.Codec}),
 	}
 }
 

@@ -28,11 +28,13 @@ ALTER TABLE automations
     ADD COLUMN run_deadline_seconds       integer NOT NULL DEFAULT 7200 CHECK (run_deadline_seconds BETWEEN 300 AND 86400),
     ADD CONSTRAINT automations_fallback_configuration_fk FOREIGN KEY (fallback_configuration_id, org_id)
         REFERENCES configurations (id, org_id) ON DELETE SET NULL (fallback_configuration_id),
+    -- A Slack destination names its channel or user. The installation is
+    -- required by the API; deleting it sets it null (the notifier then logs
+    -- that the destination is gone) rather than deleting the automation.
     ADD CONSTRAINT automations_notification_chk CHECK (
         notification_destination_type = 'none'
-        OR (notification_slack_installation_id IS NOT NULL AND (
-            (notification_destination_type = 'slack_channel' AND notification_channel_id IS NOT NULL)
-            OR (notification_destination_type = 'slack_dm_user' AND notification_slack_user_id IS NOT NULL))));
+        OR (notification_destination_type = 'slack_channel' AND notification_channel_id IS NOT NULL)
+        OR (notification_destination_type = 'slack_dm_user' AND notification_slack_user_id IS NOT NULL));
 
 ALTER TABLE automation_runs
     -- The configuration target resolution chose (null: none needed).

@@ -3,11 +3,39 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/triggers/pollgroups"
+)
+
+// Automation settings values.
+const (
+	// StrategyFixed always uses the default configuration.
+	StrategyFixed = "fixed"
+	// StrategyAgentDecide picks from AllowedConfigurationIDs (the
+	// enrichment's suggested repo), falling back to FallbackConfigurationID,
+	// then DefaultConfigurationID; it never creates configurations.
+	StrategyAgentDecide = "agent_decide"
+
+	NotifyNone         = "none"
+	NotifySlackChannel = "slack_channel"
+	NotifySlackDMUser  = "slack_dm_user"
+
+	ActionAllow           = "allow"
+	ActionDeny            = "deny"
+	ActionRequireApproval = "require_approval"
+
+	// MaxAllowedConfigurations bounds the agent_decide allowlist.
+	MaxAllowedConfigurations = 50
+	// DefaultRunDeadlineSeconds, MinRunDeadlineSeconds and
+	// MaxRunDeadlineSeconds bound run_deadline_seconds (a run not finished
+	// that long after it was queued is timed out).
+	DefaultRunDeadlineSeconds = 7200
+	MinRunDeadlineSeconds     = 300
+	MaxRunDeadlineSeconds     = 86400
 )
 
 // Automation is what the agent does when one of its triggers fires.
@@ -21,67 +49,206 @@ type Automation struct {
 	ModelID           string `json:"model_id"`
 	// DefaultConfigurationID is the configuration (workspace) runs use
 	// unless target resolution picks another; always of the same organization.
-	DefaultConfigurationID *string   `json:"default_configuration_id"`
-	CreatedBy              *string   `json:"created_by"`
-	CreatedAt              time.Time `json:"created_at"`
-	UpdatedAt              time.Time `json:"updated_at"`
+	DefaultConfigurationID *string `json:"default_configuration_id"`
+	// ConfigSelectionStrategy is fixed or agent_decide.
+	ConfigSelectionStrategy string `json:"config_selection_strategy"`
+	// AllowedConfigurationIDs is the agent_decide allowlist (configurations
+	// of the organization, at most 50).
+	AllowedConfigurationIDs []string `json:"allowed_configuration_ids"`
+	// FallbackConfigurationID is used by agent_decide when no allowed
+	// configuration matches (then DefaultConfigurationID).
+	FallbackConfigurationID *string `json:"fallback_configuration_id"`
+	// EnabledTools configures the agent's optional tools.
+	EnabledTools map[string]any `json:"enabled_tools"`
+	// ActionModes maps "<integration>.<action>" to allow, deny or
+	// require_approval.
+	ActionModes       map[string]string `json:"action_modes"`
+	LLMFilterPrompt   *string           `json:"llm_filter_prompt"`
+	LLMAnalysisPrompt *string           `json:"llm_analysis_prompt"`
+	// NotificationDestinationType is none, slack_channel or slack_dm_user;
+	// the Slack ones need an active Slack installation of the organization
+	// and a channel id or a Slack user id.
+	NotificationDestinationType     string  `json:"notification_destination_type"`
+	NotificationSlackInstallationID *string `json:"notification_slack_installation_id"`
+	NotificationChannelID           *string `json:"notification_channel_id"`
+	NotificationSlackUserID         *string `json:"notification_slack_user_id"`
+	// RunDeadlineSeconds is how long a run may take from being queued.
+	RunDeadlineSeconds int       `json:"run_deadline_seconds"`
+	CreatedBy          *string   `json:"created_by"`
+	CreatedAt          time.Time `json:"created_at"`
+	UpdatedAt          time.Time `json:"updated_at"`
 }
 
-// AutomationInput creates an automation.
-type AutomationInput struct {
-	Name, Description, AgentInstructions string
-	Enabled                              bool
-	DefaultConfigurationID               *string
-}
-
-// AutomationPatch changes an automation; nil fields are kept. SetConfiguration
-// with a nil DefaultConfigurationID clears it.
-type AutomationPatch struct {
-	Name, Description, AgentInstructions *string
-	Enabled                              *bool
-	SetConfiguration                     bool
-	DefaultConfigurationID               *string
+// NewAutomation is an automation with the schema's defaults, for a create
+// request to fill in.
+func NewAutomation() Automation {
+	return Automation{
+		Name: "Untitled Automation", Enabled: true, AgentType: "opencode", ModelID: "claude-sonnet-4-20250514",
+		ConfigSelectionStrategy: StrategyFixed, AllowedConfigurationIDs: []string{}, EnabledTools: map[string]any{},
+		ActionModes: map[string]string{}, NotificationDestinationType: NotifyNone, RunDeadlineSeconds: DefaultRunDeadlineSeconds,
+	}
 }
 
 const automationCols = `a.id::text, a.name, a.description, a.enabled, a.agent_instructions, a.agent_type, a.model_id,
-	a.default_configuration_id::text, a.created_by::text, a.created_at, a.updated_at`
+	a.default_configuration_id::text, a.config_selection_strategy, a.allowed_configuration_ids::text[],
+	a.fallback_configuration_id::text, a.enabled_tools, a.action_modes, a.llm_filter_prompt, a.llm_analysis_prompt,
+	a.notification_destination_type, a.notification_slack_installation_id::text, a.notification_channel_id,
+	a.notification_slack_user_id, a.run_deadline_seconds, a.created_by::text, a.created_at, a.updated_at`
 
 func scanAutomation(row pgx.Row) (Automation, error) {
 	var a Automation
 	err := row.Scan(&a.ID, &a.Name, &a.Description, &a.Enabled, &a.AgentInstructions, &a.AgentType, &a.ModelID,
-		&a.DefaultConfigurationID, &a.CreatedBy, &a.CreatedAt, &a.UpdatedAt)
+		&a.DefaultConfigurationID, &a.ConfigSelectionStrategy, &a.AllowedConfigurationIDs,
+		&a.FallbackConfigurationID, &a.EnabledTools, &a.ActionModes, &a.LLMFilterPrompt, &a.LLMAnalysisPrompt,
+		&a.NotificationDestinationType, &a.NotificationSlackInstallationID, &a.NotificationChannelID,
+		&a.NotificationSlackUserID, &a.RunDeadlineSeconds, &a.CreatedBy, &a.CreatedAt, &a.UpdatedAt)
+	if a.AllowedConfigurationIDs == nil {
+		a.AllowedConfigurationIDs = []string{}
+	}
+	if a.EnabledTools == nil {
+		a.EnabledTools = map[string]any{}
+	}
+	if a.ActionModes == nil {
+		a.ActionModes = map[string]string{}
+	}
 	return a, err
 }
 
-// checkConfiguration makes sure a referenced configuration is the org's own;
-// anything else is a 422 on the field (nothing is written).
-func checkConfiguration(ctx context.Context, tx pgx.Tx, orgID string, id *string) error {
-	if id == nil {
-		return nil
+// checkAutomation validates the settings of a (as they will be stored)
+// against the organization: the cross-field rules and every reference that
+// changed from old (nil on create). Problems are one ValidationError naming
+// every bad field, so the schema's check constraints never answer a request.
+func checkAutomation(ctx context.Context, tx pgx.Tx, orgID string, a *Automation, old *Automation) error {
+	var fes []FieldError
+	add := func(field, problem string) { fes = append(fes, FieldError{Field: field, Problem: problem}) }
+
+	// The allowlist keeps its order without duplicates.
+	seen := make(map[string]bool, len(a.AllowedConfigurationIDs))
+	ids := a.AllowedConfigurationIDs[:0:0]
+	for _, id := range a.AllowedConfigurationIDs {
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
-	var ok bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM configurations WHERE id = $1 AND org_id = $2)`, *id, orgID).Scan(&ok); err != nil {
-		return err
+	a.AllowedConfigurationIDs = ids
+	if len(ids) > MaxAllowedConfigurations {
+		add("allowed_configuration_ids", fmt.Sprintf("must list at most %d configurations", MaxAllowedConfigurations))
 	}
-	if !ok {
-		return invalid("default_configuration_id", "no such configuration in this organization")
+	if a.ConfigSelectionStrategy == StrategyAgentDecide && len(ids) == 0 {
+		add("allowed_configuration_ids", "must list at least one configuration when config_selection_strategy is agent_decide")
+	}
+	if a.RunDeadlineSeconds < MinRunDeadlineSeconds || a.RunDeadlineSeconds > MaxRunDeadlineSeconds {
+		add("run_deadline_seconds", fmt.Sprintf("must be from %d to %d", MinRunDeadlineSeconds, MaxRunDeadlineSeconds))
+	}
+	switch a.NotificationDestinationType {
+	case NotifyNone:
+	case NotifySlackChannel, NotifySlackDMUser:
+		if a.NotificationSlackInstallationID == nil {
+			add("notification_slack_installation_id", "is required when notification_destination_type is "+a.NotificationDestinationType)
+		}
+		if a.NotificationDestinationType == NotifySlackChannel && a.NotificationChannelID == nil {
+			add("notification_channel_id", "is required when notification_destination_type is slack_channel")
+		}
+		if a.NotificationDestinationType == NotifySlackDMUser && a.NotificationSlackUserID == nil {
+			add("notification_slack_user_id", "is required when notification_destination_type is slack_dm_user")
+		}
+	default:
+		add("notification_destination_type", "must be one of none, slack_channel, slack_dm_user")
+	}
+
+	changed := func(get func(*Automation) *string) bool {
+		v := get(a)
+		if v == nil {
+			return false
+		}
+		return old == nil || get(old) == nil || *get(old) != *v
+	}
+	for _, ref := range []struct {
+		field string
+		get   func(*Automation) *string
+	}{
+		{"default_configuration_id", func(x *Automation) *string { return x.DefaultConfigurationID }},
+		{"fallback_configuration_id", func(x *Automation) *string { return x.FallbackConfigurationID }},
+	} {
+		if !changed(ref.get) {
+			continue
+		}
+		n, err := countConfigurations(ctx, tx, orgID, []string{*ref.get(a)})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			add(ref.field, "no such configuration in this organization")
+		}
+	}
+	if len(ids) > 0 && len(ids) <= MaxAllowedConfigurations && (old == nil || !slices.Equal(old.AllowedConfigurationIDs, ids)) {
+		n, err := countConfigurations(ctx, tx, orgID, ids)
+		if err != nil {
+			return err
+		}
+		if n != len(ids) {
+			add("allowed_configuration_ids", "every id must be a configuration of this organization")
+		}
+	}
+	// The installation must be active whenever notifications are (re)pointed
+	// at it; an automation whose installation was revoked later can still be
+	// edited otherwise (the notifier reports the revoked installation).
+	if a.NotificationDestinationType != NotifyNone && a.NotificationSlackInstallationID != nil &&
+		(old == nil || old.NotificationDestinationType != a.NotificationDestinationType ||
+			changed(func(x *Automation) *string { return x.NotificationSlackInstallationID })) {
+		var status string
+		err := tx.QueryRow(ctx, `SELECT status FROM slack_installations WHERE id = $1 AND org_id = $2`,
+			*a.NotificationSlackInstallationID, orgID).Scan(&status)
+		switch {
+		case isNoRows(err):
+			add("notification_slack_installation_id", "no such Slack installation in this organization")
+		case err != nil:
+			return fmt.Errorf("check slack installation: %w", err)
+		case status != "active":
+			add("notification_slack_installation_id", "the Slack installation is "+status+"; reinstall Slack first")
+		}
+	}
+	if len(fes) > 0 {
+		return &ValidationError{Fields: fes}
 	}
 	return nil
 }
 
-// CreateAutomation inserts an automation.
-func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in AutomationInput) (Automation, error) {
+func countConfigurations(ctx context.Context, tx pgx.Tx, orgID string, ids []string) (int, error) {
+	var n int
+	err := tx.QueryRow(ctx, `SELECT count(*) FROM configurations WHERE org_id = $1 AND id = ANY($2::uuid[])`, orgID, ids).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("check configurations: %w", err)
+	}
+	return n, nil
+}
+
+// CreateAutomation validates and inserts a (its id and timestamps are set
+// by the database).
+func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in Automation) (Automation, error) {
 	var a Automation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := checkConfiguration(ctx, tx, orgID, in.DefaultConfigurationID); err != nil {
+		if err := checkAutomation(ctx, tx, orgID, &in, nil); err != nil {
 			return err
 		}
 		var err error
 		a, err = scanAutomation(tx.QueryRow(ctx, `INSERT INTO automations AS a (org_id, name, description, enabled,
-				agent_instructions, default_configuration_id, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING `+automationCols,
-			orgID, in.Name, in.Description, in.Enabled, in.AgentInstructions, in.DefaultConfigurationID, nullable(userID)))
-		return err
+				agent_instructions, agent_type, model_id, default_configuration_id, config_selection_strategy,
+				allowed_configuration_ids, fallback_configuration_id, enabled_tools, action_modes, llm_filter_prompt,
+				llm_analysis_prompt, notification_destination_type, notification_slack_installation_id,
+				notification_channel_id, notification_slack_user_id, run_deadline_seconds, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::uuid[], $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
+			RETURNING `+automationCols,
+			orgID, in.Name, in.Description, in.Enabled, in.AgentInstructions, in.AgentType, in.ModelID,
+			in.DefaultConfigurationID, in.ConfigSelectionStrategy, in.AllowedConfigurationIDs, in.FallbackConfigurationID,
+			in.EnabledTools, in.ActionModes, in.LLMFilterPrompt, in.LLMAnalysisPrompt, in.NotificationDestinationType,
+			in.NotificationSlackInstallationID, in.NotificationChannelID, in.NotificationSlackUserID, in.RunDeadlineSeconds,
+			nullable(userID)))
+		if err != nil {
+			return fmt.Errorf("insert automation: %w", err)
+		}
+		return nil
 	})
 	return a, err
 }
@@ -106,27 +273,42 @@ func (s *Store) GetAutomation(ctx context.Context, orgID, id string) (Automation
 	return a, err
 }
 
-// UpdateAutomation applies p.
-func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, p AutomationPatch) (Automation, error) {
+// UpdateAutomation locks the automation, lets patch change a copy of it, then
+// validates the result (references that changed must be the organization's)
+// and stores it. A patch that changes nothing still bumps updated_at.
+func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch func(*Automation)) (Automation, error) {
 	var a Automation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if p.SetConfiguration {
-			if err := checkConfiguration(ctx, tx, orgID, p.DefaultConfigurationID); err != nil {
-				return err
-			}
-		}
-		var err error
-		a, err = scanAutomation(tx.QueryRow(ctx, `UPDATE automations a SET
-				name = coalesce($3, a.name), description = coalesce($4, a.description),
-				agent_instructions = coalesce($5, a.agent_instructions), enabled = coalesce($6, a.enabled),
-				default_configuration_id = CASE WHEN $7 THEN $8::uuid ELSE a.default_configuration_id END,
-				updated_at = now()
-			WHERE a.id = $1 AND a.org_id = $2 RETURNING `+automationCols,
-			id, orgID, p.Name, p.Description, p.AgentInstructions, p.Enabled, p.SetConfiguration, p.DefaultConfigurationID))
+		old, err := scanAutomation(tx.QueryRow(ctx, `SELECT `+automationCols+` FROM automations a
+			WHERE a.id = $1 AND a.org_id = $2 FOR UPDATE`, id, orgID))
 		if isNoRows(err) {
 			return notFound("automation")
 		}
-		return err
+		if err != nil {
+			return fmt.Errorf("lock automation: %w", err)
+		}
+		in := old
+		in.AllowedConfigurationIDs = slices.Clone(old.AllowedConfigurationIDs)
+		patch(&in)
+		if err := checkAutomation(ctx, tx, orgID, &in, &old); err != nil {
+			return err
+		}
+		a, err = scanAutomation(tx.QueryRow(ctx, `UPDATE automations a SET
+				name = $3, description = $4, enabled = $5, agent_instructions = $6, agent_type = $7, model_id = $8,
+				default_configuration_id = $9, config_selection_strategy = $10, allowed_configuration_ids = $11::uuid[],
+				fallback_configuration_id = $12, enabled_tools = $13, action_modes = $14, llm_filter_prompt = $15,
+				llm_analysis_prompt = $16, notification_destination_type = $17, notification_slack_installation_id = $18,
+				notification_channel_id = $19, notification_slack_user_id = $20, run_deadline_seconds = $21,
+				updated_at = now()
+			WHERE a.id = $1 AND a.org_id = $2 RETURNING `+automationCols,
+			id, orgID, in.Name, in.Description, in.Enabled, in.AgentInstructions, in.AgentType, in.ModelID,
+			in.DefaultConfigurationID, in.ConfigSelectionStrategy, in.AllowedConfigurationIDs, in.FallbackConfigurationID,
+			in.EnabledTools, in.ActionModes, in.LLMFilterPrompt, in.LLMAnalysisPrompt, in.NotificationDestinationType,
+			in.NotificationSlackInstallationID, in.NotificationChannelID, in.NotificationSlackUserID, in.RunDeadlineSeconds))
+		if err != nil {
+			return fmt.Errorf("update automation: %w", err)
+		}
+		return nil
 	})
 	return a, err
 }
@@ -149,6 +331,17 @@ func (s *Store) DeleteAutomation(ctx context.Context, orgID, id string, au Audit
 		}
 		return audit(ctx, tx, orgID, au, "automation.delete", "automation", id, map[string]any{"name": name})
 	})
+}
+
+// AutomationExists reports whether id is an automation of the organization
+// (NotFoundError otherwise).
+func (s *Store) AutomationExists(ctx context.Context, orgID, id string) error {
+	var one int
+	err := s.Pool.QueryRow(ctx, `SELECT 1 FROM automations WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&one)
+	if isNoRows(err) {
+		return notFound("automation")
+	}
+	return err
 }
 
 // lockAutomation locks an automation row of the org (for writes that hang

@@ -7,14 +7,14 @@ STACK := scripts/devstack.sh
 # (the dev profile, or the ci profile when CI=true).
 STACK_ENV = eval "$$($(STACK) env)"
 
-.PHONY: run test bench lint docs build stack-up stack-down stack-status clean
+.PHONY: run test bench lint docs build tools stack-up stack-down stack-status clean
 
 ## run: start Postgres and Redis, then the whole platform (`proliferate dev`)
-run: build stack-up
+run: build stack-up tools
 	@$(STACK_ENV); exec bin/proliferate dev
 
 ## test: every test, with the race detector, against real Postgres, Redis and Kafka
-test: stack-up
+test: stack-up tools
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@$(STACK_ENV); $(GO) test -race -count=1 -timeout 15m ./...
@@ -42,6 +42,10 @@ build:
 
 stack-up:
 	@$(STACK) up
+
+## tools: install the pinned coding agent (OpenCode, from npm) into a shared cache
+tools:
+	@scripts/opencode.sh install >/dev/null
 
 stack-down:
 	@$(STACK) down

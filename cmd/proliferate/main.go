@@ -13,11 +13,14 @@ import (
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/secrets"
@@ -42,6 +45,10 @@ Commands:
   scheduler               run the cron scheduler and the integration pollers
   relay                   run the transactional outbox relay
   finalizer               run the run finalizer (deadlines, inactivity, dead sessions)
+  llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
+  service-token NAME [--ttl=1h]
+                          mint a service token (svc_…) for an operator or a role,
+                          signed with SERVICE_TOKEN
   worker [--groups=a,b]   run consumer groups (all of this build's by default)
   secrets reseal          re-encrypt stored secrets with the first ENCRYPTION_KEYS key
   config                  print the effective configuration, secrets redacted
@@ -106,6 +113,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return a.Serve(ctx, nil, a.RelayRole)
 	case "finalizer":
 		return a.Serve(ctx, nil, a.FinalizerRole)
+	case "service-token":
+		fs := flag.NewFlagSet("service-token", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		ttl := fs.Duration("ttl", time.Hour, "lifetime of the token")
+		if len(rest) == 0 || strings.HasPrefix(rest[0], "-") {
+			return usageError{"service-token needs a NAME, e.g. proliferate service-token ops"}
+		}
+		if err := fs.Parse(rest[1:]); err != nil {
+			return usageError{err.Error()}
+		}
+		tok, err := identity.IssueServiceToken(cfg.ServiceToken, rest[0], *ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, tok)
+		return nil
+	case "llm-sim":
+		return llmsim.Main(ctx, cfg.LLMSimAddr, llmsim.Options{APIKey: cfg.LLMSimAPIKey, ScriptsDir: cfg.LLMSimScriptsDir, Logger: log})
 	case "worker":
 		fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 		fs.SetOutput(stderr)

@@ -23,6 +23,7 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/db"
+	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -51,6 +52,9 @@ type App struct {
 
 	sessionsOnce sync.Once
 	sessions     runs.Sessions
+
+	integrationsMu sync.Mutex
+	integrations   *integrations.Service
 
 	opsAddr    atomic.Pointer[string]
 	apiAddr    atomic.Pointer[string]

@@ -128,8 +128,23 @@ func (a *App) Groups() map[string]GroupFactory {
 	return groups
 }
 
-// Integrations is the integrations domain service (token boundary, status).
+// Integrations is the integrations domain service (token boundary, status),
+// one per process so that every role shares its token caches.
 func (a *App) Integrations(ctx context.Context) (*integrations.Service, error) {
+	a.integrationsMu.Lock()
+	defer a.integrationsMu.Unlock()
+	if a.integrations != nil {
+		return a.integrations, nil
+	}
+	svc, err := a.newIntegrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.integrations = svc
+	return svc, nil
+}
+
+func (a *App) newIntegrations(ctx context.Context) (*integrations.Service, error) {
 	if err := a.OpenPostgres(ctx); err != nil {
 		return nil, err
 	}

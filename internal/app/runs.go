@@ -1,11 +1,16 @@
 package app
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/notifier"
+	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/slack"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -46,7 +51,33 @@ func runGroups() map[string]GroupFactory {
 			d, err := a.stageDeps(ctx, topics.GroupRunExecutor)
 			return runstages.Executor(d), err
 		},
+		topics.GroupNotifier: func(ctx context.Context, a *App) (consumers.Handler, error) {
+			svc, err := a.Integrations(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return notifier.Handler(notifier.Deps{Pool: a.Pool, Tokens: svc, Log: a.Log.With("group", topics.GroupNotifier),
+				Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL)}), nil
+		},
+		topics.GroupRunArtifacts: func(ctx context.Context, a *App) (consumers.Handler, error) {
+			if err := a.OpenPostgres(ctx); err != nil {
+				return nil, err
+			}
+			store, err := a.BlobStore()
+			if err != nil {
+				return nil, err
+			}
+			return runartifacts.Handler(runartifacts.Deps{Pool: a.Pool, Store: store, Log: a.Log.With("group", topics.GroupRunArtifacts)}), nil
+		},
 	}
+}
+
+// BlobStore is where run artifacts go: S3 when S3_BUCKET is set, else the
+// filesystem under BLOB_DIR.
+func (a *App) BlobStore() (blobstore.Store, error) {
+	c := a.Cfg
+	return blobstore.Open(blobstore.Settings{S3Bucket: c.S3Bucket, S3Region: c.S3Region, S3EndpointURL: c.S3EndpointURL,
+		S3AccessKey: c.S3AccessKey, S3SecretKey: c.S3SecretKey, BlobDir: c.BlobDir})
 }
 
 // FinalizerRole runs the run finalizer (one pass at a time across replicas).

@@ -86,6 +86,16 @@ type Config struct {
 	IngestMaxBodyBytes   int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
 	GitHubWebhookSecret  string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
 	SchedulerTick        time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
+	WebAppURL            string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
+	S3Bucket             string        `env:"S3_BUCKET" doc:"bucket for run artifacts; empty stores them on the filesystem under BLOB_DIR"`
+	S3Region             string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`
+	S3EndpointURL        string        `env:"S3_ENDPOINT_URL" check:"url=http|https" doc:"S3-compatible endpoint (MinIO, R2, …), addressed path-style; empty uses AWS"`
+	S3AccessKey          string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
+	S3SecretKey          string        `env:"S3_SECRET_KEY" secret:"true" doc:"S3 secret access key"`
+	BlobDir              string        `env:"BLOB_DIR" default:".data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
+	LLMSimAddr           string        `env:"LLMSIM_ADDR" default:"127.0.0.1:8787" check:"hostport" doc:"listen address of the scripted LLM (proliferate llm-sim): the Anthropic Messages API at /v1/messages"`
+	LLMSimAPIKey         string        `env:"LLMSIM_API_KEY" secret:"true" doc:"API key the scripted LLM requires (x-api-key); empty accepts any"`
+	LLMSimScriptsDir     string        `env:"LLMSIM_SCRIPTS_DIR" doc:"directory of extra *.json scripts for the scripted LLM"`
 	RunFinalizerInterval time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
 	RunInactivityTimeout time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
 	RunStalledAfter      time.Duration `env:"RUN_STALLED_AFTER" default:"15m" check:"positive" doc:"a queued, enriching or ready run untouched for this long fails (stalled): its stage gave up"`

@@ -9,6 +9,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/topics"
 )
 
 func (h *harness) finalizer() *runstages.Finalizer {
@@ -81,9 +82,10 @@ func TestFinalizerBranches(t *testing.T) {
 	h.sessions.SetState(*stopped.SessionID, runs.SessionState{Exists: true, Status: "stopped", SandboxAlive: false})
 	h.sessions.SetState(*dead.SessionID, runs.SessionState{Exists: true, Status: "running", SandboxAlive: false})
 	healthy := h.running(auto)
-	stalled := h.enqueue(h.automation("config_selection_strategy = 'fixed'"), "Bug")
-	h.waitStatus(stalled, runs.StatusRunning)
-	// A ready run whose executor gave up long ago.
+	stalled := h.running(auto).ID
+	// A ready run whose executor gave up long ago (rewound by hand once the
+	// executor has seen every record, so no delivery moves it on again).
+	testenv.Eventually(t, 10*time.Second, "executor caught up", func() bool { return h.caughtUp(topics.GroupRunExecutor) })
 	h.exec(`UPDATE automation_runs SET status = 'ready', updated_at = now() - interval '16 minutes' WHERE id = $1`, stalled)
 
 	res := h.pass(f)

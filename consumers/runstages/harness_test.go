@@ -32,7 +32,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // and, once started, the enricher and executor groups, with sessions
 // recorded in memory.
 type harness struct {
-	t        *testing.T
+	t        testing.TB
 	pool     *pgxpool.Pool
 	seeds    []string
 	codec    *schemas.Codec
@@ -41,7 +41,7 @@ type harness struct {
 	org      string
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t testing.TB) *harness {
 	t.Helper()
 	pool := testenv.Postgres(t)
 	codec, err := schemas.NewCodec()

@@ -35,6 +35,7 @@ func devConfig(t testing.TB, dataDir string) *config.Config {
 			"BROKER_DATA_DIR":      dataDir,
 			"OPS_ADDR":             "127.0.0.1:0",
 			"OUTBOX_POLL_INTERVAL": "50ms",
+			"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
 		}[k]
 		return v, ok
 	})

@@ -137,9 +137,12 @@ func TestEveryProviderPayloadBecomesAQueuedRun(t *testing.T) {
 		post(c.url, c.body, h) // a redelivery
 	}
 	for _, c := range cases {
-		testenv.Eventually(t, 30*time.Second, c.name+" to queue its run", func() bool {
+		// The run goes on through enrichment (the provider's real payload)
+		// to running in a session.
+		testenv.Eventually(t, 30*time.Second, c.name+" to run", func() bool {
 			var runs, events int
-			_ = dev.app.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM automation_runs WHERE trigger_id = $1 AND status = 'queued'),
+			_ = dev.app.Pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM automation_runs WHERE trigger_id = $1 AND status = 'running'
+					AND enrichment_json IS NOT NULL AND session_id IS NOT NULL),
 				(SELECT count(*) FROM trigger_events WHERE trigger_id = $1)`, c.triggerID).Scan(&runs, &events)
 			return runs == 1 && events == 1
 		})

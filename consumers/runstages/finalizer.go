@@ -19,19 +19,17 @@ type FinalizerOptions struct {
 	// Inactivity: a running run with no activity for this long fails
 	// (default 30 min).
 	Inactivity time.Duration
-	// Stalled: a queued, enriching or ready run untouched for this long
-	// fails (its stage gave up: the record is in a dead-letter topic).
-	// Default 15 min.
-	Stalled time.Duration
 	// Batch is the most runs one pass looks at (default 50).
 	Batch      int
 	Registerer prometheus.Registerer
 }
 
 // Finalizer reconciles live runs that should have ended: deadline passed →
-// timed_out; running with no activity for Inactivity, a session that is gone
-// or stopped without a completion, or a dead sandbox → failed with the
-// reason; a run stalled before running → failed. One pass runs at a time
+// timed_out (whatever the status: a run whose stage gave up before running
+// ends this way too); running with no activity for Inactivity, a session
+// that is gone or stopped without a completion, or a dead sandbox → failed
+// with the reason. A run waiting for a stage is never failed for waiting:
+// after an outage the consumers may simply be catching up. One pass runs at a time
 // across all replicas (a Postgres session advisory lock); each transition is
 // still a compare-and-set, so even two passes could not act twice.
 type Finalizer struct {
@@ -50,9 +48,6 @@ func NewFinalizer(d Deps, opt FinalizerOptions) *Finalizer {
 	}
 	if opt.Inactivity <= 0 {
 		opt.Inactivity = 30 * time.Minute
-	}
-	if opt.Stalled <= 0 {
-		opt.Stalled = 15 * time.Minute
 	}
 	if opt.Batch <= 0 {
 		opt.Batch = 50
@@ -119,9 +114,8 @@ func (f *Finalizer) Pass(ctx context.Context) (PassResult, error) {
 	rows, err := conn.Query(ctx, `SELECT id::text FROM automation_runs
 		WHERE status IN ('queued', 'enriching', 'ready', 'running') AND (
 			deadline_at < now()
-			OR (status = 'running' AND coalesce(last_activity_at, execution_started_at, updated_at) < now() - $1::interval)
-			OR (status <> 'running' AND updated_at < now() - $2::interval))
-		ORDER BY coalesce(deadline_at, updated_at) LIMIT $3`, f.opt.Inactivity, f.opt.Stalled, f.opt.Batch)
+			OR (status = 'running' AND coalesce(last_activity_at, execution_started_at, updated_at) < now() - $1::interval))
+		ORDER BY coalesce(deadline_at, updated_at) LIMIT $2`, f.opt.Inactivity, f.opt.Batch)
 	if err != nil {
 		return res, err
 	}
@@ -191,8 +185,7 @@ func (f *Finalizer) judge(ctx context.Context, run runs.Run) (verdict, error) {
 			fmt.Sprintf("the run did not finish by its deadline (%s)", run.DeadlineAt.UTC().Format(time.RFC3339))}, nil
 	}
 	if run.Status != runs.StatusRunning {
-		return verdict{runs.StatusFailed, "stalled", "stalled_" + run.Status,
-			fmt.Sprintf("the run made no progress while %s for %s", run.Status, f.opt.Stalled)}, nil
+		return verdict{}, nil // waiting for its stage, within its deadline
 	}
 	if run.SessionID == nil {
 		return verdict{runs.StatusFailed, "missing_session", "missing_session", "the run is running without a session"}, nil

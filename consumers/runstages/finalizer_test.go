@@ -13,7 +13,7 @@ import (
 )
 
 func (h *harness) finalizer() *runstages.Finalizer {
-	return runstages.NewFinalizer(h.deps, runstages.FinalizerOptions{Inactivity: 30 * time.Minute, Stalled: 15 * time.Minute})
+	return runstages.NewFinalizer(h.deps, runstages.FinalizerOptions{Inactivity: 30 * time.Minute})
 }
 
 func (h *harness) exec(sql string, args ...any) {
@@ -60,9 +60,10 @@ func deref(s *string) string {
 	return *s
 }
 
-// Every finalization branch: deadline, inactivity with a live session,
-// a session gone or stopped without completion, a dead sandbox, a run
-// stalled before running; a healthy active run is left alone.
+// Every finalization branch: deadline (running, or still waiting for a
+// stage), inactivity with a live session, a session gone or stopped without
+// completion, a dead sandbox; a healthy active run and a run waiting for a
+// stage within its deadline are left alone.
 func TestFinalizerBranches(t *testing.T) {
 	h := newHarness(t)
 	h.stages()
@@ -82,22 +83,29 @@ func TestFinalizerBranches(t *testing.T) {
 	h.sessions.SetState(*stopped.SessionID, runs.SessionState{Exists: true, Status: "stopped", SandboxAlive: false})
 	h.sessions.SetState(*dead.SessionID, runs.SessionState{Exists: true, Status: "running", SandboxAlive: false})
 	healthy := h.running(auto)
-	stalled := h.running(auto).ID
-	// A ready run whose executor gave up long ago (rewound by hand once the
-	// executor has seen every record, so no delivery moves it on again).
+	// A run waiting for its executor for a long time (a lagging consumer, an
+	// outage) is left alone within its deadline, and timed out past it.
+	waiting := h.running(auto).ID
+	late := h.running(auto).ID
 	testenv.Eventually(t, 10*time.Second, "executor caught up", func() bool { return h.caughtUp(topics.GroupRunExecutor) })
-	h.exec(`UPDATE automation_runs SET status = 'ready', updated_at = now() - interval '16 minutes' WHERE id = $1`, stalled)
+	// Rewound by hand once the executor has seen every record, so no
+	// delivery moves them on again.
+	h.exec(`UPDATE automation_runs SET status = 'ready', updated_at = now() - interval '1 hour' WHERE id = ANY($1)`, []string{waiting, late})
+	h.exec(`UPDATE automation_runs SET deadline_at = now() - interval '1 second' WHERE id = $1`, late)
 
 	res := h.pass(f)
 	if !res.Locked || res.Finalized != 6 {
 		t.Fatalf("pass %+v, want 6 finalized", res)
+	}
+	if r := h.run1(waiting); r.Status != runs.StatusReady {
+		t.Fatalf("a run waiting within its deadline was finalized: %s", r.Status)
 	}
 	h.expectEnded(deadline.ID, runs.StatusTimedOut, "deadline_exceeded")
 	h.expectEnded(inactive.ID, runs.StatusFailed, "inactivity_timeout")
 	h.expectEnded(gone.ID, runs.StatusFailed, "no_completion")
 	h.expectEnded(stopped.ID, runs.StatusFailed, "no_completion")
 	h.expectEnded(dead.ID, runs.StatusFailed, "sandbox_dead")
-	h.expectEnded(stalled, runs.StatusFailed, "stalled")
+	h.expectEnded(late, runs.StatusTimedOut, "deadline_exceeded")
 	if r := h.run1(healthy.ID); r.Status != runs.StatusRunning {
 		t.Fatalf("healthy run %s", r.Status)
 	}

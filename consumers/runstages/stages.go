@@ -18,7 +18,7 @@
 //	ready ──executor──▶ running, then the prompt       (session_created, target_resolved)
 //	                 └─▶ failed                        (missing_configuration, session_rejected)
 //	running ──agent's automation.complete──▶ succeeded | failed | needs_human
-//	live ──finalizer──▶ timed_out (deadline) | failed (inactivity, no completion, sandbox dead, stalled)
+//	live ──finalizer──▶ timed_out (deadline) | failed (inactivity, no completion, sandbox dead)
 package runstages
 
 import (

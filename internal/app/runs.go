@@ -87,7 +87,7 @@ func (a *App) FinalizerRole(ctx context.Context) (Role, error) {
 		return Role{}, err
 	}
 	f := runstages.NewFinalizer(d, runstages.FinalizerOptions{
-		Interval: a.Cfg.RunFinalizerInterval, Inactivity: a.Cfg.RunInactivityTimeout, Stalled: a.Cfg.RunStalledAfter,
+		Interval: a.Cfg.RunFinalizerInterval, Inactivity: a.Cfg.RunInactivityTimeout,
 		Registerer: a.Reg,
 	})
 	return Role{"run-finalizer", f.Run}, nil

@@ -98,7 +98,6 @@ type Config struct {
 	LLMSimScriptsDir     string        `env:"LLMSIM_SCRIPTS_DIR" doc:"directory of extra *.json scripts for the scripted LLM"`
 	RunFinalizerInterval time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
 	RunInactivityTimeout time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
-	RunStalledAfter      time.Duration `env:"RUN_STALLED_AFTER" default:"15m" check:"positive" doc:"a queued, enriching or ready run untouched for this long fails (stalled): its stage gave up"`
 	ShutdownTimeout      time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }
 

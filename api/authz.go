@@ -147,3 +147,10 @@ func (s *Server) fillPerson(p *auth.Principal, superAdmin bool, activeOrg, role 
 		p.OrgID, p.Role = *activeOrg, auth.Role(*role)
 	}
 }
+
+// Authenticate verifies a bearer credential with every verifier of the
+// server (sandbox tokens, user tokens, API keys, service tokens): other
+// front doors (the gateway) authenticate exactly as the REST API does.
+func (s *Server) Authenticate(ctx context.Context, bearer string) (*auth.Principal, error) {
+	return s.authenticate(ctx, bearer)
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/slack"
 	"github.com/proliferate/proliferate/internal/slack/slackfake"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -444,7 +445,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 func TestSessionCompletionSubscriptions(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	session := uuid.NewString()
+	session := sessionstest.New(t, e.pool, e.org, sessionstest.Options{})
 	var users []string
 	for i := range 3 {
 		var id string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -305,9 +306,7 @@ func TestAutomationAndSessionBindings(t *testing.T) {
 	orgB, userB := w.org(t)
 	itA := w.githubIntegration(t, orgA, userA, inst())
 	itB := w.githubIntegration(t, orgB, userB, inst())
-	// Automations are real rows (their foreign key is enforced); sessions
-	// have no table yet.
-	automation, session := runstest.Automation(t, w.pool, orgA), "7b2d1c63-5e32-4b80-8b74-1d2e3f4a5b6c"
+	automation, session := runstest.Automation(t, w.pool, orgA), sessionstest.New(t, w.pool, orgA, sessionstest.Options{})
 	for range 2 { // idempotent
 		if err := w.svc.BindAutomation(ctx, orgA, automation, itA.ID); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -40,7 +41,7 @@ func TestSubscriptions(t *testing.T) {
 	ctx := context.Background()
 	org, other := runstest.Org(t, pool), runstest.Org(t, pool)
 	inst, otherInst := installation(t, pool, org), installation(t, pool, other)
-	session, u1, u2 := uuid.NewString(), user(t, pool), user(t, pool)
+	session, u1, u2 := sessionstest.New(t, pool, org, sessionstest.Options{}), user(t, pool), user(t, pool)
 
 	first, err := sessionnotify.Subscribe(ctx, pool, org, session, u1, inst, "U1")
 	if err != nil || first.DestinationType != "dm_user" || !first.Wants(sessionnotify.EventCompleted) {

@@ -1,0 +1,524 @@
+// Package sessions is the dashboard REST API of sessions (under /api/v1, for
+// members of the organization): create (scratch or from a configuration,
+// deferred or immediate sandbox), list with filters and cursor pages, read,
+// rename, delete, pause, snapshot, and completion notifications. Handlers are
+// thin; the domain lives in internal/sessions.
+//
+// Decisions:
+//   - Every route is for members of the organization; ids of another
+//     organization (or malformed ids) are 404, and lists never show them.
+//   - Mutations (rename, delete, pause, snapshot) are for the session's
+//     creator or an admin/owner; headless sessions (no creator: automation,
+//     Slack) are for admins. Subscribing to notifications is for any member
+//     who can see the session: it only concerns the caller.
+//   - POST /sessions is idempotent per organization with an Idempotency-Key
+//     header: the first request creates (201), repeats return the same
+//     session (200), whatever their bodies. The concurrent-session limit
+//     answers 409 session_limit. A configuration that is not the
+//     organization's is a validation error on configuration_id.
+//   - Immediate sessions are started through the gateway (Options.Runtime)
+//     right after creation; a failed start is logged, not fatal: the session
+//     starts on first connect like a deferred one.
+//   - Pausing a session with a live sandbox (running, or starting with a
+//     sandbox) goes through the gateway (503 without one); any other
+//     starting session is just marked paused. Pausing a paused session is a
+//     no-op; stopped and failed sessions answer 409 invalid_transition.
+//   - Snapshots need a running session and the gateway.
+//   - Every session carries display_status (internal/sessions.DisplayStatus):
+//     what the status means to a person (an idle-paused session is idle, not
+//     paused).
+package sessions
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/sr"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessionnotify"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+const tag = "sessions"
+
+// Runtime is the running gateway, for the operations that need the live
+// sandbox (the lead passes the gateway client).
+type Runtime interface {
+	// Start brings the session's sandbox up (sandbox_mode immediate).
+	Start(ctx context.Context, orgID, sessionID string) error
+	// Pause snapshots and stops a live session's sandbox and marks the
+	// session paused.
+	Pause(ctx context.Context, orgID, sessionID string) error
+	// Snapshot saves a snapshot of a live session's sandbox, which keeps
+	// running, and returns its id.
+	Snapshot(ctx context.Context, orgID, sessionID string) (string, error)
+}
+
+// Options configure the routes.
+type Options struct {
+	// Runtime reaches the gateway; nil: pause of a session with a live
+	// sandbox and snapshots answer 503, and immediate sessions start on
+	// first connect.
+	Runtime Runtime
+	// Codec encodes session events; default: built like the app's.
+	Codec *schemas.Codec
+	// MaxConcurrent is the per-organization live-session limit; 0 takes
+	// the configured MAX_CONCURRENT_SESSIONS (whose 0 is unlimited), a
+	// negative value means unlimited.
+	MaxConcurrent int
+}
+
+// Register registers the routes without a runtime.
+func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
+
+// RegisterWith registers the routes with o.
+func RegisterWith(o Options) func(*api.Server) error {
+	return func(s *api.Server) error {
+		if o.Codec == nil {
+			var opts []schemas.Option
+			if s.Cfg.SchemaRegistryURL != "" {
+				rcl, err := sr.NewClient(sr.URLs(s.Cfg.SchemaRegistryURL))
+				if err != nil {
+					return fmt.Errorf("schema registry client: %w", err)
+				}
+				opts = append(opts, schemas.WithRegistry(rcl))
+			}
+			codec, err := schemas.NewCodec(opts...)
+			if err != nil {
+				return fmt.Errorf("sessions: build event codec: %w", err)
+			}
+			o.Codec = codec
+		}
+		limit := o.MaxConcurrent
+		if limit == 0 {
+			limit = s.Cfg.MaxConcurrentSessions
+		}
+		h := &handlers{store: &sessions.Store{Pool: s.Pool, Codec: o.Codec, MaxConcurrent: max(limit, 0)}, rt: o.Runtime,
+			now: s.Now}
+		for _, r := range h.routes() {
+			s.Handle(r)
+		}
+		return nil
+	}
+}
+
+type handlers struct {
+	store *sessions.Store
+	rt    Runtime
+	now   func() time.Time
+}
+
+func (h *handlers) routes() []api.Route {
+	return []api.Route{
+		{Method: http.MethodPost, Path: "/sessions", Summary: "Create a session (scratch or from a configuration)", Tag: tag,
+			Access: api.OrgMember, Request: CreateRequest{}, Response: Session{}, Status: http.StatusCreated, Handler: h.create},
+		{Method: http.MethodGet, Path: "/sessions", Summary: "List the organization's sessions, newest first", Tag: tag,
+			Access: api.OrgMember, Response: api.Page[Session]{}, Handler: h.list,
+			Query: append([]api.Param{
+				{Name: "status", Description: "only sessions in this stored status: " + strings.Join(statuses, ", ")},
+				{Name: "type", Description: "only sessions of this type: " + strings.Join(types, ", ")},
+				{Name: "mine", Description: "true: only sessions the caller created"},
+			}, api.PageQuery...)},
+		{Method: http.MethodGet, Path: "/sessions/:id", Summary: "A session", Tag: tag, Access: api.OrgMember,
+			Response: Session{}, Handler: h.get},
+		{Method: http.MethodPatch, Path: "/sessions/:id", Summary: "Rename a session", Tag: tag, Access: api.OrgMember,
+			Request: RenameRequest{}, Response: Session{}, Handler: h.rename},
+		{Method: http.MethodDelete, Path: "/sessions/:id", Summary: "Delete a session", Tag: tag, Access: api.OrgMember,
+			Status: http.StatusNoContent, Handler: h.delete},
+		{Method: http.MethodPost, Path: "/sessions/:id/pause", Summary: "Pause a session (snapshot and stop its sandbox)", Tag: tag,
+			Access: api.OrgMember, Response: Session{}, Handler: h.pause},
+		{Method: http.MethodPost, Path: "/sessions/:id/snapshot", Summary: "Snapshot a running session's sandbox", Tag: tag,
+			Access: api.OrgMember, Response: SnapshotResponse{}, Handler: h.snapshot},
+		{Method: http.MethodPost, Path: "/sessions/:id/notifications", Summary: "Be told in Slack when the session completes",
+			Tag: tag, Access: api.OrgMember, Request: SubscribeRequest{}, Response: Subscription{}, Status: http.StatusCreated,
+			Handler: h.subscribe},
+		{Method: http.MethodDelete, Path: "/sessions/:id/notifications", Summary: "Stop being told when the session completes",
+			Tag: tag, Access: api.OrgMember, Status: http.StatusNoContent, Handler: h.unsubscribe},
+	}
+}
+
+var (
+	statuses = []string{sessions.StatusStarting, sessions.StatusRunning, sessions.StatusPaused, sessions.StatusStopped, sessions.StatusFailed}
+	types    = []string{sessions.TypeSetup, sessions.TypeCoding, sessions.TypeAutomation}
+)
+
+// Metrics are a session's telemetry counters.
+type Metrics struct {
+	ToolCalls         int `json:"tool_calls"`
+	MessagesExchanged int `json:"messages_exchanged"`
+	ActiveSeconds     int `json:"active_seconds"`
+}
+
+// Session is a session as the dashboard sees it (no sandbox internals).
+type Session struct {
+	ID              string     `json:"id"`
+	OrgID           string     `json:"org_id"`
+	CreatedBy       *string    `json:"created_by"`
+	ConfigurationID *string    `json:"configuration_id"`
+	SessionType     string     `json:"session_type"`
+	Status          string     `json:"status"`
+	DisplayStatus   string     `json:"display_status"`
+	ClientType      string     `json:"client_type"`
+	SandboxMode     string     `json:"sandbox_mode"`
+	SandboxProvider string     `json:"sandbox_provider"`
+	HasSnapshot     bool       `json:"has_snapshot"`
+	ModelID         string     `json:"model_id"`
+	Title           string     `json:"title"`
+	InitialPrompt   *string    `json:"initial_prompt"`
+	AutomationID    *string    `json:"automation_id"`
+	RunID           *string    `json:"run_id"`
+	TriggerEventID  *string    `json:"trigger_event_id"`
+	StartedAt       time.Time  `json:"started_at"`
+	LastActivityAt  time.Time  `json:"last_activity_at"`
+	PausedAt        *time.Time `json:"paused_at"`
+	EndedAt         *time.Time `json:"ended_at"`
+	PauseReason     *string    `json:"pause_reason"`
+	StopReason      *string    `json:"stop_reason"`
+	Outcome         *string    `json:"outcome"`
+	Summary         *string    `json:"summary"`
+	PRURLs          []string   `json:"pr_urls"`
+	Metrics         Metrics    `json:"metrics"`
+	LatestTask      *string    `json:"latest_task"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+}
+
+func view(s sessions.Session, now time.Time) Session {
+	urls := s.PRURLs
+	if urls == nil {
+		urls = []string{}
+	}
+	return Session{ID: s.ID, OrgID: s.OrgID, CreatedBy: s.CreatedBy, ConfigurationID: s.ConfigurationID,
+		SessionType: s.SessionType, Status: s.Status, DisplayStatus: sessions.DisplayStatus(s, nil, now),
+		ClientType: s.ClientType, SandboxMode: s.SandboxMode, SandboxProvider: s.SandboxProvider,
+		HasSnapshot: s.SnapshotID != nil, ModelID: s.ModelID, Title: s.Title, InitialPrompt: s.InitialPrompt,
+		AutomationID: s.AutomationID, RunID: s.RunID, TriggerEventID: s.TriggerEventID, StartedAt: s.StartedAt,
+		LastActivityAt: s.LastActivityAt, PausedAt: s.PausedAt, EndedAt: s.EndedAt, PauseReason: s.PauseReason,
+		StopReason: s.StopReason, Outcome: s.Outcome, Summary: s.Summary, PRURLs: urls,
+		Metrics:    Metrics{ToolCalls: s.ToolCalls, MessagesExchanged: s.MessagesExchanged, ActiveSeconds: s.ActiveSeconds},
+		LatestTask: s.LatestTask, CreatedAt: s.CreatedAt, UpdatedAt: s.UpdatedAt}
+}
+
+// CreateRequest creates a session. Without configuration_id it is a scratch
+// session (no repositories); setup sessions need one.
+type CreateRequest struct {
+	ConfigurationID *string `json:"configuration_id" binding:"omitempty,uuid"`
+	SessionType     string  `json:"session_type" binding:"omitempty,oneof=coding setup"`
+	SandboxMode     string  `json:"sandbox_mode" binding:"omitempty,oneof=deferred immediate"`
+	ClientType      string  `json:"client_type" binding:"omitempty,oneof=web api cli"`
+	ModelID         string  `json:"model_id" binding:"omitempty,max=100"`
+	Title           string  `json:"title" binding:"max=300"`
+	InitialPrompt   *string `json:"initial_prompt" binding:"omitempty,max=100000"`
+}
+
+// Validate checks what tags cannot.
+func (r *CreateRequest) Validate() []api.FieldError {
+	var fes []api.FieldError
+	if r.SessionType == sessions.TypeSetup && r.ConfigurationID == nil {
+		fes = append(fes, api.FieldError{Field: "configuration_id", Problem: "is required for a setup session"})
+	}
+	for name, v := range map[string]string{"title": r.Title, "model_id": r.ModelID} {
+		if strings.ContainsRune(v, 0) {
+			fes = append(fes, api.FieldError{Field: name, Problem: "must not contain NUL characters"})
+		}
+	}
+	if r.InitialPrompt != nil && strings.ContainsRune(*r.InitialPrompt, 0) {
+		fes = append(fes, api.FieldError{Field: "initial_prompt", Problem: "must not contain NUL characters"})
+	}
+	return fes
+}
+
+// RenameRequest renames a session.
+type RenameRequest struct {
+	Title string `json:"title" binding:"required,max=300"`
+}
+
+// Validate checks what tags cannot.
+func (r *RenameRequest) Validate() []api.FieldError {
+	if strings.TrimSpace(r.Title) == "" || strings.ContainsRune(r.Title, 0) {
+		return []api.FieldError{{Field: "title", Problem: "must be non-blank text without NUL characters"}}
+	}
+	return nil
+}
+
+// SnapshotResponse is the id of the snapshot taken.
+type SnapshotResponse struct {
+	SnapshotID string `json:"snapshot_id"`
+}
+
+// SubscribeRequest says where in Slack to tell the caller.
+type SubscribeRequest struct {
+	SlackInstallationID string `json:"slack_installation_id" binding:"required,uuid"`
+	SlackUserID         string `json:"slack_user_id" binding:"required,max=64"`
+}
+
+// Subscription is the caller's subscription to a session's completion.
+type Subscription struct {
+	ID                  string    `json:"id"`
+	SessionID           string    `json:"session_id"`
+	UserID              string    `json:"user_id"`
+	SlackInstallationID string    `json:"slack_installation_id"`
+	SlackUserID         string    `json:"slack_user_id"`
+	EventTypes          []string  `json:"event_types"`
+	CreatedAt           time.Time `json:"created_at"`
+}
+
+// mapErr turns domain errors into API errors (others become a 500).
+func mapErr(err error) error {
+	switch {
+	case errors.Is(err, sessions.ErrNotFound):
+		return api.NotFound("session")
+	case errors.Is(err, sessions.ErrLimit):
+		return api.Conflict("session_limit", "the organization has reached its limit of concurrent sessions")
+	case errors.Is(err, sessions.ErrInvalidTransition):
+		return api.Conflict("invalid_transition", err.Error())
+	case errors.Is(err, sessions.ErrConfigurationNotFound):
+		return api.Invalid(api.FieldError{Field: "configuration_id", Problem: "no such configuration in this organization"})
+	case errors.Is(err, sessions.ErrInvalid):
+		return api.Invalid(api.FieldError{Field: "(body)", Problem: err.Error()})
+	}
+	return err
+}
+
+func unavailable(msg string) error {
+	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: msg}
+}
+
+func (h *handlers) create(c *api.Ctx) error {
+	var req CreateRequest
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	var key *string
+	if k := c.GetHeader("Idempotency-Key"); k != "" {
+		if len(k) > 200 {
+			return api.Invalid(api.FieldError{Field: "Idempotency-Key", Problem: "must be at most 200 bytes"})
+		}
+		key = &k
+	}
+	p := c.Principal()
+	clientType := req.ClientType
+	if clientType == "" {
+		clientType = sessions.ClientWeb
+		if p.Kind == auth.KindAPIKey {
+			clientType = sessions.ClientAPI
+		}
+	}
+	uid := c.UserID()
+	sess, created, err := h.store.Create(c.Request.Context(), sessions.CreateInput{
+		OrgID: c.OrgID(), CreatedBy: &uid, ConfigurationID: req.ConfigurationID, SessionType: req.SessionType,
+		ClientType: clientType, SandboxMode: req.SandboxMode, ModelID: req.ModelID, Title: req.Title,
+		InitialPrompt: req.InitialPrompt, IdempotencyKey: key,
+	})
+	if err != nil {
+		return mapErr(err)
+	}
+	if !created {
+		return c.Reply(http.StatusOK, view(sess, h.now()))
+	}
+	if sess.SandboxMode == sessions.ModeImmediate && h.rt != nil {
+		if err := h.rt.Start(c.Request.Context(), sess.OrgID, sess.ID); err != nil {
+			c.Log().Warn("immediate session start failed; it starts on first connect", "session_id", sess.ID, "error", err)
+		}
+	}
+	return c.Reply(http.StatusCreated, view(sess, h.now()))
+}
+
+func (h *handlers) list(c *api.Ctx) error {
+	p, err := c.Page()
+	if err != nil {
+		return err
+	}
+	f := sessions.ListFilter{Status: c.Query("status"), SessionType: c.Query("type")}
+	var fes []api.FieldError
+	if f.Status != "" && !slices.Contains(statuses, f.Status) {
+		fes = append(fes, api.FieldError{Field: "status", Problem: "must be one of " + strings.Join(statuses, ", ")})
+	}
+	if f.SessionType != "" && !slices.Contains(types, f.SessionType) {
+		fes = append(fes, api.FieldError{Field: "type", Problem: "must be one of " + strings.Join(types, ", ")})
+	}
+	switch c.Query("mine") {
+	case "", "false":
+	case "true":
+		f.CreatedBy = c.UserID()
+	default:
+		fes = append(fes, api.FieldError{Field: "mine", Problem: "must be true or false"})
+	}
+	if len(fes) > 0 {
+		return api.Invalid(fes...)
+	}
+	at, id := p.CursorArgs()
+	rows, err := h.store.List(c.Request.Context(), c.OrgID(), f, sessions.Page{Limit: p.Limit, At: at, ID: id})
+	if err != nil {
+		return err
+	}
+	now := h.now()
+	views := make([]Session, len(rows))
+	for i, r := range rows {
+		views[i] = view(r, now)
+	}
+	return c.Reply(http.StatusOK, api.Paginate(views, p.Limit, func(s Session) (time.Time, string) { return s.CreatedAt, s.ID }))
+}
+
+// load reads the session of the path in the caller's organization.
+func (h *handlers) load(c *api.Ctx) (sessions.Session, error) {
+	id, err := c.UUIDParam("id", "session")
+	if err != nil {
+		return sessions.Session{}, err
+	}
+	s, err := h.store.Get(c.Request.Context(), c.OrgID(), id)
+	if err != nil {
+		return s, mapErr(err)
+	}
+	return s, nil
+}
+
+// loadForChange reads the session and checks the caller may change it: its
+// creator, or an admin (the only ones for headless sessions).
+func (h *handlers) loadForChange(c *api.Ctx) (sessions.Session, error) {
+	s, err := h.load(c)
+	if err != nil {
+		return s, err
+	}
+	p := c.Principal()
+	if p.Role.AtLeast(auth.RoleAdmin) || (s.CreatedBy != nil && *s.CreatedBy == c.UserID()) {
+		return s, nil
+	}
+	return s, api.Forbidden("only the session's creator or an admin can change it")
+}
+
+func (h *handlers) get(c *api.Ctx) error {
+	s, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, view(s, h.now()))
+}
+
+func (h *handlers) rename(c *api.Ctx) error {
+	s, err := h.loadForChange(c)
+	if err != nil {
+		return err
+	}
+	var req RenameRequest
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	s, err = h.store.Rename(c.Request.Context(), c.OrgID(), s.ID, req.Title)
+	if err != nil {
+		return mapErr(err)
+	}
+	return c.Reply(http.StatusOK, view(s, h.now()))
+}
+
+func (h *handlers) delete(c *api.Ctx) error {
+	s, err := h.loadForChange(c)
+	if err != nil {
+		return err
+	}
+	if err := h.store.Delete(c.Request.Context(), c.OrgID(), s.ID); err != nil {
+		return mapErr(err)
+	}
+	return c.Reply(http.StatusNoContent, nil)
+}
+
+// hasSandbox reports whether a live sandbox may exist, so pausing must go
+// through the gateway that owns it.
+func hasSandbox(s sessions.Session) bool {
+	return s.Status == sessions.StatusRunning || (s.Status == sessions.StatusStarting && s.SandboxID != nil)
+}
+
+func (h *handlers) pause(c *api.Ctx) error {
+	s, err := h.loadForChange(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request.Context()
+	switch {
+	case s.Status == sessions.StatusStopped || s.Status == sessions.StatusFailed:
+		return api.Conflict("invalid_transition", "the session has ended ("+s.Status+")")
+	case s.Status == sessions.StatusPaused:
+		return c.Reply(http.StatusOK, view(s, h.now()))
+	case !hasSandbox(s):
+		// Nothing runs: only the row changes.
+		s, err = h.store.MarkPaused(ctx, s.ID, "", "")
+	case h.rt == nil:
+		return unavailable("the session's sandbox is live and no gateway is reachable to pause it")
+	default:
+		if err := h.rt.Pause(ctx, s.OrgID, s.ID); err != nil {
+			if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, sessions.ErrInvalidTransition) {
+				return mapErr(err)
+			}
+			c.Log().Error("pause through gateway failed", "session_id", s.ID, "error", err)
+			return api.Unavailable("the gateway could not pause the session")
+		}
+		s, err = h.store.Get(ctx, c.OrgID(), s.ID)
+	}
+	if err != nil {
+		return mapErr(err)
+	}
+	return c.Reply(http.StatusOK, view(s, h.now()))
+}
+
+func (h *handlers) snapshot(c *api.Ctx) error {
+	s, err := h.loadForChange(c)
+	if err != nil {
+		return err
+	}
+	if s.Status != sessions.StatusRunning {
+		return api.Conflict("invalid_transition", "only a running session can be snapshotted (it is "+s.Status+")")
+	}
+	if h.rt == nil {
+		return unavailable("no gateway is reachable to snapshot the session")
+	}
+	id, err := h.rt.Snapshot(c.Request.Context(), s.OrgID, s.ID)
+	if err != nil {
+		if errors.Is(err, sessions.ErrNotFound) || errors.Is(err, sessions.ErrInvalidTransition) {
+			return mapErr(err)
+		}
+		c.Log().Error("snapshot through gateway failed", "session_id", s.ID, "error", err)
+		return api.Unavailable("the gateway could not snapshot the session")
+	}
+	return c.Reply(http.StatusOK, SnapshotResponse{SnapshotID: id})
+}
+
+func (h *handlers) subscribe(c *api.Ctx) error {
+	s, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	var req SubscribeRequest
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	sub, err := sessionnotify.Subscribe(c.Request.Context(), h.store.Pool, c.OrgID(), s.ID, c.UserID(),
+		req.SlackInstallationID, req.SlackUserID)
+	if errors.Is(err, sessionnotify.ErrNotFound) {
+		return api.Invalid(api.FieldError{Field: "slack_installation_id", Problem: "no such Slack installation in this organization"})
+	}
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusCreated, Subscription{ID: sub.ID, SessionID: sub.SessionID, UserID: sub.UserID,
+		SlackInstallationID: sub.SlackInstallationID, SlackUserID: sub.SlackUserID, EventTypes: sub.EventTypes,
+		CreatedAt: sub.CreatedAt})
+}
+
+func (h *handlers) unsubscribe(c *api.Ctx) error {
+	s, err := h.load(c)
+	if err != nil {
+		return err
+	}
+	if _, err := sessionnotify.Unsubscribe(c.Request.Context(), h.store.Pool, c.OrgID(), s.ID, c.UserID()); err != nil {
+		return err
+	}
+	return c.Reply(http.StatusNoContent, nil)
+}

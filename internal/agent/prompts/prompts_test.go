@@ -1,0 +1,79 @@
+package prompts_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/proliferate/proliferate/internal/agent/prompts"
+)
+
+func TestModeSelection(t *testing.T) {
+	cases := []struct{ sessionType, clientType, want string }{
+		{"setup", "web", prompts.ModeSetup},
+		{"setup", "automation", prompts.ModeSetup},
+		{"automation", "automation", prompts.ModeAutomation},
+		{"coding", "automation", prompts.ModeAutomation},
+		{"coding", "web", prompts.ModeCoding},
+		{"coding", "slack", prompts.ModeCoding},
+	}
+	for _, c := range cases {
+		if got := prompts.Mode(c.sessionType, c.clientType); got != c.want {
+			t.Errorf("Mode(%s, %s) = %s, want %s", c.sessionType, c.clientType, got, c.want)
+		}
+	}
+}
+
+func TestPromptsReferenceOnlyTheirModesTools(t *testing.T) {
+	ctx := prompts.PromptContext{Repos: []string{"api", "web"}, RunID: "run-9", CompletionID: "cmp-9",
+		AutomationName: "Nightly triage", Instructions: "Label every issue."}
+	setup := prompts.System(prompts.ModeSetup, ctx)
+	coding := prompts.System(prompts.ModeCoding, ctx)
+	auto := prompts.System(prompts.ModeAutomation, ctx)
+
+	for name, p := range map[string]string{"setup": setup, "coding": coding, "automation": auto} {
+		for _, want := range []string{"Proliferate", "proliferate actions", "npx @proliferate/cli", "`api`", "`web`", "Label every issue."} {
+			if !strings.Contains(p, want) {
+				t.Errorf("%s prompt lacks %q", name, want)
+			}
+		}
+	}
+	for _, want := range []string{"save_service_commands", "save_snapshot", "request_env_variables", "Do NOT change", "Done — Save Snapshot"} {
+		if !strings.Contains(setup, want) {
+			t.Errorf("setup prompt lacks %q", want)
+		}
+	}
+	for name, p := range map[string]string{"setup": setup, "coding": coding} {
+		if strings.Contains(p, "automation_complete") || strings.Contains(p, "run-9") {
+			t.Errorf("%s prompt mentions the automation completion", name)
+		}
+	}
+	if strings.Contains(coding, "save_service_commands") || strings.Contains(auto, "save_service_commands") {
+		t.Error("a non-setup prompt mentions save_service_commands")
+	}
+	// Automation extends coding and carries the ids as "key: value" lines.
+	if !strings.HasPrefix(auto, strings.TrimSuffix(coding, "\n## Additional instructions\n\nLabel every issue.\n")) {
+		t.Error("the automation prompt does not extend the coding prompt")
+	}
+	for _, want := range []string{"automation_complete", "MUST", "\nrun_id: run-9\n", "\ncompletion_id: cmp-9\n", "needs_human", "Nightly triage"} {
+		if !strings.Contains(auto, want) {
+			t.Errorf("automation prompt lacks %q", want)
+		}
+	}
+}
+
+func TestCustomPromptKeepsModeCriticalInstructions(t *testing.T) {
+	ctx := prompts.PromptContext{RunID: "run-1", CompletionID: "cmp-1"}
+	got := prompts.Resolve("Only fix typos.", prompts.ModeAutomation, ctx)
+	if !strings.HasPrefix(got, "Only fix typos.") || !strings.Contains(got, "run_id: run-1") || !strings.Contains(got, "automation_complete") {
+		t.Fatalf("custom automation prompt lost the completion instructions:\n%s", got)
+	}
+	if got := prompts.Resolve("Be brief.", prompts.ModeSetup, ctx); !strings.Contains(got, "save_snapshot") {
+		t.Fatalf("custom setup prompt lost the snapshot instruction:\n%s", got)
+	}
+	if got := prompts.Resolve("Be brief.", prompts.ModeCoding, ctx); strings.TrimSpace(got) != "Be brief." {
+		t.Fatalf("custom coding prompt %q", got)
+	}
+	if got := prompts.Resolve("  ", prompts.ModeCoding, ctx); got != prompts.System(prompts.ModeCoding, ctx) {
+		t.Fatal("a blank custom prompt did not fall back to the mode's prompt")
+	}
+}

@@ -1,0 +1,448 @@
+// Package local is the sandbox provider that runs each session's agent as a
+// local `opencode serve` process (development, tests, single-host
+// installs).
+//
+// Layout under Options.DataDir:
+//
+//	sandboxes/<session>/workspace   the agent's working directory (repos, capability files)
+//	sandboxes/<session>/state       OpenCode's isolated HOME, config and log
+//	snapshots/<snapshot id>.tar.gz  workspace snapshots
+//
+// EnsureSandbox is serialised per session: a live sandbox of the session is
+// returned as is; otherwise the workspace is restored from Spec.SnapshotID,
+// or reused when a previous sandbox of this session left one (the agent
+// died with the previous gateway process: OpenCode runs with a parent-death
+// signal), or cloned with real git (into a temporary directory renamed into
+// place, so a failed clone never leaves a half workspace). Then the
+// capability files are (re)written and OpenCode is launched.
+//
+// Repository tokens go to git through GIT_CONFIG_* environment entries
+// (an http.extraHeader), so they appear neither in process arguments nor in
+// the repository's .git/config, and are redacted from error messages. The
+// sandbox token reaches the platform tools through the agent's environment,
+// never the workspace, so snapshots carry no platform secret.
+//
+// Snapshots are gzip'd tars of the workspace (without the seeded plugin
+// dependencies, which are host paths), written to a temporary file and
+// renamed; restores extract through an os.Root so no entry (path or symlink)
+// can write outside the workspace.
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
+	"github.com/proliferate/proliferate/internal/agent/opencode"
+	"github.com/proliferate/proliferate/internal/sandbox"
+)
+
+// ProviderName is the name stored in sessions.sandbox_provider.
+const ProviderName = "local"
+
+// Options configures the provider.
+type Options struct {
+	// DataDir holds sandboxes/<session> and snapshots/<id>.tar.gz.
+	DataDir string
+	// OpenCodeBin and PluginDir locate OpenCode; empty resolves them with
+	// scripts/opencode.sh (opencode.ResolveTools).
+	OpenCodeBin string
+	PluginDir   string
+	// ReadyTimeout bounds OpenCode's start-up; 0 means 60 s.
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Provider is the local sandbox provider. It is safe for concurrent use.
+type Provider struct {
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*sessionLock // session id → lock (refcounted)
+	live  map[string]*instance    // session id → running sandbox
+}
+
+type sessionLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// instance is a running sandbox.
+type instance struct {
+	id        string
+	sessionID string
+	workspace string
+	proc      *opencode.Process
+}
+
+func (in *instance) alive() bool {
+	select {
+	case <-in.proc.Exited():
+		return false
+	default:
+		return true
+	}
+}
+
+var _ sandbox.Provider = (*Provider)(nil)
+
+// New returns a local provider.
+func New(opts Options) (*Provider, error) {
+	if opts.DataDir == "" {
+		return nil, errors.New("local sandbox: data dir is required")
+	}
+	abs, err := filepath.Abs(opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: data dir: %w", err)
+	}
+	opts.DataDir = abs
+	for _, d := range []string{"sandboxes", "snapshots"} {
+		if err := os.MkdirAll(filepath.Join(abs, d), 0o700); err != nil {
+			return nil, fmt.Errorf("local sandbox: create %s: %w", d, err)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Provider{
+		opts:  opts,
+		log:   log.With("provider", ProviderName),
+		locks: map[string]*sessionLock{},
+		live:  map[string]*instance{},
+	}, nil
+}
+
+// Name implements sandbox.Provider.
+func (p *Provider) Name() string { return ProviderName }
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
+// lock serialises the operations of one session; it honours ctx while
+// waiting.
+func (p *Provider) lock(ctx context.Context, sessionID string) (unlock func(), err error) {
+	p.mu.Lock()
+	l := p.locks[sessionID]
+	if l == nil {
+		l = &sessionLock{ch: make(chan struct{}, 1)}
+		p.locks[sessionID] = l
+	}
+	l.refs++
+	p.mu.Unlock()
+	release := func() {
+		p.mu.Lock()
+		l.refs--
+		if l.refs == 0 {
+			delete(p.locks, sessionID)
+		}
+		p.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
+func (p *Provider) sandboxDir(sessionID string) string {
+	return filepath.Join(p.opts.DataDir, "sandboxes", sessionID)
+}
+
+func (p *Provider) snapshotPath(id string) string {
+	return filepath.Join(p.opts.DataDir, "snapshots", id+".tar.gz")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand never fails on Linux
+	return hex.EncodeToString(b)
+}
+
+// EnsureSandbox implements sandbox.Provider.
+func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if !idRE.MatchString(spec.SessionID) {
+		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: invalid session id %q", spec.SessionID)
+	}
+	unlock, err := p.lock(ctx, spec.SessionID)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: ensure %s: %w", spec.SessionID, err)
+	}
+	defer unlock()
+	log := p.log.With("session_id", spec.SessionID)
+
+	p.mu.Lock()
+	in := p.live[spec.SessionID]
+	p.mu.Unlock()
+	if in != nil {
+		if in.alive() {
+			log.Info("sandbox recovered", "sandbox_id", in.id)
+			return in.sandbox(), nil
+		}
+		log.Warn("sandbox agent exited; starting a new one", "sandbox_id", in.id, "log", in.proc.LogPath)
+		in.proc.Stop()
+		p.forget(in)
+	}
+
+	dir := p.sandboxDir(spec.SessionID)
+	workspace := filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: create %s: %w", dir, err)
+	}
+	started := time.Now()
+	switch {
+	case spec.SnapshotID != "":
+		if err := p.restore(spec.SnapshotID, workspace); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		log.Info("workspace restored", "snapshot_id", spec.SnapshotID, "ms", time.Since(started).Milliseconds())
+	case exists(workspace):
+		log.Info("reusing the workspace of a previous sandbox")
+	default:
+		if err := cloneRepos(ctx, dir, workspace, spec.Repos, log); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		log.Info("repositories cloned", "repos", len(spec.Repos), "ms", time.Since(started).Milliseconds())
+	}
+
+	capSpec := capabilities.CapabilitySpec{
+		SessionType:  spec.SessionType,
+		ClientType:   spec.ClientType,
+		GatewayURL:   spec.GatewayURL,
+		SessionID:    spec.SessionID,
+		SandboxToken: spec.SandboxToken,
+		SystemPrompt: spec.SystemPrompt,
+	}
+	files, err := capabilities.Write(workspace, capSpec)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: %w", err)
+	}
+	if err := excludePlatformFiles(workspace); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+
+	model := spec.ModelID
+	if model == "" {
+		model = spec.LLM.Model
+	}
+	launch := opencode.LaunchOptions{
+		Binary:    p.opts.OpenCodeBin,
+		PluginDir: p.opts.PluginDir,
+		Workspace: workspace,
+		StateDir:  filepath.Join(dir, "state"),
+		Provider: opencode.Provider{
+			ID: spec.LLM.ProviderID, NPM: spec.LLM.NPM, BaseURL: spec.LLM.BaseURL,
+			APIKey: spec.LLM.APIKey, Models: []string{model},
+		},
+		Model:        model,
+		ExtraConfig:  map[string]any{"instructions": []string{files.Instructions}},
+		Env:          agentEnv(spec, capSpec),
+		ReadyTimeout: p.opts.ReadyTimeout,
+		Logger:       log,
+	}
+	if err := writeGlobalConfig(launch); err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	proc, err := opencode.Launch(ctx, launch)
+	if err != nil {
+		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: start agent for %s: %w", spec.SessionID, err)
+	}
+	in = &instance{
+		id:        "lsb_" + randomHex(6) + "_" + spec.SessionID,
+		sessionID: spec.SessionID,
+		workspace: workspace,
+		proc:      proc,
+	}
+	p.mu.Lock()
+	p.live[spec.SessionID] = in
+	p.mu.Unlock()
+	log.Info("sandbox started", "sandbox_id", in.id, "tools", files.Tools,
+		"ms", time.Since(started).Milliseconds(), "agent_startup_ms", proc.StartupDuration.Milliseconds())
+	return in.sandbox(), nil
+}
+
+func (in *instance) sandbox() sandbox.Sandbox {
+	return sandbox.Sandbox{ID: in.id, AgentURL: in.proc.URL, AgentPassword: in.proc.Password, Workspace: in.workspace}
+}
+
+func (p *Provider) forget(in *instance) {
+	p.mu.Lock()
+	if p.live[in.sessionID] == in {
+		delete(p.live, in.sessionID)
+	}
+	p.mu.Unlock()
+}
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// agentEnv is the agent's extra environment: git identity, the session's
+// variables, then the platform's (which cannot be overridden).
+func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) []string {
+	env := []string{
+		"GIT_AUTHOR_NAME=Proliferate Agent", "GIT_AUTHOR_EMAIL=agent@proliferate.dev",
+		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
+	}
+	for _, k := range slices.Sorted(maps.Keys(spec.EnvVars)) {
+		if envKeyRE.MatchString(k) && !strings.HasPrefix(k, "PROLIFERATE_") && !strings.HasPrefix(k, "OPENCODE_") {
+			env = append(env, k+"="+spec.EnvVars[k])
+		}
+	}
+	return append(env, capabilities.Env(capSpec)...)
+}
+
+// writeGlobalConfig writes the OpenCode config to the isolated home's
+// ~/.config/opencode/opencode.json (the agent also gets it through
+// OPENCODE_CONFIG_CONTENT). It stays outside the workspace, so the LLM key
+// never lands in a snapshot.
+func writeGlobalConfig(opts opencode.LaunchOptions) error {
+	cfg, err := opencode.BuildConfig(opts)
+	if err != nil {
+		return fmt.Errorf("local sandbox: %w", err)
+	}
+	dir := filepath.Join(opts.StateDir, "home", ".config", "opencode")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("local sandbox: config dir: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "opencode.json"), []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("local sandbox: write opencode.json: %w", err)
+	}
+	return nil
+}
+
+// instanceFor returns the live sandbox of a session when its id matches.
+func (p *Provider) instanceFor(sessionID, sandboxID string) *instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	in := p.live[sessionID]
+	if in == nil || (sandboxID != "" && in.id != sandboxID) {
+		return nil
+	}
+	return in
+}
+
+// Snapshot implements sandbox.Provider.
+func (p *Provider) Snapshot(ctx context.Context, sessionID, sandboxID string) (string, error) {
+	unlock, err := p.lock(ctx, sessionID)
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: snapshot %s: %w", sessionID, err)
+	}
+	defer unlock()
+	in := p.instanceFor(sessionID, sandboxID)
+	if in == nil {
+		return "", fmt.Errorf("local sandbox: snapshot %s: %w", sandboxID, sandbox.ErrNotFound)
+	}
+	return p.snapshot(ctx, in)
+}
+
+func (p *Provider) snapshot(ctx context.Context, in *instance) (string, error) {
+	id := "snap_" + randomHex(12)
+	started := time.Now()
+	size, err := writeSnapshot(ctx, in.workspace, p.snapshotPath(id))
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: snapshot %s: %w", in.id, err)
+	}
+	p.log.Info("snapshot saved", "session_id", in.sessionID, "sandbox_id", in.id, "snapshot_id", id,
+		"bytes", size, "ms", time.Since(started).Milliseconds())
+	return id, nil
+}
+
+// Pause implements sandbox.Provider: snapshot, stop the agent, discard the
+// workspace (the snapshot holds it).
+func (p *Provider) Pause(ctx context.Context, sessionID, sandboxID string) (string, error) {
+	unlock, err := p.lock(ctx, sessionID)
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: pause %s: %w", sessionID, err)
+	}
+	defer unlock()
+	in := p.instanceFor(sessionID, sandboxID)
+	if in == nil {
+		return "", fmt.Errorf("local sandbox: pause %s: %w", sandboxID, sandbox.ErrNotFound)
+	}
+	id, err := p.snapshot(ctx, in)
+	if err != nil {
+		return "", err
+	}
+	in.proc.Stop()
+	p.forget(in)
+	if err := os.RemoveAll(p.sandboxDir(sessionID)); err != nil {
+		p.log.Warn("could not remove the paused workspace", "session_id", sessionID, "error", err)
+	}
+	p.log.Info("sandbox paused", "session_id", sessionID, "sandbox_id", in.id, "snapshot_id", id)
+	return id, nil
+}
+
+// Terminate implements sandbox.Provider: it stops the session's sandbox
+// (when sandboxID is its id, or empty) and removes its workspace. A newer
+// sandbox of the session than sandboxID is left alone.
+func (p *Provider) Terminate(ctx context.Context, sessionID, sandboxID string) error {
+	if !idRE.MatchString(sessionID) {
+		return fmt.Errorf("local sandbox: invalid session id %q", sessionID)
+	}
+	unlock, err := p.lock(ctx, sessionID)
+	if err != nil {
+		return fmt.Errorf("local sandbox: terminate %s: %w", sessionID, err)
+	}
+	defer unlock()
+	p.mu.Lock()
+	in := p.live[sessionID]
+	p.mu.Unlock()
+	if in != nil {
+		if sandboxID != "" && in.id != sandboxID {
+			return nil
+		}
+		in.proc.Stop()
+		p.forget(in)
+	}
+	if err := os.RemoveAll(p.sandboxDir(sessionID)); err != nil {
+		return fmt.Errorf("local sandbox: remove workspace of %s: %w", sessionID, err)
+	}
+	p.log.Info("sandbox terminated", "session_id", sessionID, "sandbox_id", sandboxID)
+	return nil
+}
+
+// Alive implements sandbox.Provider. Sandboxes of another process (or
+// another provider instance) are not alive: the agent dies with the process
+// that launched it.
+func (p *Provider) Alive(ctx context.Context, sandboxID string) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, in := range p.live {
+		if in.id == sandboxID {
+			return in.alive(), nil
+		}
+	}
+	return false, nil
+}
+
+// Close stops every sandbox this provider started (process shutdown). The
+// workspaces stay, so a later EnsureSandbox of a session resumes its work.
+func (p *Provider) Close() {
+	p.mu.Lock()
+	all := slices.Collect(maps.Values(p.live))
+	clear(p.live)
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, in := range all {
+		wg.Go(in.proc.Stop)
+	}
+	wg.Wait()
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

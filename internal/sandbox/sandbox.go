@@ -1,0 +1,119 @@
+// Package sandbox defines the interface between the sessions gateway and the
+// places where coding agents run. A Provider turns a Spec (the session, its
+// repositories, system prompt, gateway callback address and sandbox token,
+// and the LLM the agent talks to) into a running Sandbox: a workspace with
+// the repos checked out, the platform capability files written and an
+// OpenCode server listening at AgentURL.
+//
+// Providers are idempotent per session: EnsureSandbox for a session whose
+// sandbox is still alive returns that sandbox (recovery after a gateway
+// restart or owner change) instead of creating a second one. Snapshots
+// capture the workspace so a paused session can resume later, possibly on
+// another machine; Pause is Snapshot followed by stopping the sandbox.
+//
+// Implementations: internal/sandbox/local (a process per session on this
+// machine, for development, tests and single-host installs).
+package sandbox
+
+import (
+	"context"
+	"errors"
+)
+
+// ErrNotFound reports a sandbox or snapshot the provider does not know
+// (terminated, never created, or lost with its host).
+var ErrNotFound = errors.New("sandbox: not found")
+
+// Repo is a repository to check out in the workspace.
+type Repo struct {
+	// CloneURL is the git URL (https://…, or file://… in tests).
+	CloneURL string
+	// WorkspacePath is the directory relative to the workspace root;
+	// empty means the last path element of CloneURL without ".git".
+	WorkspacePath string
+	// Branch to check out; empty means the remote's default branch.
+	Branch string
+	// Token authenticates the clone (GitHub installation token). It is
+	// never logged nor written into the repository's git config.
+	Token string
+}
+
+// LLM is the model endpoint the agent talks to (the LLM proxy in
+// production, the scripted simulator in tests). It becomes the single
+// provider of the generated opencode.json.
+type LLM struct {
+	// ProviderID is the provider id in OpenCode's config ("anthropic",
+	// "sim"…).
+	ProviderID string
+	// NPM is the AI SDK package; empty means "@ai-sdk/anthropic".
+	NPM string
+	// BaseURL is the API base OpenCode calls ({BaseURL}/messages).
+	BaseURL string
+	// APIKey is sent as x-api-key (a per-session proxy key). Never logged.
+	APIKey string
+	// Model is the model id; Spec.ModelID overrides it when set.
+	Model string
+}
+
+// Spec describes the sandbox a session needs.
+type Spec struct {
+	SessionID string
+	OrgID     string
+	// SessionType is setup | coding | automation; it selects the platform
+	// tools (save_service_commands only for setup).
+	SessionType string
+	// ClientType is web | api | slack | cli | automation.
+	ClientType string
+	// Repos are cloned into the workspace (ignored when SnapshotID
+	// restores a workspace).
+	Repos []Repo
+	// SnapshotID restores a previous Snapshot/Pause instead of cloning.
+	SnapshotID string
+	// ModelID overrides LLM.Model when set.
+	ModelID string
+	// SystemPrompt becomes the agent's instructions (AGENTS.md of the
+	// platform instructions).
+	SystemPrompt string
+	// GatewayURL is the gateway base URL the platform tools call
+	// ({GatewayURL}/proliferate/{session}/tools/{tool}).
+	GatewayURL string
+	// SandboxToken authenticates the tools to the gateway for this session
+	// only. Never logged.
+	SandboxToken string
+	// EnvVars are added to the agent's environment (secrets resolved by
+	// the caller). Never logged.
+	EnvVars map[string]string
+	// LLM is the model endpoint.
+	LLM LLM
+}
+
+// Sandbox is a running sandbox.
+type Sandbox struct {
+	// ID identifies the sandbox within its provider.
+	ID string
+	// AgentURL is the OpenCode server's base URL.
+	AgentURL string
+	// AgentPassword is the server's Basic-auth password. Never logged.
+	AgentPassword string
+	// Workspace is the agent's working directory (inside the sandbox).
+	Workspace string
+}
+
+// Provider creates, snapshots and stops sandboxes.
+type Provider interface {
+	// Name is the provider's name as stored in sessions.sandbox_provider.
+	Name() string
+	// EnsureSandbox returns the live sandbox of spec.SessionID or creates
+	// one (restoring spec.SnapshotID when set). Idempotent: concurrent and
+	// repeated calls for a session yield one sandbox.
+	EnsureSandbox(ctx context.Context, spec Spec) (Sandbox, error)
+	// Snapshot captures the workspace; the sandbox keeps running.
+	Snapshot(ctx context.Context, sessionID, sandboxID string) (snapshotID string, err error)
+	// Pause snapshots the workspace and stops the sandbox.
+	Pause(ctx context.Context, sessionID, sandboxID string) (snapshotID string, err error)
+	// Terminate stops the sandbox and discards its workspace (snapshots
+	// are kept). Idempotent: an unknown sandbox is not an error.
+	Terminate(ctx context.Context, sessionID, sandboxID string) error
+	// Alive reports whether the sandbox's agent is still running.
+	Alive(ctx context.Context, sandboxID string) (bool, error)
+}

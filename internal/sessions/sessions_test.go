@@ -486,6 +486,16 @@ func TestTouchMarksSessionAndRun(t *testing.T) {
 		*evs[0].RunID != runID {
 		t.Fatalf("user message event %+v", evs)
 	}
+	// A telemetry flush (the agent working) is activity too.
+	if _, err := pool.Exec(ctx, `UPDATE automation_runs SET last_activity_at = $1 WHERE id = $2`, past, runID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FlushTelemetry(ctx, id, sessions.Telemetry{ActiveSeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if n := scalar(t, pool, `SELECT count(*) FROM automation_runs WHERE id = $1 AND last_activity_at > now() - interval '1 minute'`, runID); n != 1 {
+		t.Fatal("a telemetry flush did not mark the run active")
+	}
 }
 
 func TestToolInvocationsAreIdempotent(t *testing.T) {

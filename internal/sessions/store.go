@@ -482,7 +482,8 @@ func (s *Store) Touch(ctx context.Context, id string) error {
 }
 
 // FlushTelemetry adds the deltas atomically (PR URLs appended without
-// duplicates, latest task replaced when set) and emits a telemetry event
+// duplicates, latest task replaced when set), marks the session and its run
+// active and emits a telemetry event
 // carrying the deltas (only the PR URLs new to the session). A zero delta is
 // a no-op.
 func (s *Store) FlushTelemetry(ctx context.Context, id string, d Telemetry) error {
@@ -521,10 +522,15 @@ func (s *Store) FlushTelemetry(ctx context.Context, id string, d Telemetry) erro
 		sess, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET
 				tool_calls = tool_calls + $2, messages_exchanged = messages_exchanged + $3,
 				active_seconds = active_seconds + $4, pr_urls = pr_urls || $5::text[],
-				latest_task = COALESCE($6, latest_task), updated_at = now()
+				latest_task = COALESCE($6, latest_task), last_activity_at = now(), updated_at = now()
 			WHERE id = $1 RETURNING `+cols, id, d.ToolCalls, d.Messages, d.ActiveSeconds, fresh, d.LatestTask))
 		if err != nil {
 			return fmt.Errorf("flush telemetry of session %s: %w", id, err)
+		}
+		// Telemetry is activity: the run finalizer must not fail the run
+		// of a session whose agent is working.
+		if _, err := tx.Exec(ctx, `UPDATE automation_runs SET last_activity_at = now() WHERE session_id = $1`, id); err != nil {
+			return fmt.Errorf("mark activity of the run of session %s: %w", id, err)
 		}
 		return s.emit(ctx, tx, sess, schemas.SessionKindTelemetry, func(e *schemas.SessionEvent) {
 			e.Telemetry = &schemas.SessionTelemetry{ToolCalls: int64(d.ToolCalls), MessagesExchanged: int64(d.Messages),

@@ -1,0 +1,127 @@
+// Package hub owns live sessions inside one gateway instance: a Manager is the
+// registry of per-session Hubs; a Hub holds the session's Redis owner lease,
+// prepares the runtime (sandbox + OpenCode session) single-flight, bridges the
+// OpenCode SSE stream (reconnecting with backoff) into WebSocket protocol
+// messages (protocol.go) fanned out to attached clients, and counts telemetry
+// that it flushes to the sessions store differentially.
+//
+// Ownership: only the instance holding lease:owner:{session} (SET NX PX,
+// renewed by a Lua check-and-extend every RenewEvery) may attach clients,
+// provision the runtime, stream SSE or run tools. If a renewal fails, or the
+// time since the last successful renewal exceeds OwnerTTL (the process was
+// stalled long enough that another instance may have taken over), the hub
+// terminates itself: clients are closed with CloseOwnershipLost, SSE stops,
+// the hub leaves the manager. lease:runtime:{session} (RuntimeTTL) is a
+// liveness heartbeat for orphan detection, written only by the owner.
+//
+// Backpressure: each client has a bounded outbound queue (MaxBufferedBytes);
+// a client whose queue overflows is disconnected with CloseSlowClient rather
+// than slowing the session down. Text deltas are coalesced per part and sent
+// as one token message per TokenBatch interval.
+package hub
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// Errors.
+var (
+	// ErrNotOwner: another gateway instance holds the session's owner lease.
+	ErrNotOwner = errors.New("hub: session is owned by another gateway instance")
+	// ErrForbidden: the principal may not mutate the session.
+	ErrForbidden = errors.New("hub: not allowed to act on this session")
+	// ErrClosed: the hub was terminated (lease lost, session ended, shutdown).
+	ErrClosed = errors.New("hub: hub closed")
+	// ErrSessionEnded: the session is stopped or failed; it cannot run again.
+	ErrSessionEnded = errors.New("hub: session has ended")
+	// ErrEmptyPrompt: a prompt without text.
+	ErrEmptyPrompt = errors.New("hub: empty prompt")
+)
+
+// RepoResolver returns the repositories to clone into a session's sandbox
+// (from its configuration; none for scratch sessions).
+type RepoResolver interface {
+	ResolveRepos(ctx context.Context, s sessions.Session) ([]sandbox.Repo, error)
+}
+
+// RepoResolverFunc adapts a function to RepoResolver.
+type RepoResolverFunc func(ctx context.Context, s sessions.Session) ([]sandbox.Repo, error)
+
+// ResolveRepos calls f.
+func (f RepoResolverFunc) ResolveRepos(ctx context.Context, s sessions.Session) ([]sandbox.Repo, error) {
+	return f(ctx, s)
+}
+
+// Deps configures a Manager. Zero durations take the defaults in brackets.
+type Deps struct {
+	Sessions   *sessions.Store
+	Provider   sandbox.Provider
+	Redis      *redis.Client
+	InstanceID string // unique per gateway process; the owner lease value
+	Log        *slog.Logger
+
+	// GatewayURL is the base URL sandboxes call back (tool routes);
+	// ServiceToken signs sandbox tokens (auth.SandboxToken).
+	GatewayURL, ServiceToken string
+	// LLM is written into the sandbox's opencode.json.
+	LLM sandbox.LLM
+	// Repos resolves a session's repositories; nil = none.
+	Repos RepoResolver
+	// SystemPrompt returns the system prompt of a session whose row has none
+	// (B's prompts.System per session type); nil = "".
+	SystemPrompt func(s sessions.Session) string
+
+	OwnerTTL   time.Duration // [30s] owner lease TTL; also the lag-guard limit
+	RenewEvery time.Duration // [10s] owner + runtime lease renewal period
+	RuntimeTTL time.Duration // [20s] runtime lease TTL
+	TokenBatch time.Duration // [50ms] token coalescing window; negative = no batching
+	// MaxBufferedBytes bounds one client's outbound queue [1 MiB].
+	MaxBufferedBytes int
+	// TelemetryEvery is the periodic telemetry flush period [30s].
+	TelemetryEvery time.Duration
+	// SSEHeartbeatTimeout: an SSE stream silent this long is reconnected [30s].
+	SSEHeartbeatTimeout time.Duration
+	// ReconnectDelays is the SSE reconnect backoff schedule; the last entry
+	// repeats [250ms, 500ms, 1s, 2s, 5s].
+	ReconnectDelays []time.Duration
+	// IdleTTL evicts a hub with no clients, no running agent turn and no
+	// tool call in flight after this long (the runtime keeps running; the
+	// lease is released) [5m]. Automation sessions are not evicted while the
+	// agent is busy.
+	IdleTTL time.Duration
+	// MaxHubs is a hard cap: creating a hub beyond it evicts the least
+	// recently used idle hub [10000].
+	MaxHubs int
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Client is one attached WebSocket connection (or any frame sink). Send
+// must not block: it enqueues and returns an error when the client cannot
+// keep up (the hub then closes it with CloseSlowClient). Close must not
+// block either (the hub may call it while streaming). NewSocketClient
+// builds one with a bounded queue (Deps.MaxBufferedBytes) over any frame
+// writer; the WebSocket handler should use it.
+type Client interface {
+	Send(msg []byte) error
+	Close(code int, reason string)
+}
+
+// Status is a point-in-time view of a hub.
+type Status struct {
+	SessionID    string `json:"session_id"`
+	Status       string `json:"status"`        // DB session status
+	Agent        string `json:"agent"`         // idle | busy | unknown
+	RuntimeReady bool   `json:"runtime_ready"` // sandbox + OpenCode + SSE up
+	Clients      int    `json:"clients"`
+	Owner        bool   `json:"owner"` // this instance holds the owner lease
+	SandboxID    string `json:"sandbox_id,omitempty"`
+}

@@ -1,0 +1,235 @@
+package hub
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// WebSocket protocol (sessions-gateway.md §6.4). Every frame is one JSON
+// object with a "type" field. Server → client structs embed their type
+// constant through the Type field; constructors are not needed: set Type to
+// the matching Msg* constant (the hub always does).
+
+// Server → client message types.
+const (
+	MsgInit             = "init"
+	MsgStatus           = "status"
+	MsgMessage          = "message"
+	MsgToken            = "token"
+	MsgTextPartComplete = "text_part_complete"
+	MsgToolStart        = "tool_start"
+	MsgToolMetadata     = "tool_metadata"
+	MsgToolEnd          = "tool_end"
+	MsgMessageComplete  = "message_complete"
+	MsgMessageCancelled = "message_cancelled"
+	MsgError            = "error"
+	MsgSnapshotResult   = "snapshot_result"
+	MsgEnvRequest       = "env_request"
+	MsgPong             = "pong"
+)
+
+// Client → server message types.
+const (
+	ClientPing         = "ping"
+	ClientPrompt       = "prompt"
+	ClientCancel       = "cancel"
+	ClientGetStatus    = "get_status"
+	ClientGetMessages  = "get_messages"
+	ClientSaveSnapshot = "save_snapshot"
+)
+
+// WebSocket close codes the hub uses (4000–4999 are application codes).
+const (
+	// CloseNotOwner: another gateway instance owns the session; reconnect
+	// (the load balancer should route to the owner).
+	CloseNotOwner = 4009
+	// CloseSlowClient: the client's outbound buffer exceeded MaxBufferedBytes.
+	CloseSlowClient = 4008
+	// CloseOwnershipLost: this instance lost the owner lease (split-brain
+	// guard) or shut down; reconnect.
+	CloseOwnershipLost = 4010
+	// CloseSessionEnded: the session was paused, stopped or failed.
+	CloseSessionEnded = 4000
+)
+
+// Close reasons matching the codes above.
+const (
+	ReasonNotOwner       = "session is owned by another gateway instance"
+	ReasonSlowClient     = "client too slow"
+	ReasonOwnershipLost  = "session ownership transferred"
+	ReasonShutdown       = "gateway shutting down"
+	ReasonSessionEnded   = "session ended"
+	ReasonSessionDeleted = "session deleted"
+)
+
+// Agent run states reported in StatusMessage.Agent.
+const (
+	AgentIdle    = "idle"
+	AgentBusy    = "busy"
+	AgentUnknown = "unknown"
+)
+
+// ClientMessage is any client → server frame. Only the fields of its Type
+// are read; identity never comes from the payload (it comes from auth).
+type ClientMessage struct {
+	Type    string `json:"type"`
+	Content string `json:"content,omitempty"` // prompt
+}
+
+// SessionInfo describes the session in init.
+type SessionInfo struct {
+	ID             string     `json:"id"`
+	OrgID          string     `json:"org_id"`
+	Title          string     `json:"title"`
+	Status         string     `json:"status"`
+	SessionType    string     `json:"session_type"`
+	ClientType     string     `json:"client_type"`
+	ModelID        string     `json:"model_id"`
+	CreatedBy      *string    `json:"created_by,omitempty"`
+	SandboxID      *string    `json:"sandbox_id,omitempty"`
+	AutomationID   *string    `json:"automation_id,omitempty"`
+	RunID          *string    `json:"run_id,omitempty"`
+	LatestTask     *string    `json:"latest_task,omitempty"`
+	PRURLs         []string   `json:"pr_urls"`
+	StartedAt      time.Time  `json:"started_at"`
+	LastActivityAt time.Time  `json:"last_activity_at"`
+	EndedAt        *time.Time `json:"ended_at,omitempty"`
+}
+
+// ChatMessage is one history entry (user or assistant) with its parts.
+type ChatMessage struct {
+	ID        string     `json:"id"`
+	Role      string     `json:"role"` // user | assistant
+	Content   string     `json:"content"`
+	Parts     []ChatPart `json:"parts,omitempty"`
+	CreatedAt int64      `json:"created_at,omitempty"` // Unix ms
+	Completed bool       `json:"completed"`
+}
+
+// ChatPart is a text or tool part of a ChatMessage.
+type ChatPart struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"` // text | tool | reasoning
+	Text       string          `json:"text,omitempty"`
+	Tool       string          `json:"tool,omitempty"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Status     string          `json:"status,omitempty"` // tool: pending|running|completed|error
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     string          `json:"output,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Title      string          `json:"title,omitempty"`
+}
+
+// InitMessage is sent on attach and on get_messages.
+type InitMessage struct {
+	Type     string        `json:"type"`
+	Session  SessionInfo   `json:"session"`
+	Messages []ChatMessage `json:"messages"`
+	Status   StatusMessage `json:"status"`
+}
+
+// StatusMessage reports session and runtime state. Status is the session
+// status (starting|running|paused|stopped|failed) or the transient runtime
+// state "resuming" while the sandbox is being prepared.
+type StatusMessage struct {
+	Type    string `json:"type"`
+	Status  string `json:"status"`
+	Agent   string `json:"agent"` // idle | busy | unknown
+	Message string `json:"message,omitempty"`
+}
+
+// MessageMessage announces a new message (a user prompt or an assistant
+// message stub).
+type MessageMessage struct {
+	Type    string      `json:"type"`
+	Message ChatMessage `json:"message"`
+}
+
+// TokenMessage carries streamed text, batched (Deps.TokenBatch).
+type TokenMessage struct {
+	Type      string `json:"type"`
+	MessageID string `json:"message_id"`
+	PartID    string `json:"part_id"`
+	Token     string `json:"token"`
+}
+
+// TextPartCompleteMessage gives a finished text part's full text.
+type TextPartCompleteMessage struct {
+	Type      string `json:"type"`
+	MessageID string `json:"message_id"`
+	PartID    string `json:"part_id"`
+	Text      string `json:"text"`
+}
+
+// ToolStartMessage: a tool call began.
+type ToolStartMessage struct {
+	Type       string          `json:"type"`
+	MessageID  string          `json:"message_id"`
+	PartID     string          `json:"part_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args,omitempty"`
+}
+
+// ToolMetadataMessage: a running tool reported a title or metadata.
+type ToolMetadataMessage struct {
+	Type       string          `json:"type"`
+	MessageID  string          `json:"message_id"`
+	ToolCallID string          `json:"tool_call_id"`
+	Tool       string          `json:"tool"`
+	Title      string          `json:"title,omitempty"`
+	Metadata   json.RawMessage `json:"metadata,omitempty"`
+}
+
+// ToolEndMessage: a tool call finished (status completed or error).
+type ToolEndMessage struct {
+	Type       string `json:"type"`
+	MessageID  string `json:"message_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Tool       string `json:"tool"`
+	Status     string `json:"status"`
+	Result     string `json:"result,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+}
+
+// MessageCompleteMessage: the assistant turn finished.
+type MessageCompleteMessage struct {
+	Type      string `json:"type"`
+	MessageID string `json:"message_id,omitempty"`
+}
+
+// MessageCancelledMessage: the assistant turn was aborted (cancel).
+type MessageCancelledMessage struct {
+	Type      string `json:"type"`
+	MessageID string `json:"message_id,omitempty"`
+}
+
+// ErrorMessage reports an agent or request error. Code is a stable
+// machine-readable word (agent_error, forbidden, invalid_message,
+// runtime_unavailable, prompt_failed, …).
+type ErrorMessage struct {
+	Type    string `json:"type"`
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// SnapshotResultMessage answers save_snapshot.
+type SnapshotResultMessage struct {
+	Type       string `json:"type"`
+	Success    bool   `json:"success"`
+	SnapshotID string `json:"snapshot_id,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// EnvRequestMessage surfaces the agent's request_env_variables call.
+type EnvRequestMessage struct {
+	Type       string          `json:"type"`
+	ToolCallID string          `json:"tool_call_id,omitempty"`
+	Request    json.RawMessage `json:"request"`
+}
+
+// PongMessage answers ping.
+type PongMessage struct {
+	Type string `json:"type"`
+}

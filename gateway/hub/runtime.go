@@ -1,0 +1,336 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/agent/opencode"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// runtimeState is a ready runtime: the sandbox, its OpenCode client and
+// session, and the SSE bridge goroutine.
+type runtimeState struct {
+	sb             sandbox.Sandbox
+	oc             *opencode.Client
+	agentSessionID string
+	cancel         context.CancelFunc
+	done           chan struct{}
+}
+
+func (rt *runtimeState) stop() {
+	rt.cancel()
+	<-rt.done
+}
+
+// bootTimeout bounds one runtime boot (sandbox creation included).
+const bootTimeout = 5 * time.Minute
+
+// EnsureRuntimeReady takes the owner lease (ErrNotOwner) and makes the
+// sandbox, OpenCode session and SSE bridge ready. Concurrent callers share
+// one attempt (single-flight); a caller whose ctx ends stops waiting while
+// the attempt continues for the others.
+func (h *Hub) EnsureRuntimeReady(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if h.rt != nil {
+		h.mu.Unlock()
+		return nil
+	}
+	f := h.ready
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		h.ready = f
+		go h.boot(f)
+	}
+	h.mu.Unlock()
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Hub) boot(f *flight) {
+	ctx, cancel := context.WithTimeout(h.life, bootTimeout)
+	defer cancel()
+	start := time.Now()
+	rt, err := h.doBoot(ctx)
+	h.mu.Lock()
+	if err == nil && h.closed {
+		err = ErrClosed
+	}
+	if err == nil {
+		h.rt = rt
+	}
+	h.ready = nil
+	h.mu.Unlock()
+	if err != nil {
+		if rt != nil {
+			rt.stop()
+		}
+		h.log.Warn("hub: runtime boot failed", "err", err, "elapsed", time.Since(start))
+	} else {
+		h.log.Info("hub: runtime ready", "sandbox_id", rt.sb.ID, "elapsed", time.Since(start))
+		if err := h.m.leases.setRuntime(ctx, h.id); err != nil {
+			h.log.Warn("hub: set runtime lease", "err", err)
+		}
+		h.Broadcast(h.statusMessage())
+	}
+	f.err = err
+	close(f.done)
+	if err == nil {
+		h.sendInitialPrompt()
+	}
+}
+
+func (h *Hub) doBoot(ctx context.Context) (*runtimeState, error) {
+	if err := h.ensureOwner(ctx); err != nil {
+		return nil, err
+	}
+	d := h.m.d
+	sess, err := d.Sessions.Get(ctx, "", h.id)
+	if err != nil {
+		return nil, fmt.Errorf("hub: reload session: %w", err)
+	}
+	h.setSession(sess)
+	if ended(sess.Status) {
+		return nil, ErrSessionEnded
+	}
+	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "preparing sandbox"})
+
+	spec := sandbox.Spec{
+		SessionID: sess.ID, OrgID: sess.OrgID, SessionType: sess.SessionType, ClientType: sess.ClientType,
+		ModelID: sess.ModelID, GatewayURL: d.GatewayURL, SandboxToken: auth.SandboxToken(d.ServiceToken, sess.ID), LLM: d.LLM,
+	}
+	if sess.SnapshotID != nil {
+		spec.SnapshotID = *sess.SnapshotID
+	}
+	if sess.SystemPrompt != nil && *sess.SystemPrompt != "" {
+		spec.SystemPrompt = *sess.SystemPrompt
+	} else if d.SystemPrompt != nil {
+		spec.SystemPrompt = d.SystemPrompt(sess)
+	}
+	if d.Repos != nil && spec.SnapshotID == "" {
+		if spec.Repos, err = d.Repos.ResolveRepos(ctx, sess); err != nil {
+			return nil, fmt.Errorf("hub: resolve repos: %w", err)
+		}
+	}
+	sb, err := d.Provider.EnsureSandbox(ctx, spec)
+	if err != nil {
+		return nil, fmt.Errorf("hub: ensure sandbox: %w", err)
+	}
+	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
+	if err != nil {
+		return nil, fmt.Errorf("hub: agent client: %w", err)
+	}
+	agentID, err := h.ensureAgentSession(ctx, oc, sess)
+	if err != nil {
+		return nil, err
+	}
+	// Subscribe before reporting ready so no event of the first prompt is
+	// missed.
+	// The stream lives as long as the bridge (not the boot context).
+	bctx, cancel := context.WithCancel(h.life)
+	stream, err := h.connectEvents(ctx, bctx, oc)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("hub: connect event stream: %w", err)
+	}
+	sess, err = d.Sessions.MarkRunning(ctx, h.id, sessions.Runtime{Provider: d.Provider.Name(), SandboxID: sb.ID, SandboxURL: sb.AgentURL, AgentSessionID: agentID})
+	if err != nil {
+		stream.Close()
+		cancel()
+		return nil, fmt.Errorf("hub: mark running: %w", err)
+	}
+	h.setSession(sess)
+	h.proc.reset(agentID)
+	if st, err := oc.Status(ctx); err == nil {
+		if s, ok := st[agentID]; ok && s.Type != "idle" {
+			h.proc.markBusy()
+		}
+	}
+	rt := &runtimeState{sb: sb, oc: oc, agentSessionID: agentID, cancel: cancel, done: make(chan struct{})}
+	go h.bridge(bctx, rt, stream)
+	return rt, nil
+}
+
+// ensureAgentSession reuses the stored OpenCode session when the sandbox
+// still has it, else creates one (bounded retries with backoff).
+func (h *Hub) ensureAgentSession(ctx context.Context, oc *opencode.Client, sess sessions.Session) (string, error) {
+	if sess.CodingAgentSessionID != nil && *sess.CodingAgentSessionID != "" {
+		if s, err := oc.GetSession(ctx, *sess.CodingAgentSessionID); err == nil {
+			return s.ID, nil
+		}
+	}
+	delay := 200 * time.Millisecond
+	var lastErr error
+	for attempt := 1; attempt <= 4; attempt++ {
+		s, err := oc.CreateSession(ctx, sess.Title)
+		if err == nil {
+			return s.ID, nil
+		}
+		lastErr = err
+		var apiErr *opencode.APIError
+		if errors.As(err, &apiErr) && apiErr.Status < 500 && apiErr.Status != 429 {
+			break
+		}
+		h.log.Warn("hub: create agent session failed; retrying", "attempt", attempt, "err", err)
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+		delay *= 2
+	}
+	return "", fmt.Errorf("hub: create agent session: %w", lastErr)
+}
+
+// bridge pumps SSE events into the processor and reconnects with backoff
+// (Deps.ReconnectDelays). When reconnecting keeps failing and the provider
+// reports the sandbox dead, the runtime is dropped and, if anyone is
+// watching (clients or a headless automation), booted again.
+func (h *Hub) bridge(ctx context.Context, rt *runtimeState, stream *opencode.EventStream) {
+	defer close(rt.done)
+	delays := h.m.d.ReconnectDelays
+	failures := 0
+	for {
+		if stream != nil {
+			err := h.pump(ctx, stream)
+			if ctx.Err() != nil {
+				return
+			}
+			h.log.Warn("hub: event stream ended; reconnecting", "err", err)
+			stream = nil
+		}
+		delay := delays[min(failures, len(delays)-1)]
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return
+		}
+		s, err := rt.oc.Events(ctx, opencode.EventsOptions{HeartbeatTimeout: h.m.d.SSEHeartbeatTimeout})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			h.log.Warn("hub: event stream reconnect failed", "attempt", failures, "err", err)
+			if failures%3 == 0 {
+				if alive, aerr := h.m.d.Provider.Alive(ctx, rt.sb.ID); aerr == nil && !alive {
+					h.runtimeLost(rt)
+					return
+				}
+			}
+			continue
+		}
+		failures = 0
+		stream = s
+		// Events may have been missed while disconnected: resync agent state.
+		if st, err := rt.oc.Status(ctx); err == nil {
+			if s, ok := st[rt.agentSessionID]; !ok || s.Type == "idle" {
+				h.proc.process(opencode.Event{Type: opencode.EventSessionIdle, SessionID: rt.agentSessionID})
+			}
+		}
+	}
+}
+
+// connectEvents opens the event stream under streamCtx, giving up when
+// waitCtx ends before the server answers.
+func (h *Hub) connectEvents(waitCtx, streamCtx context.Context, oc *opencode.Client) (*opencode.EventStream, error) {
+	type res struct {
+		s   *opencode.EventStream
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() {
+		s, err := oc.Events(streamCtx, opencode.EventsOptions{HeartbeatTimeout: h.m.d.SSEHeartbeatTimeout})
+		ch <- res{s, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-waitCtx.Done():
+		go func() {
+			if r := <-ch; r.s != nil {
+				r.s.Close()
+			}
+		}()
+		return nil, waitCtx.Err()
+	}
+}
+
+func (h *Hub) pump(ctx context.Context, stream *opencode.EventStream) error {
+	defer stream.Close()
+	for {
+		ev, err := stream.Next(ctx)
+		if err != nil {
+			return err
+		}
+		h.proc.process(ev)
+	}
+}
+
+// runtimeLost forgets a dead runtime and boots a new one when the session
+// is watched.
+func (h *Hub) runtimeLost(rt *runtimeState) {
+	h.mu.Lock()
+	if h.rt != rt {
+		h.mu.Unlock()
+		return
+	}
+	h.rt = nil
+	watched := len(h.clients) > 0 || h.sess.ClientType == sessions.ClientAutomation
+	h.mu.Unlock()
+	h.log.Warn("hub: sandbox is gone", "sandbox_id", rt.sb.ID)
+	h.proc.process(opencode.Event{Type: opencode.EventSessionIdle})
+	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "sandbox lost; restarting"})
+	if watched {
+		go func() {
+			if err := h.EnsureRuntimeReady(h.life); err != nil && h.life.Err() == nil {
+				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be restarted."})
+			}
+		}()
+	}
+}
+
+// sendInitialPrompt sends the session's initial prompt once: the store
+// marks it sent before dispatch, and the mark is released when sending
+// fails so a later boot retries.
+func (h *Hub) sendInitialPrompt() {
+	h.mu.Lock()
+	if h.sendingInit || h.sess.InitialPrompt == nil || h.sess.InitialPromptSentAt != nil {
+		h.mu.Unlock()
+		return
+	}
+	h.sendingInit = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.sendingInit = false
+		h.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(h.life, time.Minute)
+	defer cancel()
+	prompt, ok, err := h.m.d.Sessions.ClaimInitialPrompt(ctx, h.id)
+	if err != nil || !ok {
+		if err != nil {
+			h.log.Warn("hub: claim initial prompt", "err", err)
+		}
+		return
+	}
+	if err := h.sendPrompt(ctx, prompt, nil); err != nil {
+		h.log.Warn("hub: send initial prompt; releasing it for a retry", "err", err)
+		if rerr := h.m.d.Sessions.ReleaseInitialPrompt(context.WithoutCancel(ctx), h.id); rerr != nil {
+			h.log.Error("hub: release initial prompt", "err", rerr)
+		}
+	}
+}

@@ -1,0 +1,741 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/agent/opencode"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// Hub is one session's live state in this instance.
+type Hub struct {
+	m        *Manager
+	id       string
+	log      *slog.Logger
+	counters *Counters
+	proc     *processor
+
+	life     context.Context // cancelled when the hub closes
+	lifeStop context.CancelFunc
+
+	ownerMu sync.Mutex // serialises lease acquisition
+
+	clientsSnap atomic.Pointer[[]Client] // copy-on-write list for fan-out
+
+	mu          sync.Mutex
+	sess        sessions.Session
+	clients     map[Client]*auth.Principal
+	owner       bool
+	lastRenew   time.Time
+	stopRenew   context.CancelFunc
+	closed      bool
+	rt          *runtimeState
+	ready       *flight
+	activeTools int
+	lastUsed    time.Time
+	sendingInit bool
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+}
+
+func newHub(m *Manager, sess sessions.Session) *Hub {
+	life, stop := context.WithCancel(m.ctx)
+	h := &Hub{
+		m:        m,
+		id:       sess.ID,
+		log:      m.d.Log.With("session_id", sess.ID),
+		counters: NewCounters(),
+		life:     life,
+		lifeStop: stop,
+		sess:     sess,
+		clients:  map[Client]*auth.Principal{},
+		lastUsed: m.d.Now(),
+	}
+	empty := []Client{}
+	h.clientsSnap.Store(&empty)
+	h.proc = newProcessor(h.Broadcast, h.counters, m.d.Now, m.d.TokenBatch, h.agentChanged)
+	return h
+}
+
+// SessionID returns the hub's session id.
+func (h *Hub) SessionID() string { return h.id }
+
+// Session returns the hub's last loaded copy of the session row.
+func (h *Hub) Session() sessions.Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sess
+}
+
+// Counters exposes the hub's telemetry counters (tools record PR URLs).
+func (h *Hub) Counters() *Counters { return h.counters }
+
+// Done is closed when the hub has closed.
+func (h *Hub) Done() <-chan struct{} { return h.life.Done() }
+
+func (h *Hub) isClosed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+func (h *Hub) touch() {
+	h.mu.Lock()
+	h.lastUsed = h.m.d.Now()
+	h.mu.Unlock()
+}
+
+// idleSince returns how long the hub has been evictable, or -1 while it is
+// in use (clients attached, agent busy, tool callbacks in flight, runtime
+// booting).
+func (h *Hub) idleSince(now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || len(h.clients) > 0 || h.activeTools > 0 || h.ready != nil {
+		return -1
+	}
+	if h.rt != nil && h.proc.Busy() {
+		return -1
+	}
+	return now.Sub(h.lastUsed)
+}
+
+func (h *Hub) hasRuntime() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rt != nil
+}
+
+// ---- ownership ----
+
+// ensureOwner takes (or confirms) the owner lease and starts its renewal.
+func (h *Hub) ensureOwner(ctx context.Context) error {
+	h.ownerMu.Lock()
+	defer h.ownerMu.Unlock()
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if h.owner {
+		h.mu.Unlock()
+		return nil
+	}
+	h.mu.Unlock()
+	now := h.m.d.Now()
+	ok, err := h.m.leases.acquireOwner(ctx, h.id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotOwner
+	}
+	rctx, stop := context.WithCancel(h.life)
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		stop()
+		_ = h.m.leases.release(context.WithoutCancel(ctx), h.id, false)
+		return ErrClosed
+	}
+	h.owner, h.lastRenew, h.stopRenew = true, now, stop
+	h.mu.Unlock()
+	go h.renewLoop(rctx)
+	return nil
+}
+
+// renewLoop renews the owner lease (and the runtime lease while a runtime
+// is up) every RenewEvery. The split-brain guard: when the time since the
+// last successful renewal exceeds OwnerTTL, the lease may already belong to
+// another instance, so the hub terminates itself; likewise when a renewal
+// finds the lease gone or taken.
+func (h *Hub) renewLoop(ctx context.Context) {
+	t := time.NewTicker(h.m.d.RenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := h.m.d.Now()
+		h.mu.Lock()
+		last := h.lastRenew
+		h.mu.Unlock()
+		if lag := now.Sub(last); lag > h.m.d.OwnerTTL {
+			h.log.Error("hub: owner lease renewal lagged beyond its TTL; terminating hub", "lag", lag, "ttl", h.m.d.OwnerTTL)
+			go h.close(context.Background(), CloseOwnershipLost, ReasonOwnershipLost, false)
+			return
+		}
+		ok, err := h.m.leases.renewOwner(ctx, h.id)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			h.log.Warn("hub: owner lease renewal failed; retrying", "err", err)
+			continue
+		}
+		if !ok {
+			h.log.Error("hub: owner lease lost; terminating hub")
+			go h.close(context.Background(), CloseOwnershipLost, ReasonOwnershipLost, false)
+			return
+		}
+		h.mu.Lock()
+		h.lastRenew = now
+		live := h.rt != nil
+		h.mu.Unlock()
+		if live {
+			if err := h.m.leases.setRuntime(ctx, h.id); err != nil && ctx.Err() == nil {
+				h.log.Warn("hub: runtime lease renewal failed", "err", err)
+			}
+		}
+	}
+}
+
+// Owner reports whether this hub currently holds the owner lease.
+func (h *Hub) Owner() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.owner
+}
+
+// ---- clients ----
+
+// Attach adds a client. It acquires (or holds) the owner lease — ErrNotOwner
+// when another instance owns the session —, sends init, and starts the
+// runtime in the background unless the session has ended (a paused session
+// resumes). detach removes the client (idempotent).
+func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach func(), err error) {
+	if p == nil || p.Kind == auth.KindSandbox {
+		return nil, ErrForbidden
+	}
+	sess := h.Session()
+	if p.Kind != auth.KindService && p.OrgID != sess.OrgID {
+		return nil, ErrForbidden
+	}
+	if err := h.ensureOwner(ctx); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrClosed
+	}
+	h.clients[c] = p
+	h.publishClientsLocked()
+	h.lastUsed = h.m.d.Now()
+	h.mu.Unlock()
+
+	h.sendTo(c, h.initMessage(ctx))
+	if !ended(sess.Status) {
+		go func() {
+			if err := h.EnsureRuntimeReady(h.life); err != nil && !errors.Is(err, ErrClosed) && h.life.Err() == nil {
+				h.log.Warn("hub: runtime not ready", "err", err)
+				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be started; retrying on the next request."})
+			}
+		}()
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			delete(h.clients, c)
+			h.publishClientsLocked()
+			h.lastUsed = h.m.d.Now()
+			h.mu.Unlock()
+		})
+	}, nil
+}
+
+func (h *Hub) publishClientsLocked() {
+	list := make([]Client, 0, len(h.clients))
+	for c := range h.clients {
+		list = append(list, c)
+	}
+	h.clientsSnap.Store(&list)
+}
+
+// Broadcast sends msg (marshalled to JSON) to every attached client; a
+// client that cannot keep up is disconnected with CloseSlowClient.
+func (h *Hub) Broadcast(msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		h.log.Error("hub: marshal message", "err", err)
+		return
+	}
+	h.BroadcastRaw(b)
+}
+
+// BroadcastRaw sends an already encoded frame to every client.
+func (h *Hub) BroadcastRaw(b []byte) {
+	for _, c := range *h.clientsSnap.Load() {
+		if err := c.Send(b); err != nil {
+			h.drop(c, CloseSlowClient, ReasonSlowClient)
+		}
+	}
+}
+
+func (h *Hub) sendTo(c Client, msg any) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		h.log.Error("hub: marshal message", "err", err)
+		return
+	}
+	if err := c.Send(b); err != nil {
+		h.drop(c, CloseSlowClient, ReasonSlowClient)
+	}
+}
+
+func (h *Hub) drop(c Client, code int, reason string) {
+	h.mu.Lock()
+	_, ok := h.clients[c]
+	delete(h.clients, c)
+	if ok {
+		h.publishClientsLocked()
+	}
+	h.mu.Unlock()
+	if ok {
+		h.log.Info("hub: disconnecting client", "code", code, "reason", reason)
+		c.Close(code, reason)
+	}
+}
+
+// ---- status ----
+
+// Status reports the hub's state.
+func (h *Hub) Status() Status {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	st := Status{SessionID: h.id, Status: h.sess.Status, Agent: AgentUnknown, RuntimeReady: h.rt != nil, Clients: len(h.clients), Owner: h.owner}
+	if h.rt != nil {
+		st.SandboxID = h.rt.sb.ID
+		st.Agent = AgentIdle
+		if h.proc.Busy() {
+			st.Agent = AgentBusy
+		}
+	}
+	return st
+}
+
+func (h *Hub) statusMessage() StatusMessage {
+	st := h.Status()
+	s := st.Status
+	if !st.RuntimeReady && !ended(s) && s != sessions.StatusPaused {
+		s = sessions.StatusStarting
+	}
+	return StatusMessage{Type: MsgStatus, Status: s, Agent: st.Agent}
+}
+
+func (h *Hub) agentChanged(bool) {
+	// Called under the processor lock: only compute and send.
+	go h.Broadcast(h.statusMessage())
+}
+
+func (h *Hub) initMessage(ctx context.Context) InitMessage {
+	sess := h.Session()
+	msg := InitMessage{Type: MsgInit, Session: sessionInfo(sess), Messages: []ChatMessage{}, Status: h.statusMessage()}
+	h.mu.Lock()
+	rt := h.rt
+	h.mu.Unlock()
+	if rt != nil {
+		hist, err := rt.oc.Messages(ctx, rt.agentSessionID)
+		if err != nil {
+			h.log.Warn("hub: load message history", "err", err)
+		} else {
+			msg.Messages = chatHistory(hist)
+		}
+	}
+	return msg
+}
+
+func sessionInfo(s sessions.Session) SessionInfo {
+	prs := s.PRURLs
+	if prs == nil {
+		prs = []string{}
+	}
+	return SessionInfo{ID: s.ID, OrgID: s.OrgID, Title: s.Title, Status: s.Status, SessionType: s.SessionType, ClientType: s.ClientType,
+		ModelID: s.ModelID, CreatedBy: s.CreatedBy, SandboxID: s.SandboxID, AutomationID: s.AutomationID, RunID: s.RunID,
+		LatestTask: s.LatestTask, PRURLs: prs, StartedAt: s.StartedAt, LastActivityAt: s.LastActivityAt, EndedAt: s.EndedAt}
+}
+
+func chatHistory(hist []opencode.MessageWithParts) []ChatMessage {
+	out := make([]ChatMessage, 0, len(hist))
+	for _, m := range hist {
+		cm := ChatMessage{ID: m.Info.ID, Role: m.Info.Role, Content: m.Text(), CreatedAt: m.Info.Time.Created,
+			Completed: m.Info.Role == "user" || m.Info.Time.Completed != 0}
+		for _, p := range m.Parts {
+			switch p.Type {
+			case opencode.PartText:
+				cm.Parts = append(cm.Parts, ChatPart{ID: p.ID, Type: p.Type, Text: p.Text})
+			case opencode.PartTool:
+				cp := ChatPart{ID: p.ID, Type: p.Type, Tool: p.Tool, ToolCallID: p.CallID}
+				if p.State != nil {
+					cp.Status, cp.Input, cp.Output, cp.Error, cp.Title = p.State.Status, p.State.Input, p.State.Output, p.State.Error, p.State.Title
+				}
+				cm.Parts = append(cm.Parts, cp)
+			}
+		}
+		out = append(out, cm)
+	}
+	return out
+}
+
+func ended(status string) bool {
+	return status == sessions.StatusStopped || status == sessions.StatusFailed
+}
+
+// ---- client messages ----
+
+// HandleClientMessage handles one frame from client c (attached with
+// principal p): ping, prompt, cancel, get_status, get_messages,
+// save_snapshot. Replies (pong, status, init, request errors) go to c only;
+// effects (new messages, snapshot_result) are broadcast. A prompt may block
+// until the runtime is ready; callers run it off their read loop if needed.
+func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Principal, raw []byte) {
+	var msg ClientMessage
+	if err := json.Unmarshal(raw, &msg); err != nil || msg.Type == "" {
+		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "message must be a JSON object with a type"})
+		return
+	}
+	h.touch()
+	switch msg.Type {
+	case ClientPing:
+		h.sendTo(c, PongMessage{Type: MsgPong})
+	case ClientGetStatus:
+		h.sendTo(c, h.statusMessage())
+	case ClientGetMessages:
+		h.sendTo(c, h.initMessage(ctx))
+	case ClientPrompt:
+		if err := h.Prompt(ctx, p, msg.Content); err != nil {
+			h.sendTo(c, requestError("prompt_failed", err))
+		}
+	case ClientCancel:
+		if err := h.Cancel(ctx, p); err != nil {
+			h.sendTo(c, requestError("cancel_failed", err))
+		}
+	case ClientSaveSnapshot:
+		go func() {
+			id, err := h.SaveSnapshot(h.life)
+			res := SnapshotResultMessage{Type: MsgSnapshotResult, Success: err == nil, SnapshotID: id}
+			if err != nil {
+				h.log.Warn("hub: snapshot failed", "err", err)
+				res.Error = "snapshot failed"
+			}
+			h.Broadcast(res)
+		}()
+	default:
+		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
+	}
+}
+
+func requestError(code string, err error) ErrorMessage {
+	switch {
+	case errors.Is(err, ErrForbidden):
+		return ErrorMessage{Type: MsgError, Code: "forbidden", Message: "only the session's creator can do this"}
+	case errors.Is(err, ErrEmptyPrompt):
+		return ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "prompt content is empty"}
+	case errors.Is(err, ErrSessionEnded):
+		return ErrorMessage{Type: MsgError, Code: "session_ended", Message: "the session has ended"}
+	case errors.Is(err, ErrNotOwner):
+		return ErrorMessage{Type: MsgError, Code: "not_owner", Message: ReasonNotOwner}
+	}
+	return ErrorMessage{Type: MsgError, Code: code, Message: "the request failed; please retry"}
+}
+
+// canMutate: service principals and the session's creator (any member of
+// the organization for headless sessions without a creator).
+func (h *Hub) canMutate(p *auth.Principal) bool {
+	if p == nil {
+		return false
+	}
+	sess := h.Session()
+	switch p.Kind {
+	case auth.KindService:
+		return true
+	case auth.KindSandbox:
+		return false
+	}
+	if p.OrgID != sess.OrgID {
+		return false
+	}
+	return sess.CreatedBy == nil || *sess.CreatedBy == p.UserID
+}
+
+// Prompt sends a user prompt to the agent, starting the runtime if needed
+// (ErrForbidden unless the principal may mutate the session).
+func (h *Hub) Prompt(ctx context.Context, p *auth.Principal, text string) error {
+	if strings.TrimSpace(text) == "" {
+		return ErrEmptyPrompt
+	}
+	if !h.canMutate(p) {
+		return ErrForbidden
+	}
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		return err
+	}
+	var userID *string
+	if p.UserID != "" {
+		u := p.UserID
+		userID = &u
+	}
+	return h.sendPrompt(ctx, text, userID)
+}
+
+func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error {
+	h.mu.Lock()
+	rt := h.rt
+	h.mu.Unlock()
+	if rt == nil {
+		return fmt.Errorf("hub: runtime of %s went away", h.id)
+	}
+	h.Broadcast(MessageMessage{Type: MsgMessage, Message: ChatMessage{ID: "usr_" + randomID(), Role: "user", Content: text,
+		CreatedAt: h.m.d.Now().UnixMilli(), Completed: true}})
+	h.proc.markBusy()
+	if err := rt.oc.PromptAsync(ctx, rt.agentSessionID, []opencode.PartInput{opencode.TextPart(text)}, opencode.PromptOptions{}); err != nil {
+		h.proc.process(opencode.Event{Type: opencode.EventSessionIdle}) // not busy after all
+		return fmt.Errorf("hub: send prompt: %w", err)
+	}
+	h.counters.RecordMessage()
+	h.touch()
+	bg := context.WithoutCancel(ctx)
+	if err := h.m.d.Sessions.RecordUserMessage(bg, h.id, userID); err != nil {
+		h.log.Warn("hub: record user message", "err", err)
+	}
+	if err := h.m.d.Sessions.Touch(bg, h.id); err != nil {
+		h.log.Warn("hub: touch session", "err", err)
+	}
+	return nil
+}
+
+// Cancel aborts the running agent turn (a no-op when no runtime is up).
+func (h *Hub) Cancel(ctx context.Context, p *auth.Principal) error {
+	if !h.canMutate(p) {
+		return ErrForbidden
+	}
+	h.mu.Lock()
+	rt := h.rt
+	h.mu.Unlock()
+	if rt == nil {
+		return nil
+	}
+	if err := rt.oc.Abort(ctx, rt.agentSessionID); err != nil {
+		return fmt.Errorf("hub: abort: %w", err)
+	}
+	return nil
+}
+
+// ToolCallStarted marks a gateway tool callback in flight (the hub is not
+// evicted meanwhile); call the returned func when it ends.
+func (h *Hub) ToolCallStarted() (done func()) {
+	h.mu.Lock()
+	h.activeTools++
+	h.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			h.mu.Lock()
+			h.activeTools--
+			h.lastUsed = h.m.d.Now()
+			h.mu.Unlock()
+		})
+	}
+}
+
+// ---- lifecycle ----
+
+// SaveSnapshot snapshots the running sandbox (it keeps running) and records
+// the snapshot id on the session.
+func (h *Hub) SaveSnapshot(ctx context.Context) (string, error) {
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	rt := h.rt
+	h.mu.Unlock()
+	if rt == nil {
+		return "", fmt.Errorf("hub: runtime of %s went away", h.id)
+	}
+	snap, err := h.m.d.Provider.Snapshot(ctx, h.id, rt.sb.ID)
+	if err != nil {
+		return "", fmt.Errorf("hub: snapshot: %w", err)
+	}
+	if err := h.m.d.Sessions.SetSnapshot(ctx, h.id, snap); err != nil {
+		return "", fmt.Errorf("hub: record snapshot: %w", err)
+	}
+	return snap, nil
+}
+
+// detachRuntime stops the SSE bridge and forgets the runtime (the sandbox
+// itself is untouched). It returns the sandbox id the hub knew, or the
+// session's stored one.
+func (h *Hub) detachRuntime() string {
+	h.mu.Lock()
+	rt := h.rt
+	h.rt = nil
+	sandboxID := ""
+	if h.sess.SandboxID != nil {
+		sandboxID = *h.sess.SandboxID
+	}
+	h.mu.Unlock()
+	if rt != nil {
+		rt.stop()
+		sandboxID = rt.sb.ID
+	}
+	h.proc.stop()
+	return sandboxID
+}
+
+// waitBoot waits for a runtime boot in flight (so Pause/Terminate do not
+// race a sandbox being created).
+func (h *Hub) waitBoot(ctx context.Context) {
+	h.mu.Lock()
+	f := h.ready
+	h.mu.Unlock()
+	if f != nil {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Pause snapshots and stops the sandbox, marks the session paused and
+// closes the hub (clients get CloseSessionEnded). The next attach resumes
+// from the snapshot.
+func (h *Hub) Pause(ctx context.Context, reason string) error {
+	if err := h.ensureOwner(ctx); err != nil {
+		return err
+	}
+	h.waitBoot(ctx)
+	h.counters.StopRunning(h.m.d.Now())
+	h.flushTelemetry(ctx)
+	sandboxID := h.detachRuntime()
+	snap := ""
+	if sandboxID != "" {
+		s, err := h.m.d.Provider.Pause(ctx, h.id, sandboxID)
+		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
+			return fmt.Errorf("hub: pause sandbox: %w", err)
+		}
+		snap = s
+	}
+	if snap == "" {
+		if cur := h.Session().SnapshotID; cur != nil {
+			snap = *cur
+		}
+	}
+	sess, err := h.m.d.Sessions.MarkPaused(ctx, h.id, reason, snap)
+	if err != nil && !errors.Is(err, sessions.ErrInvalidTransition) {
+		return fmt.Errorf("hub: mark paused: %w", err)
+	}
+	if err == nil {
+		h.setSession(sess)
+	}
+	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusPaused, Agent: AgentUnknown, Message: reason})
+	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, true)
+	return nil
+}
+
+// Terminate stops the sandbox, flushes telemetry, marks the session stopped
+// with reason, outcome and summary (automation.complete) and closes the hub.
+func (h *Hub) Terminate(ctx context.Context, reason, outcome, summary string) error {
+	if err := h.ensureOwner(ctx); err != nil && !errors.Is(err, ErrClosed) {
+		return err
+	}
+	h.waitBoot(ctx)
+	h.counters.StopRunning(h.m.d.Now())
+	h.flushTelemetry(ctx)
+	sandboxID := h.detachRuntime()
+	if sandboxID != "" {
+		if err := h.m.d.Provider.Terminate(ctx, h.id, sandboxID); err != nil {
+			return fmt.Errorf("hub: terminate sandbox: %w", err)
+		}
+	}
+	sess, err := h.m.d.Sessions.MarkStopped(ctx, h.id, reason, outcome, summary)
+	if err != nil && !errors.Is(err, sessions.ErrInvalidTransition) {
+		return fmt.Errorf("hub: mark stopped: %w", err)
+	}
+	if err == nil {
+		h.setSession(sess)
+	}
+	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStopped, Agent: AgentIdle, Message: reason})
+	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, true)
+	return nil
+}
+
+func (h *Hub) setSession(s sessions.Session) {
+	h.mu.Lock()
+	h.sess = s
+	h.mu.Unlock()
+}
+
+func (h *Hub) flushTelemetry(ctx context.Context) {
+	err := h.counters.Flush(ctx, h.m.d.Now(), func(ctx context.Context, d sessions.Telemetry) error {
+		return h.m.d.Sessions.FlushTelemetry(ctx, h.id, d)
+	})
+	if err != nil {
+		h.log.Warn("hub: telemetry flush failed; kept for the next flush", "err", err)
+	}
+}
+
+// close ends the hub: clients are closed with code/reason, the SSE bridge
+// and lease renewal stop, the owner lease (and, with dropRuntime, the
+// runtime lease) is released if held, and the hub leaves the manager.
+// Idempotent.
+func (h *Hub) close(ctx context.Context, code int, reason string, dropRuntime bool) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed = true
+	clients := h.clients
+	h.clients = map[Client]*auth.Principal{}
+	h.publishClientsLocked()
+	rt := h.rt
+	h.rt = nil
+	stopRenew := h.stopRenew
+	owner := h.owner
+	h.owner = false
+	h.mu.Unlock()
+
+	if stopRenew != nil {
+		stopRenew()
+	}
+	if rt != nil {
+		rt.stop()
+	}
+	h.proc.stop()
+	for c := range clients {
+		c.Close(code, reason)
+	}
+	if owner {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := h.m.leases.release(rctx, h.id, dropRuntime); err != nil {
+			h.log.Warn("hub: release leases", "err", err)
+		}
+		cancel()
+	}
+	h.lifeStop()
+	h.m.remove(h)
+}
+
+func randomID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

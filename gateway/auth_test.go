@@ -1,0 +1,180 @@
+package gateway_test
+
+import (
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+)
+
+// Every gateway route against every kind of caller: the creator (access
+// token and API key), another member of the org, a member of another org,
+// a service, the session's sandbox, another session's sandbox, a forged
+// token and none. Another org's session is 404; a sandbox can read its own
+// session and call its own tools, never prompt, cancel, stream or create.
+func TestAuthMatrix(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	var echoes atomic.Int32
+	registerEcho(g, &echoes)
+
+	owner := w.api.NewUser(t)
+	member := w.api.NewUser(t)
+	w.api.AddMember(t, member, owner.OrgID, auth.RoleMember)
+	stranger := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, Title: "matrix"})
+	other := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+
+	callers := []struct {
+		name, token string
+		hdr         map[string]string
+	}{
+		{"creator", owner.Token, nil},
+		{"creator api key", w.apiKey(t, owner), nil},
+		{"org member", member.Token, nil},
+		{"other org", stranger.Token, nil},
+		{"service", w.serviceToken(t), nil},
+		{"service scoped to org", w.serviceToken(t), map[string]string{"X-Proliferate-Org-Id": owner.OrgID}},
+		{"service scoped to other org", w.serviceToken(t), map[string]string{"X-Proliferate-Org-Id": stranger.OrgID}},
+		{"own sandbox", w.sandboxToken(sid), nil},
+		{"other session's sandbox", w.sandboxToken(other), nil},
+		{"forged sandbox", auth.SandboxToken("not-the-service-token-at-all", sid), nil},
+		{"garbage", "eyJhbGciOiJIUzI1NiJ9.e30.sig", nil},
+		{"none", "", nil},
+	}
+	// Expected status per route, in callers order.
+	want := map[string][]int{
+		//             creator key  member stranger svc  svcorg svcother sbx  sbxother forged garbage none
+		"info":     {200, 200, 200, 404, 200, 200, 404, 200, 404, 401, 401, 401},
+		"status":   {200, 200, 200, 404, 200, 200, 404, 200, 404, 401, 401, 401},
+		"message":  {202, 202, 403, 404, 202, 202, 404, 403, 403, 401, 401, 401},
+		"cancel":   {202, 202, 403, 404, 202, 202, 404, 403, 403, 401, 401, 401},
+		"ws":       {101, 101, 101, 404, 101, 101, 404, 403, 403, 401, 401, 401},
+		"snapshot": {200, 200, 403, 404, 200, 200, 404, 403, 403, 401, 401, 401},
+		"start":    {202, 202, 403, 404, 202, 202, 404, 403, 403, 401, 401, 401},
+		"tool":     {403, 403, 403, 403, 403, 403, 403, 200, 403, 401, 401, 401},
+		"create":   {201, 201, 201, 201, 422, 422, 422, 403, 403, 401, 401, 401},
+	}
+	base := g.url + "/proliferate/"
+	for route, statuses := range want {
+		for i, cl := range callers {
+			t.Run(route+"/"+cl.name, func(t *testing.T) {
+				var status int
+				var body []byte
+				switch route {
+				case "info":
+					status, body = call(t, "GET", base+sid, cl.token, nil, cl.hdr)
+				case "status":
+					status, body = call(t, "GET", base+sid+"/status", cl.token, nil, cl.hdr)
+				case "message":
+					h := map[string]string{"Idempotency-Key": uuid.NewString()}
+					for k, v := range cl.hdr {
+						h[k] = v
+					}
+					status, body = call(t, "POST", base+sid+"/message", cl.token, map[string]string{"content": "hello"}, h)
+				case "cancel":
+					status, body = call(t, "POST", base+sid+"/cancel", cl.token, map[string]any{}, cl.hdr)
+				case "snapshot", "start":
+					status, body = call(t, "POST", base+sid+"/"+route, cl.token, map[string]any{}, cl.hdr)
+				case "tool":
+					status, body = call(t, "POST", base+sid+"/tools/echo_test", cl.token,
+						map[string]any{"tool_call_id": uuid.NewString(), "args": map[string]any{}}, cl.hdr)
+				case "create":
+					status, body = call(t, "POST", base+"sessions", cl.token, map[string]any{"title": "new"}, cl.hdr)
+				case "ws":
+					st, c := dialWS(t, g, sid, cl.token, false, cl.hdr)
+					status = st
+					if c != nil {
+						readUntil(t, c, "init")
+						_ = c.Close()
+					}
+				}
+				if status != statuses[i] {
+					t.Fatalf("%s by %s: status %d, want %d: %s", route, cl.name, status, statuses[i], body)
+				}
+				if status >= 400 && route != "ws" {
+					code := errorCode(t, body)
+					wantCode := map[int]string{401: "unauthenticated", 403: "forbidden", 404: "not_found", 422: "validation_failed"}[status]
+					if code != wantCode {
+						t.Fatalf("code %q, want %q", code, wantCode)
+					}
+				}
+			})
+		}
+	}
+	// The stream also takes the token from ?token= (browsers cannot set
+	// headers on WebSocket upgrades); a sandbox token is refused there too.
+	if st, c := dialWS(t, g, sid, owner.Token, true); st != 101 {
+		t.Fatalf("token in query: %d", st)
+	} else {
+		readUntil(t, c, "init")
+	}
+	if st, _ := dialWS(t, g, sid, w.sandboxToken(sid), true); st != 403 {
+		t.Fatalf("sandbox token in query: %d", st)
+	}
+	// Unknown and malformed ids are 404, like another org's.
+	for _, id := range []string{uuid.NewString(), "not-a-uuid"} {
+		if st, _ := call(t, "GET", base+id, owner.Token, nil, nil); st != 404 {
+			t.Fatalf("GET %s: %d", id, st)
+		}
+	}
+	if n := echoes.Load(); n != 1 {
+		t.Fatalf("the tool ran %d times; only the own sandbox may call it", n)
+	}
+}
+
+// Credentials never appear in the gateway's logs (the WebSocket token
+// travels in the query string).
+func TestTokensAreNotLogged(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	if st, c := dialWS(t, g, sid, owner.Token, true); st != 101 {
+		t.Fatal(st)
+	} else {
+		readUntil(t, c, "init")
+	}
+	call(t, "POST", g.url+"/proliferate/"+sid+"/tools/save_snapshot", w.sandboxToken(sid),
+		map[string]any{"tool_call_id": "x", "args": map[string]any{}}, nil)
+	logs := w.logs.String()
+	for _, secret := range []string{owner.Token, w.sandboxToken(sid)} {
+		if contains(logs, secret) {
+			t.Fatalf("a credential was logged")
+		}
+	}
+	if !contains(logs, "gateway request") {
+		t.Fatalf("no request log lines: %s", logs)
+	}
+}
+
+func contains(s, sub string) bool { return sub != "" && strings.Contains(s, sub) }
+
+// Browsers of the configured origins may call the gateway (preflight and
+// actual request); other origins get no CORS headers.
+func TestCORS(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	st, _ := call(t, "OPTIONS", g.url+"/proliferate/sessions", "", nil, map[string]string{
+		"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"})
+	if st != 204 {
+		t.Fatalf("preflight: %d", st)
+	}
+	req, _ := http.NewRequest("GET", g.url+"/healthz", nil)
+	for origin, want := range map[string]string{"https://app.example.com": "https://app.example.com", "https://evil.example": ""} {
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != want {
+			t.Fatalf("origin %s: %q", origin, got)
+		}
+	}
+}

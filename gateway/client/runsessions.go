@@ -1,0 +1,93 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/proliferate/proliferate/internal/runs"
+)
+
+// OrgHeader scopes a service credential's session lookups to an
+// organization (gateway.OrgHeader).
+const OrgHeader = "X-Proliferate-Org-Id"
+
+// RunSessions implements runs.Sessions over the gateway with a service
+// token: a run's session is an automation session (client type automation,
+// sandbox started immediately) created with the run's idempotency key, its
+// prompt is sent once per key, and its state is the gateway's status.
+type RunSessions struct {
+	C *Client
+}
+
+var _ runs.Sessions = (*RunSessions)(nil)
+
+// NewRunSessions returns the run pipeline's sessions over c (c.Token must
+// be a service token).
+func NewRunSessions(c *Client) *RunSessions { return &RunSessions{C: c} }
+
+// rejected wraps permanent refusals so the run fails instead of retrying.
+func rejected(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Permanent() {
+		return fmt.Errorf("%w: %w", runs.ErrSessionRejected, err)
+	}
+	return err
+}
+
+// scoped returns a client whose lookups are scoped to orgID.
+func (r *RunSessions) scoped(orgID string) *Client {
+	c := *r.C
+	c.Header = c.Header.Clone()
+	if c.Header == nil {
+		c.Header = http.Header{}
+	}
+	if orgID != "" {
+		c.Header.Set(OrgHeader, orgID)
+	}
+	return &c
+}
+
+// CreateSession implements runs.Sessions.
+func (r *RunSessions) CreateSession(ctx context.Context, req runs.SessionRequest) (string, error) {
+	run, auto := req.RunID, req.AutomationID
+	cr := CreateSessionRequest{
+		OrgID: req.OrgID, ConfigurationID: req.ConfigurationID, SessionType: "automation",
+		ClientType: "automation", SandboxMode: "immediate", ModelID: req.ModelID, Title: req.Title,
+		RunID: &run, IdempotencyKey: req.IdempotencyKey,
+	}
+	if auto != "" {
+		cr.AutomationID = &auto
+	}
+	if req.TriggeredBy != nil {
+		cr.ClientMetadata = map[string]any{"triggered_by": *req.TriggeredBy}
+	}
+	s, err := r.scoped(req.OrgID).CreateSession(ctx, cr)
+	if err != nil {
+		return "", rejected(fmt.Errorf("create session of run %s: %w", req.RunID, err))
+	}
+	return s.ID, nil
+}
+
+// SendPrompt implements runs.Sessions.
+func (r *RunSessions) SendPrompt(ctx context.Context, orgID, sessionID, prompt, idempotencyKey string) error {
+	if _, err := r.scoped(orgID).PostMessage(ctx, sessionID, prompt, idempotencyKey); err != nil {
+		return rejected(fmt.Errorf("prompt session %s: %w", sessionID, err))
+	}
+	return nil
+}
+
+// SessionState implements runs.Sessions; a missing session is reported as
+// gone, not as an error.
+func (r *RunSessions) SessionState(ctx context.Context, orgID, sessionID string) (runs.SessionState, error) {
+	st, err := r.scoped(orgID).Status(ctx, sessionID)
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return runs.SessionState{}, nil
+	}
+	if err != nil {
+		return runs.SessionState{}, fmt.Errorf("status of session %s: %w", sessionID, err)
+	}
+	return runs.SessionState{Exists: true, Status: st.Status, SandboxAlive: st.SandboxAlive}, nil
+}

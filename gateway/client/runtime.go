@@ -1,0 +1,57 @@
+package client
+
+import (
+	"context"
+	"net/http"
+)
+
+// Start asks the gateway to start the session's runtime now (returns
+// before it is ready).
+func (c *Client) Start(ctx context.Context, sessionID string) error {
+	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/start"), struct{}{}, nil, nil)
+	return err
+}
+
+// Pause snapshots and stops the session's sandbox and marks it paused.
+func (c *Client) Pause(ctx context.Context, sessionID string) (Session, error) {
+	var s Session
+	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/pause"), struct{}{}, nil, &s)
+	return s, err
+}
+
+// Snapshot snapshots the session's running sandbox and returns the id.
+func (c *Client) Snapshot(ctx context.Context, sessionID string) (string, error) {
+	var out SnapshotResponse
+	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/snapshot"), struct{}{}, nil, &out)
+	return out.SnapshotID, err
+}
+
+// SessionRuntime is the dashboard API's view of live sessions
+// (api/sessions.Runtime: Start, Pause, Snapshot by org and session) over a
+// client holding a service credential; calls are scoped to the org.
+type SessionRuntime struct {
+	C *Client
+}
+
+// NewSessionRuntime returns the API's runtime over c (a service credential).
+func NewSessionRuntime(c *Client) *SessionRuntime { return &SessionRuntime{C: c} }
+
+func (r *SessionRuntime) scoped(orgID string) *Client {
+	return (&RunSessions{C: r.C}).scoped(orgID)
+}
+
+// Start implements api/sessions.Runtime.
+func (r *SessionRuntime) Start(ctx context.Context, orgID, sessionID string) error {
+	return r.scoped(orgID).Start(ctx, sessionID)
+}
+
+// Pause implements api/sessions.Runtime.
+func (r *SessionRuntime) Pause(ctx context.Context, orgID, sessionID string) error {
+	_, err := r.scoped(orgID).Pause(ctx, sessionID)
+	return err
+}
+
+// Snapshot implements api/sessions.Runtime.
+func (r *SessionRuntime) Snapshot(ctx context.Context, orgID, sessionID string) (string, error) {
+	return r.scoped(orgID).Snapshot(ctx, sessionID)
+}

@@ -1,0 +1,218 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/api/identity"
+	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/tools"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// countingProvider counts snapshots taken through the simulated provider.
+type countingProvider struct {
+	*agentsim.Provider
+	snapshots atomic.Int32
+}
+
+func (p *countingProvider) Snapshot(ctx context.Context, sessionID, sandboxID string) (string, error) {
+	p.snapshots.Add(1)
+	return p.Provider.Snapshot(ctx, sessionID, sandboxID)
+}
+
+// world is the shared state of one test: the API (for credentials), the
+// session store, a simulated sandbox provider, and the gateways started.
+type world struct {
+	api   *apitest.Env
+	codec *schemas.Codec
+	store *sessions.Store
+	prov  *countingProvider
+	logs  *testenv.LogBuffer
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	e := apitest.New(t, []func(*api.Server) error{identity.Register})
+	codec, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov := &countingProvider{Provider: agentsim.NewProvider(agentsim.Options{TokenDelay: 2 * time.Millisecond})}
+	t.Cleanup(prov.Close)
+	return &world{api: e, codec: codec, store: &sessions.Store{Pool: e.Deps.Pool, Codec: codec}, prov: prov,
+		logs: &testenv.LogBuffer{}}
+}
+
+// gw is one running gateway instance.
+type gw struct {
+	srv  *gateway.Server
+	hubs *hub.Manager
+	url  string
+	c    func(token string) *client.Client
+}
+
+// start runs a gateway instance (its own hub manager, like a process).
+func (w *world) start(t *testing.T, instance string) *gw {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	url := "http://" + hs.Listener.Addr().String()
+	log := slog.New(slog.NewJSONHandler(w.logs, nil))
+	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
+		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
+	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hubs.Shutdown(ctx)
+		srv.Close(ctx)
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return &gw{srv: srv, hubs: hubs, url: url, c: func(tok string) *client.Client {
+		c := client.New(url, tok)
+		c.Reconnect = client.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3}
+		return c
+	}}
+}
+
+func (w *world) serviceToken(t *testing.T) string {
+	t.Helper()
+	tok, err := identity.IssueServiceToken(w.api.Deps.Cfg.ServiceToken, "worker", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (w *world) sandboxToken(sessionID string) string {
+	return auth.SandboxToken(w.api.Deps.Cfg.ServiceToken, sessionID)
+}
+
+func (w *world) apiKey(t *testing.T, u *apitest.User) string {
+	t.Helper()
+	var k identity.CreatedAPIKey
+	w.api.Do(t, "POST", "/api-keys", u.Token, map[string]any{"name": "cli"}).Expect(t, http.StatusCreated, &k)
+	return k.Key
+}
+
+// call is one raw HTTP request to a gateway.
+func call(t *testing.T, method, url, token string, body any, hdr map[string]string) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// dialWS opens the session stream and returns the handshake status (101 on
+// success, with the open connection).
+func dialWS(t *testing.T, g *gw, sessionID, token string, inQuery bool, extra ...map[string]string) (int, *websocket.Conn) {
+	t.Helper()
+	url := "ws" + g.url[len("http"):] + "/proliferate/" + sessionID
+	hdr := http.Header{}
+	for _, m := range extra {
+		for k, v := range m {
+			hdr.Set(k, v)
+		}
+	}
+	if inQuery {
+		url += "?token=" + token
+	} else if token != "" {
+		hdr.Set("Authorization", "Bearer "+token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.DefaultDialer.DialContext(ctx, url, hdr)
+	if errors.Is(err, websocket.ErrBadHandshake) && resp != nil {
+		return resp.StatusCode, nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return http.StatusSwitchingProtocols, c
+}
+
+// readUntil reads frames until one of type typ (or fails after the deadline).
+func readUntil(t *testing.T, c *websocket.Conn, typ string) json.RawMessage {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+	for {
+		_, data, err := c.ReadMessage()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", typ, err)
+		}
+		var head struct{ Type string }
+		_ = json.Unmarshal(data, &head)
+		if head.Type == typ {
+			return data
+		}
+	}
+}
+
+func errorCode(t *testing.T, body []byte) string {
+	t.Helper()
+	var e api.ErrorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("not the error shape: %s", body)
+	}
+	if e.Error.RequestID == "" {
+		t.Fatalf("error without request id: %s", body)
+	}
+	return e.Error.Code
+}
+
+// registerEcho adds a side-effect-free tool that counts its executions.
+func registerEcho(g *gw, n *atomic.Int32) {
+	g.srv.Tools().Register(tools.Tool{Name: "echo_test", Execute: func(_ context.Context, c tools.Call) (tools.Result, error) {
+		k := n.Add(1)
+		return tools.Result{Success: true, Result: "echo " + string(c.Args), Data: map[string]any{"execution": k}}, nil
+	}})
+}

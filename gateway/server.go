@@ -1,0 +1,266 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/tools"
+	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+// Deps are what the gateway needs. Cfg, Log, Pool, Redis, Codec, Hubs,
+// Sessions and APIServer are required.
+type Deps struct {
+	Cfg      *config.Config
+	Log      *slog.Logger
+	Pool     *pgxpool.Pool
+	Redis    *redis.Client
+	Codec    *schemas.Codec
+	Hubs     *hub.Manager
+	Sessions *sessions.Store
+	// APIServer verifies credentials exactly as the REST API does.
+	APIServer *api.Server
+	// Tools executes platform tool callbacks; nil builds the platform
+	// registry (tools.New).
+	Tools *tools.Registry
+	// MessageKeyTTL is how long a message Idempotency-Key is remembered [24h].
+	MessageKeyTTL time.Duration
+	// MaxBodyBytes bounds request bodies [Cfg.APIMaxBodyBytes].
+	MaxBodyBytes int64
+	// WSMaxBufferedBytes is a WebSocket client's outbound budget [1 MiB].
+	WSMaxBufferedBytes int
+	// AfterTimeout bounds tools' After hooks (session termination) [2m].
+	AfterTimeout time.Duration
+	// Now is the clock [time.Now].
+	Now func() time.Time
+}
+
+// Server is the gateway's HTTP handler.
+type Server struct {
+	d     Deps
+	mux   *http.ServeMux
+	tools *tools.Registry
+
+	bg     sync.WaitGroup
+	bgCtx  context.Context
+	bgStop context.CancelFunc
+}
+
+// New builds the server.
+func New(d Deps) (*Server, error) {
+	switch {
+	case d.Cfg == nil, d.Pool == nil, d.Redis == nil, d.Codec == nil, d.Hubs == nil, d.Sessions == nil, d.APIServer == nil:
+		return nil, errors.New("gateway: Cfg, Pool, Redis, Codec, Hubs, Sessions and APIServer are required")
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.MessageKeyTTL <= 0 {
+		d.MessageKeyTTL = 24 * time.Hour
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = int64(d.Cfg.APIMaxBodyBytes)
+	}
+	if d.MaxBodyBytes <= 0 {
+		d.MaxBodyBytes = 1 << 20
+	}
+	if d.AfterTimeout <= 0 {
+		d.AfterTimeout = 2 * time.Minute
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	s := &Server{d: d, mux: http.NewServeMux(), tools: d.Tools}
+	if s.tools == nil {
+		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log})
+	}
+	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
+	s.routes()
+	return s, nil
+}
+
+// Handler is the http.Handler to serve.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// Tools is the server's tool registry (to register more tools).
+func (s *Server) Tools() *tools.Registry { return s.tools }
+
+// Close waits for background work (immediate sandbox starts, post-tool
+// hooks) to finish, cancelling it when ctx ends.
+func (s *Server) Close(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { s.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.bgStop()
+		<-done
+	}
+}
+
+// background runs f detached from any request, tracked by Close.
+func (s *Server) background(f func(ctx context.Context)) {
+	s.bg.Go(func() { f(s.bgCtx) })
+}
+
+const requestIDKey ctxKey = "request_id"
+
+type ctxKey string
+
+var requestIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{8,64}$`)
+
+// serve adds a request id, a body limit, panic recovery and one log line
+// per request (never bodies, queries or headers: ?token= stays out of logs).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	start := s.d.Now()
+	id := r.Header.Get("X-Request-Id")
+	if !requestIDRE.MatchString(id) {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		id = hex.EncodeToString(b)
+	}
+	w.Header().Set("X-Request-Id", id)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, id))
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, s.d.MaxBodyBytes)
+	}
+	if s.cors(w, r) {
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.d.Log.Error("gateway panic", "request_id", id, "panic", fmt.Sprint(p))
+			if sw.status == 0 {
+				s.writeError(sw, r, fmt.Errorf("panic: %v", p))
+			}
+		}
+		level := slog.LevelInfo
+		if sw.status >= 500 {
+			level = slog.LevelError
+		}
+		s.d.Log.Log(r.Context(), level, "gateway request", "request_id", id, "method", r.Method,
+			"route", r.Pattern, "status", sw.status, "duration_ms", s.d.Now().Sub(start).Milliseconds())
+	}()
+	s.mux.ServeHTTP(sw, r)
+}
+
+// cors allows the configured browser origins (API_CORS_ORIGINS, as the
+// REST API) and answers preflights; it reports whether it answered.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !slices.Contains(s.d.Cfg.APICORSOrigins, origin) {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, X-Request-Id")
+	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
+	h.Set("Access-Control-Max-Age", "600")
+	if r.Method == http.MethodOptions {
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	}
+	return false
+}
+
+// statusWriter records the status; Unwrap keeps http.ResponseController
+// (WebSocket hijacking, flushing) working through it.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// writeJSON writes v with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError writes the API's error shape; unknown errors are a 500 that
+// reveals nothing (the cause is logged with the request id).
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		e = &api.Error{Status: http.StatusInternalServerError, Code: api.CodeInternal, Message: "internal error"}
+	}
+	id, _ := r.Context().Value(requestIDKey).(string)
+	if e.Status >= 500 {
+		s.d.Log.Error("gateway error", "request_id", id, "route", r.Pattern, "error", err)
+	}
+	var body api.ErrorBody
+	body.Error.Code, body.Error.Message, body.Error.Details, body.Error.RequestID = e.Code, e.Message, e.Details, id
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="proliferate"`)
+	}
+	writeJSON(w, e.Status, body)
+}
+
+// handlerFunc is a route handler returning an error to write.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+func (s *Server) routes() {
+	s.handle("POST /proliferate/sessions", s.createSession)
+	s.handle("GET /proliferate/{id}", s.getSession)
+	s.handle("GET /proliferate/{id}/status", s.getStatus)
+	s.handle("POST /proliferate/{id}/message", s.postMessage)
+	s.handle("POST /proliferate/{id}/cancel", s.postCancel)
+	s.handle("POST /proliferate/{id}/tools/{tool}", s.postTool)
+	s.handle("POST /proliferate/{id}/start", s.postStart)
+	s.handle("POST /proliferate/{id}/pause", s.postPause)
+	s.handle("POST /proliferate/{id}/snapshot", s.postSnapshot)
+	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return nil
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, api.NotFound("route"))
+	})
+}

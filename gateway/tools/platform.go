@@ -1,0 +1,261 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// Platform tool names.
+const (
+	SaveSnapshot        = "save_snapshot"
+	SaveServiceCommands = "save_service_commands"
+	AutomationComplete  = "automation.complete"
+	// AutomationCompleteAlias is the underscore spelling (tool file names
+	// cannot always carry a dot).
+	AutomationCompleteAlias = "automation_complete"
+	RequestEnvVariables     = "request_env_variables"
+)
+
+func platformTools(d Deps) []Tool {
+	return []Tool{
+		{Name: SaveSnapshot, Execute: d.saveSnapshot},
+		{Name: SaveServiceCommands, SessionTypes: []string{sessions.TypeSetup}, Execute: d.saveServiceCommands},
+		{Name: AutomationComplete, Aliases: []string{AutomationCompleteAlias}, Execute: d.automationComplete, After: d.afterAutomationComplete},
+		{Name: RequestEnvVariables, Execute: d.requestEnvVariables},
+	}
+}
+
+// decodeArgs decodes strictly (unknown fields are an error the agent sees).
+func decodeArgs(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("invalid arguments: %v", err)
+	}
+	return nil
+}
+
+// saveSnapshot snapshots the sandbox; in a setup session the snapshot also
+// becomes its configuration's (ready) snapshot.
+func (d Deps) saveSnapshot(ctx context.Context, c Call) (Result, error) {
+	var args struct {
+		Message string `json:"message"`
+	}
+	if err := decodeArgs(c.Args, &args); err != nil {
+		return Failure("%v", err), nil
+	}
+	rt, err := c.Runtime(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("session runtime: %w", err)
+	}
+	id, err := rt.SaveSnapshot(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("snapshot: %w", err)
+	}
+	target := "session"
+	if c.Session.SessionType == sessions.TypeSetup && c.Session.ConfigurationID != nil {
+		tag, err := d.Pool.Exec(ctx, `UPDATE configurations SET snapshot_id = $3, snapshot_status = 'ready',
+				snapshot_provider = $4, snapshot_error = NULL, snapshot_built_at = now(), snapshot_updated_at = now(),
+				snapshot_repos_version = repos_version
+			WHERE id = $1 AND org_id = $2`, *c.Session.ConfigurationID, c.Session.OrgID, id, c.Session.SandboxProvider)
+		if err != nil {
+			return Result{}, fmt.Errorf("record configuration snapshot: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			target = "configuration"
+		}
+	}
+	msg := "Snapshot saved."
+	if args.Message != "" {
+		msg = "Snapshot saved: " + args.Message
+	}
+	return Result{Success: true, Result: msg, Data: map[string]any{"snapshotId": id, "target": target}}, nil
+}
+
+// ServiceCommand is one entry of save_service_commands (stored in
+// configurations.service_commands as {name, command, cwd, workspace_path}).
+type ServiceCommand struct {
+	Name          string `json:"name"`
+	Command       string `json:"command"`
+	Cwd           string `json:"cwd,omitempty"`
+	WorkspacePath string `json:"workspace_path,omitempty"`
+}
+
+// ValidateServiceCommands checks the contract's limits: 1–10 commands,
+// name 1–100, command 1–1000, cwd and workspace path at most 500 characters
+// and relative (no "..").
+func ValidateServiceCommands(cmds []ServiceCommand) []string {
+	var probs []string
+	if len(cmds) < 1 || len(cmds) > 10 {
+		probs = append(probs, "commands: between 1 and 10 entries")
+	}
+	for i, c := range cmds {
+		p := func(f, m string) { probs = append(probs, fmt.Sprintf("commands[%d].%s: %s", i, f, m)) }
+		if n := len(strings.TrimSpace(c.Name)); n < 1 || len(c.Name) > 100 {
+			p("name", "1 to 100 characters")
+		}
+		if n := len(strings.TrimSpace(c.Command)); n < 1 || len(c.Command) > 1000 {
+			p("command", "1 to 1000 characters")
+		}
+		for f, v := range map[string]string{"cwd": c.Cwd, "workspacePath": c.WorkspacePath} {
+			if len(v) > 500 {
+				p(f, "at most 500 characters")
+			}
+			if strings.HasPrefix(v, "/") || strings.Contains("/"+v+"/", "/../") {
+				p(f, "must be relative to the workspace")
+			}
+		}
+	}
+	return probs
+}
+
+func (d Deps) saveServiceCommands(ctx context.Context, c Call) (Result, error) {
+	var args struct {
+		Commands []struct {
+			Name               string `json:"name"`
+			Command            string `json:"command"`
+			Cwd                string `json:"cwd"`
+			WorkspacePath      string `json:"workspacePath"`
+			WorkspacePathSnake string `json:"workspace_path"`
+		} `json:"commands"`
+	}
+	if err := decodeArgs(c.Args, &args); err != nil {
+		return Failure("%v", err), nil
+	}
+	cmds := make([]ServiceCommand, 0, len(args.Commands))
+	for _, a := range args.Commands {
+		wp := a.WorkspacePath
+		if wp == "" {
+			wp = a.WorkspacePathSnake
+		}
+		cmds = append(cmds, ServiceCommand{Name: a.Name, Command: a.Command, Cwd: a.Cwd, WorkspacePath: wp})
+	}
+	if probs := ValidateServiceCommands(cmds); len(probs) > 0 {
+		return Failure("Invalid arguments: %s", strings.Join(probs, "; ")), nil
+	}
+	if c.Session.ConfigurationID == nil {
+		return Failure("this session has no configuration to save service commands to"), nil
+	}
+	raw, err := json.Marshal(cmds)
+	if err != nil {
+		return Result{}, err
+	}
+	tag, err := d.Pool.Exec(ctx, `UPDATE configurations SET service_commands = $3, service_commands_updated_at = now(),
+			service_commands_updated_by = $4, updated_at = now()
+		WHERE id = $1 AND org_id = $2`, *c.Session.ConfigurationID, c.Session.OrgID, raw, c.Session.CreatedBy)
+	if err != nil {
+		return Result{}, fmt.Errorf("save service commands: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return Failure("the session's configuration no longer exists"), nil
+	}
+	return Result{Success: true, Result: fmt.Sprintf("Saved %d service command(s).", len(cmds)),
+		Data: map[string]any{"configurationId": *c.Session.ConfigurationID, "commandCount": len(cmds)}}, nil
+}
+
+// automationComplete applies the completion to the session's run
+// (runs.Complete, scoped to this session) in one transaction.
+func (d Deps) automationComplete(ctx context.Context, c Call) (Result, error) {
+	var comp runs.Completion
+	if err := decodeArgs(c.Args, &comp); err != nil {
+		return Failure("%v", err), nil
+	}
+	var res runs.CompleteResult
+	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = runs.Complete(ctx, tx, d.Codec, c.Session.OrgID, c.Session.ID, comp)
+		return err
+	})
+	switch {
+	case errors.Is(err, runs.ErrInvalid):
+		return Failure("Invalid arguments: %v", strings.TrimPrefix(err.Error(), runs.ErrInvalid.Error()+": ")), nil
+	case errors.Is(err, runs.ErrNotFound):
+		return Failure("run %s is not this session's run", comp.RunID), nil
+	case errors.Is(err, runs.ErrAlreadyCompleted), errors.Is(err, runs.ErrNotRunning):
+		return Failure("%v", err), nil
+	case err != nil:
+		return Result{}, fmt.Errorf("complete run %s: %w", comp.RunID, err)
+	}
+	msg := fmt.Sprintf("Run %s completed with outcome %s.", res.Run.ID, comp.Outcome)
+	if res.Replayed {
+		msg = fmt.Sprintf("Run %s was already completed with this completion id (outcome %s).", res.Run.ID, res.Run.Status)
+	}
+	return Result{Success: true, Result: msg, Data: map[string]any{
+		"runId": res.Run.ID, "status": res.Run.Status, "completionId": comp.CompletionID, "replayed": res.Replayed}}, nil
+}
+
+// afterAutomationComplete terminates the session with the run's outcome
+// once the agent has its answer (automation fast path: no idle snapshot).
+func (d Deps) afterAutomationComplete(ctx context.Context, c Call, r Result) {
+	if !r.Success {
+		return
+	}
+	var comp runs.Completion
+	_ = json.Unmarshal(c.Args, &comp)
+	rt, err := c.Runtime(ctx)
+	if err == nil {
+		err = rt.Terminate(ctx, "automation_complete", comp.Outcome, comp.SummaryMarkdown)
+	}
+	if err != nil {
+		d.Log.Error("terminate session after automation.complete", "session_id", c.Session.ID, "error", err)
+	}
+}
+
+// EnvKey is one variable requested by request_env_variables.
+type EnvKey struct {
+	Key         string `json:"key"`
+	Description string `json:"description,omitempty"`
+	Type        string `json:"type,omitempty"` // env | secret
+	Required    *bool  `json:"required,omitempty"`
+	Suggestions []struct {
+		Label        string `json:"label"`
+		Value        string `json:"value,omitempty"`
+		Instructions string `json:"instructions,omitempty"`
+	} `json:"suggestions,omitempty"`
+}
+
+// requestEnvVariables surfaces the request to the session's clients and
+// answers at once (the user fills the form; values reach the sandbox
+// through the environment API, not through this call).
+func (d Deps) requestEnvVariables(ctx context.Context, c Call) (Result, error) {
+	var args struct {
+		Keys []EnvKey `json:"keys"`
+	}
+	if err := decodeArgs(c.Args, &args); err != nil {
+		return Failure("%v", err), nil
+	}
+	if len(args.Keys) == 0 || len(args.Keys) > 50 {
+		return Failure("Invalid arguments: keys must have 1 to 50 entries"), nil
+	}
+	names := make([]string, 0, len(args.Keys))
+	for i, k := range args.Keys {
+		if k.Key == "" || len(k.Key) > 200 {
+			return Failure("Invalid arguments: keys[%d].key must be 1 to 200 characters", i), nil
+		}
+		if k.Type != "" && k.Type != "env" && k.Type != "secret" {
+			return Failure("Invalid arguments: keys[%d].type must be env or secret", i), nil
+		}
+		names = append(names, k.Key)
+	}
+	rt, err := c.Runtime(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("session runtime: %w", err)
+	}
+	req, err := json.Marshal(args)
+	if err != nil {
+		return Result{}, err
+	}
+	rt.Broadcast(hub.EnvRequestMessage{Type: hub.MsgEnvRequest, ToolCallID: c.ToolCallID, Request: req})
+	return Result{Success: true, Result: fmt.Sprintf(
+		"Asked the user for %s. The values will be written to /tmp/.proliferate_env.json when submitted.", strings.Join(names, ", ")),
+		Data: map[string]any{"keys": names}}, nil
+}

@@ -1,0 +1,168 @@
+package gateway
+
+import (
+	"bufio"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/auth"
+)
+
+// WebSocket limits of the session stream.
+const (
+	// wsReadLimit bounds one client frame; a bigger one closes with 1009.
+	wsReadLimit = 1 << 20
+	// wsWriteTimeout bounds one outbound frame (a stuck peer fails the
+	// write and the hub drops the client).
+	wsWriteTimeout = 10 * time.Second
+	// wsCloseTimeout bounds writing the close frame.
+	wsCloseTimeout = 2 * time.Second
+)
+
+// frameWriter adapts a gorilla connection to hub.FrameWriter, so the hub's
+// SocketClient (bounded queue, slow-client rule) drives it. WriteFrame is
+// only called from the SocketClient's single writer goroutine (gorilla
+// allows one concurrent writer); CloseWith may run concurrently with it,
+// which gorilla allows for WriteControl and Close.
+type frameWriter struct{ c *websocket.Conn }
+
+func (f frameWriter) WriteFrame(msg []byte) error {
+	_ = f.c.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
+	return f.c.WriteMessage(websocket.TextMessage, msg)
+}
+
+// CloseWith sends the close frame (best effort; ErrCloseSent when the close
+// handshake already happened) and drops the connection, which unblocks a
+// WriteFrame stuck on a slow peer.
+func (f frameWriter) CloseWith(code int, reason string) error {
+	err := f.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateReason(reason)),
+		time.Now().Add(wsCloseTimeout))
+	_ = f.c.Close()
+	if errors.Is(err, websocket.ErrCloseSent) {
+		return nil
+	}
+	return err
+}
+
+// truncateReason keeps a close reason within a control frame (125 bytes
+// minus the 2-byte code).
+func truncateReason(reason string) string {
+	if len(reason) > 123 {
+		return reason[:123]
+	}
+	return reason
+}
+
+// upgrader builds the server's upgrader: no compression, no subprotocols,
+// origins as allowed by wsOriginAllowed, refusals in the API's error shape.
+func (s *Server) upgrader() *websocket.Upgrader {
+	return &websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		CheckOrigin:      s.wsOriginAllowed,
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			e := &api.Error{Status: status, Code: api.CodeBadRequest, Message: reason.Error()}
+			if status == http.StatusForbidden {
+				e.Code = api.CodeForbidden
+			}
+			if status >= 500 {
+				e = &api.Error{Status: status, Code: api.CodeInternal, Message: "internal error"}
+			}
+			s.writeError(w, r, e)
+		},
+	}
+}
+
+// wsOriginAllowed is the CORS rule of the HTTP routes applied to the
+// WebSocket handshake (which CORS does not cover): non-browser clients (no
+// Origin header), the configured browser origins (API_CORS_ORIGINS) and
+// same-origin pages may connect; any other page may not, so a foreign site
+// cannot open a stream with a visitor's ambient credentials.
+func (s *Server) wsOriginAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || slices.Contains(s.d.Cfg.APICORSOrigins, origin) {
+		return true
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && strings.EqualFold(u.Host, r.Host)
+}
+
+// hijackable gives gorilla (which needs an http.Hijacker) the connection
+// under the request logger's wrapper, which only supports Unwrap; refusals
+// still go through the wrapper so their status is logged.
+type hijackable struct{ http.ResponseWriter }
+
+func (h hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(h.ResponseWriter).Hijack()
+}
+
+// serveWS authenticates (Authorization header or ?token=), checks the
+// origin and access before upgrading (401/403/404 are plain HTTP answers),
+// then attaches the socket to the session's hub and feeds it client frames
+// until it closes.
+func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
+	if !s.wsOriginAllowed(r) {
+		return api.Forbidden("origin not allowed")
+	}
+	p, err := s.principal(r, true)
+	if err != nil {
+		return err
+	}
+	if p.Kind == auth.KindSandbox {
+		return api.Forbidden("sandbox credentials cannot open session streams")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	h, err := s.d.Hubs.Hub(ctx, sess.ID)
+	if err != nil {
+		return hubError(w, err)
+	}
+	conn, err := s.upgrader().Upgrade(hijackable{w}, r, nil)
+	if err != nil {
+		return nil // already answered
+	}
+	conn.SetReadLimit(wsReadLimit)
+	sc := hub.NewSocketClient(frameWriter{conn}, s.d.WSMaxBufferedBytes)
+	detach, err := h.Attach(ctx, sc, p)
+	if err != nil {
+		switch {
+		case errors.Is(err, hub.ErrNotOwner):
+			sc.Close(hub.CloseNotOwner, hub.ReasonNotOwner)
+		case errors.Is(err, hub.ErrSessionEnded):
+			sc.Close(hub.CloseSessionEnded, hub.ReasonSessionEnded)
+		case errors.Is(err, hub.ErrClosed):
+			sc.Close(hub.CloseOwnershipLost, hub.ReasonOwnershipLost)
+		default:
+			s.d.Log.Error("attach websocket", "session_id", sess.ID, "error", err)
+			sc.Close(websocket.CloseInternalServerErr, "internal error")
+		}
+		<-sc.Done()
+		return nil
+	}
+	defer func() {
+		detach()
+		sc.Close(websocket.CloseNormalClosure, "")
+		<-sc.Done()
+	}()
+	for {
+		typ, data, err := conn.ReadMessage()
+		if err != nil {
+			return nil
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		h.HandleClientMessage(ctx, sc, p, data)
+	}
+}

@@ -1,0 +1,79 @@
+package gateway_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+)
+
+// The WebSocket handshake follows the HTTP routes' CORS rule: no Origin
+// (non-browser clients), a configured origin (API_CORS_ORIGINS) and the
+// gateway's own origin may connect; a foreign page gets 403 before any
+// credential is looked at.
+func TestWebSocketOriginCheck(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	for origin, want := range map[string]int{
+		"":                        101,
+		"https://app.example.com": 101,
+		g.url:                     101,
+		"https://evil.example":    403,
+		"null":                    403,
+	} {
+		var extra map[string]string
+		if origin != "" {
+			extra = map[string]string{"Origin": origin}
+		}
+		st, c := dialWS(t, g, sid, owner.Token, false, extra)
+		if st != want {
+			t.Fatalf("origin %q: %d, want %d", origin, st, want)
+		}
+		if c != nil {
+			readUntil(t, c, hub.MsgInit)
+			_ = c.Close()
+		}
+	}
+}
+
+// A client frame over the 1 MiB read limit closes the stream with 1009; a
+// frame within it is handled (the connection stays usable).
+func TestWebSocketReadLimit(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	st, c := dialWS(t, g, sid, owner.Token, false)
+	if st != 101 {
+		t.Fatal(st)
+	}
+	readUntil(t, c, hub.MsgInit)
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)); err != nil {
+		t.Fatal(err)
+	}
+	readUntil(t, c, hub.MsgPong)
+	big := append([]byte(`{"type":"ping","pad":"`), bytes.Repeat([]byte("x"), 1<<20)...)
+	big = append(big, `"}`...)
+	if err := c.WriteMessage(websocket.TextMessage, big); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		_, _, err := c.ReadMessage()
+		if err == nil {
+			continue
+		}
+		var ce *websocket.CloseError
+		if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {
+			t.Fatalf("want close 1009, got %v", err)
+		}
+		return
+	}
+}

@@ -45,6 +45,10 @@ Commands:
   scheduler               run the cron scheduler and the integration pollers
   relay                   run the transactional outbox relay
   finalizer               run the run finalizer (deadlines, inactivity, dead sessions)
+  gateway                 serve the session gateway on GATEWAY_ADDR (WebSocket streaming,
+                          session routes, sandbox tool callbacks; a sandbox per session)
+  chat --token T SESSION  talk to a session's agent over the gateway's WebSocket: each
+                          stdin line is a prompt (/cancel, /status, /snapshot)
   llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
   service-token NAME [--ttl=1h]
                           mint a service token (svc_…) for an operator or a role,
@@ -111,6 +115,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return a.Serve(ctx, nil, a.SchedulerRole)
 	case "relay":
 		return a.Serve(ctx, nil, a.RelayRole)
+	case "gateway":
+		return a.Serve(ctx, nil, a.GatewayRole)
+	case "chat":
+		return chat(ctx, cfg, rest, os.Stdin, stdout, stderr)
 	case "finalizer":
 		return a.Serve(ctx, nil, a.FinalizerRole)
 	case "service-token":

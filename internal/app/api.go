@@ -12,7 +12,9 @@ import (
 	"github.com/proliferate/proliferate/api/repos"
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	"github.com/proliferate/proliferate/api/secrets"
+	sessionsapi "github.com/proliferate/proliferate/api/sessions"
 	"github.com/proliferate/proliferate/api/triggers"
+	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
@@ -27,6 +29,8 @@ func (a *App) apiModules() []func(*api.Server) error {
 		integrations.Register,
 		triggers.RegisterWith(triggers.Options{Codec: a.Codec, IngestURL: a.Cfg.IngestPublicURL}),
 		runsapi.RegisterWith(runsapi.Options{Codec: a.Codec}),
+		sessionsapi.RegisterWith(sessionsapi.Options{Codec: a.Codec, MaxConcurrent: a.Cfg.MaxConcurrentSessions,
+			Runtime: client.NewSessionRuntime(a.gatewayClient("api"))}),
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/secretbox"
@@ -56,9 +57,14 @@ type App struct {
 	integrationsMu sync.Mutex
 	integrations   *integrations.Service
 
-	opsAddr    atomic.Pointer[string]
-	apiAddr    atomic.Pointer[string]
-	ingestAddr atomic.Pointer[string]
+	opsAddr     atomic.Pointer[string]
+	apiAddr     atomic.Pointer[string]
+	ingestAddr  atomic.Pointer[string]
+	gatewayAddr atomic.Pointer[string]
+
+	// LLMSim is the in-process scripted LLM the gateway started (no model
+	// key in development); nil otherwise. Tests register scripts on it.
+	LLMSim *llmsim.Server
 
 	mu      sync.Mutex
 	closers []func()

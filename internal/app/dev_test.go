@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -25,24 +26,50 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func devConfig(t testing.TB, dataDir string) *config.Config {
+// devConfig is the configuration of a test's dev stack: every listener on a
+// free port, data under dataDir, and sessions recorded (RUN_SESSIONS=record)
+// unless overrides say otherwise.
+func devConfig(t testing.TB, dataDir string, overrides ...string) *config.Config {
 	t.Helper()
+	gw := freeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL":         testenv.DatabaseURL(t),
+		"REDIS_URL":            testenv.RedisURL(t),
+		"BROKER_ADDR":          "127.0.0.1:0",
+		"BROKER_DATA_DIR":      dataDir,
+		"OPS_ADDR":             "127.0.0.1:0",
+		"API_ADDR":             "127.0.0.1:0",
+		"INGEST_ADDR":          "127.0.0.1:0",
+		"GATEWAY_ADDR":         gw,
+		"GATEWAY_PUBLIC_URL":   "http://" + gw,
+		"SANDBOX_DATA_DIR":     filepath.Join(dataDir, "sandboxes"),
+		"RUN_SESSIONS":         "record",
+		"OUTBOX_POLL_INTERVAL": "50ms",
+		"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
+	}
+	for i := 0; i+1 < len(overrides); i += 2 {
+		env[overrides[i]] = overrides[i+1]
+	}
 	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		v, ok := map[string]string{
-			"DATABASE_URL":         testenv.DatabaseURL(t),
-			"REDIS_URL":            testenv.RedisURL(t),
-			"BROKER_ADDR":          "127.0.0.1:0",
-			"BROKER_DATA_DIR":      dataDir,
-			"OPS_ADDR":             "127.0.0.1:0",
-			"OUTBOX_POLL_INTERVAL": "50ms",
-			"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
-		}[k]
+		v, ok := env[k]
 		return v, ok
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// freeAddr returns a loopback address with a port free right now (for
+// listeners whose public URL must be known before they start).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 type running struct {

@@ -64,7 +64,14 @@ func apiCall(t testing.TB, base, method, path, token string, body any, out any) 
 
 func startPipeline(t testing.TB) *pipeline {
 	t.Helper()
-	cfg := devConfig(t, filepath.Join(t.TempDir(), "kafka"))
+	return startPipelineWith(t)
+}
+
+// startPipelineWith is startPipeline with configuration overrides (name,
+// value pairs).
+func startPipelineWith(t testing.TB, overrides ...string) *pipeline {
+	t.Helper()
+	cfg := devConfig(t, filepath.Join(t.TempDir(), "kafka"), overrides...)
 	p := &pipeline{dev: startDev(t, cfg)}
 	base := "http://" + p.dev.app.APIAddr()
 	var signup struct {

@@ -279,7 +279,7 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.OpsRole)
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.GatewayRole, a.OpsRole)
 	if err != nil {
 		return err
 	}

@@ -3,27 +3,45 @@ package app
 import (
 	"cmp"
 	"context"
+	"time"
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/notifier"
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/internal/blobstore"
+	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/slack"
 	"github.com/proliferate/proliferate/topics"
 )
 
-// Sessions is how the run pipeline starts agent sessions. Until the gateway
-// exists it is one in-memory recorder per process (shared by the executor
-// and the finalizer), which logs each request.
+// Sessions is how the run pipeline starts agent sessions: the gateway at
+// GATEWAY_PUBLIC_URL with a service token, or (RUN_SESSIONS=record) one
+// in-memory recorder per process shared by the executor and the finalizer.
 func (a *App) Sessions() runs.Sessions {
 	a.sessionsOnce.Do(func() {
-		if a.sessions == nil {
-			a.sessions = runs.NewRecordingSessions(a.Log.With("component", "sessions"))
+		if a.sessions != nil {
+			return
 		}
+		if a.Cfg.RunSessions == "record" {
+			a.sessions = runs.NewRecordingSessions(a.Log.With("component", "sessions"))
+			return
+		}
+		a.sessions = client.NewRunSessions(a.gatewayClient("run-executor"))
 	})
 	return a.sessions
+}
+
+// gatewayClient is a client of the gateway at GATEWAY_PUBLIC_URL that
+// authenticates as the platform role name (short-lived service tokens).
+func (a *App) gatewayClient(name string) *client.Client {
+	c := client.New(a.Cfg.GatewayPublicURL, "")
+	c.TokenSource = client.ServiceTokens(time.Hour, func(ttl time.Duration) (string, error) {
+		return identity.IssueServiceToken(a.Cfg.ServiceToken, name, ttl)
+	})
+	return c
 }
 
 // SetSessions replaces the sessions implementation (before any role is

@@ -39,6 +39,8 @@ var absolute = []struct {
 	{"BenchmarkIngest/github", "p99-µs", 0, 20_000},
 	{"BenchmarkWebhookToQueuedRun", "p99-µs", 0, 100_000},
 	{"BenchmarkQueuedToRunning/stages", "p99-µs", 0, 200_000},
+	{"BenchmarkFanout/gateway", "p99-ms", 0, 50},
+	{"BenchmarkTokenOverhead/gateway", "ns/token", 0, 1_000_000},
 }
 
 var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)

@@ -93,6 +93,7 @@ type Config struct {
 	S3AccessKey           string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
 	S3SecretKey           string        `env:"S3_SECRET_KEY" secret:"true" doc:"S3 secret access key"`
 	BlobDir               string        `env:"BLOB_DIR" default:".data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
+	RunSessions           string        `env:"RUN_SESSIONS" default:"gateway" check:"oneof=gateway|record" doc:"how the run executor starts sessions: gateway (real sessions through GATEWAY_PUBLIC_URL) or record (logged in memory, nothing runs: for tests of the pipeline alone)"`
 	GatewayAddr           string        `env:"GATEWAY_ADDR" default:"127.0.0.1:8070" check:"hostport" doc:"listen address of the session gateway (/proliferate/…, WebSocket streaming, sandbox tool callbacks)"`
 	GatewayPublicURL      string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
 	SandboxProvider       string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`

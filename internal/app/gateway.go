@@ -1,0 +1,189 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/agent/prompts"
+	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// SessionStore is the sessions store of this process.
+func (a *App) SessionStore(ctx context.Context) (*sessions.Store, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.OpenCodec(ctx); err != nil {
+		return nil, err
+	}
+	return &sessions.Store{Pool: a.Pool, Codec: a.Codec, MaxConcurrent: a.Cfg.MaxConcurrentSessions}, nil
+}
+
+// agentLLM is the model the agent calls: the configured key (and base URL),
+// or, without a key outside production, the scripted LLM served in process.
+func (a *App) agentLLM(ctx context.Context) (sandbox.LLM, error) {
+	if a.Cfg.AnthropicAPIKey != "" || a.Cfg.LLMBaseURL != "" {
+		base := a.Cfg.LLMBaseURL
+		if base == "" {
+			base = "https://api.anthropic.com/v1"
+		}
+		return sandbox.LLM{ProviderID: "anthropic", BaseURL: base, APIKey: a.Cfg.AnthropicAPIKey}, nil
+	}
+	if a.Cfg.Env == "production" {
+		return sandbox.LLM{}, errors.New("the gateway needs a model: set ANTHROPIC_API_KEY (or LLM_BASE_URL of a proxy); the scripted LLM is for development only")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return sandbox.LLM{}, err
+	}
+	sim := llmsim.New(llmsim.Options{Logger: a.Log.With("component", "llm-sim")})
+	a.LLMSim = sim
+	srv := &http.Server{Handler: sim.Handler()}
+	go func() { _ = srv.Serve(ln) }()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	url := "http://" + ln.Addr().String() + "/v1"
+	a.Log.Warn("no ANTHROPIC_API_KEY: agents talk to the scripted LLM (llm-sim), not a real model",
+		"llm_base_url", url, "hint", "a prompt containing [[script:hello]] (or bash, edit, complete, snapshot, slow) picks a script")
+	return sandbox.LLM{ProviderID: "sim", BaseURL: url, APIKey: "sim", Model: "claude-sim"}, nil
+}
+
+// repoResolver lists a session's repositories (its configuration's, in
+// order) with clone URLs and, where a GitHub integration is connected to a
+// repo, an installation token.
+func (a *App) repoResolver() hub.RepoResolver {
+	return hub.RepoResolverFunc(func(ctx context.Context, s sessions.Session) ([]sandbox.Repo, error) {
+		if s.ConfigurationID == nil {
+			return nil, nil
+		}
+		rows, err := a.Pool.Query(ctx, `SELECT r.github_repo_name, r.github_url, r.default_branch, cr.workspace_path,
+				(SELECT rc.integration_id::text FROM repo_connections rc JOIN integrations i ON i.id = rc.integration_id
+				 WHERE rc.repo_id = r.id AND i.status = 'active' ORDER BY rc.created_at LIMIT 1)
+			FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id
+			WHERE cr.configuration_id = $1 AND cr.org_id = $2 ORDER BY cr.position`, *s.ConfigurationID, s.OrgID)
+		if err != nil {
+			return nil, err
+		}
+		type row struct {
+			name, url, branch, path string
+			integration             *string
+		}
+		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+			var x row
+			err := r.Scan(&x.name, &x.url, &x.branch, &x.path, &x.integration)
+			return x, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		var out []sandbox.Repo
+		for _, x := range list {
+			clone := x.url
+			if clone == "" {
+				clone = "https://github.com/" + x.name + ".git"
+			} else if strings.HasPrefix(clone, "https://github.com/") && !strings.HasSuffix(clone, ".git") {
+				clone += ".git"
+			}
+			repo := sandbox.Repo{CloneURL: clone, WorkspacePath: x.path, Branch: x.branch}
+			if x.integration != nil {
+				svc, err := a.Integrations(ctx)
+				if err != nil {
+					return nil, err
+				}
+				tok, err := svc.TokenFor(ctx, s.OrgID, *x.integration)
+				if err != nil {
+					return nil, fmt.Errorf("token for %s: %w", x.name, err)
+				}
+				repo.Token = tok.Value
+			}
+			out = append(out, repo)
+		}
+		return out, nil
+	})
+}
+
+// systemPrompt is the system prompt of a session whose row has none.
+func systemPrompt(s sessions.Session) string {
+	pc := prompts.PromptContext{}
+	if s.RunID != nil {
+		pc.RunID = *s.RunID
+		pc.CompletionID = runstages.CompletionID(*s.RunID)
+	}
+	return prompts.System(prompts.Mode(s.SessionType, s.ClientType), pc)
+}
+
+// GatewayRole serves the session gateway on GATEWAY_ADDR: WebSocket
+// streaming, session HTTP routes and sandbox tool callbacks, with one hub
+// per live session and a sandbox per session (SANDBOX_PROVIDER).
+func (a *App) GatewayRole(ctx context.Context) (Role, error) {
+	store, err := a.SessionStore(ctx)
+	if err != nil {
+		return Role{}, err
+	}
+	if err := a.OpenRedis(ctx); err != nil {
+		return Role{}, err
+	}
+	llm, err := a.agentLLM(ctx)
+	if err != nil {
+		return Role{}, err
+	}
+	prov, err := local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
+		Logger: a.Log.With("component", "sandbox")})
+	if err != nil {
+		return Role{}, fmt.Errorf("sandbox provider: %w", err)
+	}
+	host, _ := os.Hostname()
+	hubs := hub.NewManager(hub.Deps{
+		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
+		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL, ServiceToken: a.Cfg.ServiceToken,
+		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
+	})
+	apiServer, err := a.APIServer(ctx)
+	if err != nil {
+		return Role{}, err
+	}
+	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
+		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer})
+	if err != nil {
+		return Role{}, err
+	}
+	ln, err := net.Listen("tcp", a.Cfg.GatewayAddr)
+	if err != nil {
+		return Role{}, fmt.Errorf("gateway on GATEWAY_ADDR=%s: %w", a.Cfg.GatewayAddr, err)
+	}
+	a.gatewayAddr.Store(new(ln.Addr().String()))
+	a.Log.Info("gateway listening", "addr", ln.Addr().String(), "sandbox_provider", prov.Name())
+	serve := serveRole("gateway", ln, gw.Handler(), a.Cfg.ShutdownTimeout)
+	return Role{"gateway", func(ctx context.Context) error {
+		err := serve.Run(ctx)
+		sctx, cancel := context.WithTimeout(context.Background(), a.Cfg.ShutdownTimeout)
+		defer cancel()
+		hubs.Shutdown(sctx)
+		prov.Close()
+		return err
+	}}, nil
+}
+
+// GatewayAddr is where the gateway listens once GatewayRole started.
+func (a *App) GatewayAddr() string {
+	if p := a.gatewayAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}

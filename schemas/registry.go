@@ -102,3 +102,18 @@ func (r *registry) version(id int, byFingerprint map[uint64]*version) (*version,
 	}
 	return v, nil
 }
+
+// NewCodecFor builds the platform's codec: Confluent framing through the
+// schema registry at registryURL, or single-object encoding when it is
+// empty. Every process and API module builds its codec this way.
+func NewCodecFor(registryURL string) (*Codec, error) {
+	var opts []Option
+	if registryURL != "" {
+		rcl, err := sr.NewClient(sr.URLs(registryURL))
+		if err != nil {
+			return nil, fmt.Errorf("schema registry client: %w", err)
+		}
+		opts = append(opts, WithRegistry(rcl))
+	}
+	return NewCodec(opts...)
+}

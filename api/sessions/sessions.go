@@ -38,8 +38,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/sr"
-
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
@@ -83,15 +81,7 @@ func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
 func RegisterWith(o Options) func(*api.Server) error {
 	return func(s *api.Server) error {
 		if o.Codec == nil {
-			var opts []schemas.Option
-			if s.Cfg.SchemaRegistryURL != "" {
-				rcl, err := sr.NewClient(sr.URLs(s.Cfg.SchemaRegistryURL))
-				if err != nil {
-					return fmt.Errorf("schema registry client: %w", err)
-				}
-				opts = append(opts, schemas.WithRegistry(rcl))
-			}
-			codec, err := schemas.NewCodec(opts...)
+			codec, err := schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
 			if err != nil {
 				return fmt.Errorf("sessions: build event codec: %w", err)
 			}

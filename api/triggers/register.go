@@ -46,8 +46,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/sr"
-
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/triggers/store"
@@ -81,15 +79,7 @@ func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
 func RegisterWith(o Options) func(*api.Server) error {
 	return func(s *api.Server) error {
 		if o.Codec == nil {
-			var opts []schemas.Option
-			if s.Cfg.SchemaRegistryURL != "" {
-				rcl, err := sr.NewClient(sr.URLs(s.Cfg.SchemaRegistryURL))
-				if err != nil {
-					return fmt.Errorf("schema registry client: %w", err)
-				}
-				opts = append(opts, schemas.WithRegistry(rcl))
-			}
-			codec, err := schemas.NewCodec(opts...)
+			codec, err := schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
 			if err != nil {
 				return fmt.Errorf("triggers: build event codec: %w", err)
 			}

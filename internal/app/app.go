@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/proliferate/proliferate/consumers"
@@ -210,15 +209,7 @@ func (a *App) OpenCodec(context.Context) error {
 	if a.Codec != nil {
 		return nil
 	}
-	var opts []schemas.Option
-	if a.Cfg.SchemaRegistryURL != "" {
-		rcl, err := sr.NewClient(sr.URLs(a.Cfg.SchemaRegistryURL))
-		if err != nil {
-			return fmt.Errorf("schema registry client: %w", err)
-		}
-		opts = append(opts, schemas.WithRegistry(rcl))
-	}
-	codec, err := schemas.NewCodec(opts...)
+	codec, err := schemas.NewCodecFor(a.Cfg.SchemaRegistryURL)
 	if err != nil {
 		return fmt.Errorf("build event codec: %w", err)
 	}

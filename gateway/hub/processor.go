@@ -35,7 +35,9 @@ type processor struct {
 	currentMsg     string
 	busy           bool
 	cancelled      bool
-	stopped        bool
+	// finished are the message ids of the last completed turn.
+	finished map[string]bool
+	stopped  bool
 }
 
 type textState struct {
@@ -182,7 +184,7 @@ func (p *processor) partUpdated(part *opencode.Part) {
 		return
 	}
 	p.partTypes[part.ID] = part.Type
-	if p.roles[part.MessageID] == "user" {
+	if p.roles[part.MessageID] == "user" || p.finished[part.MessageID] {
 		return
 	}
 	switch part.Type {
@@ -301,7 +303,16 @@ func (p *processor) completeTurnLocked() {
 		}
 		p.counters.RecordMessage()
 	}
-	// The finished turn's part state is no longer needed.
+	// The finished turn's part state is no longer needed; its messages are
+	// remembered so that their late updates (OpenCode sends a part's final
+	// text after an abort) are not streamed again as a new part.
+	p.finished = map[string]bool{}
+	if p.currentMsg != "" {
+		p.finished[p.currentMsg] = true
+	}
+	for _, ts := range p.texts {
+		p.finished[ts.messageID] = true
+	}
 	p.texts = map[string]*textState{}
 	p.tools = map[string]*toolState{}
 	p.partTypes = map[string]string{}

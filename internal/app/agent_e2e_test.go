@@ -150,4 +150,30 @@ func TestWebSocketPromptToolsAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 60*time.Second, "message_cancelled", func() bool { return got.count(hub.MsgMessageCancelled) > 0 })
+
+	// The agent works on after a cancel, and nothing of the cancelled
+	// answer is streamed again (OpenCode sends the aborted part's final text
+	// after the abort).
+	completes := got.count(hub.MsgMessageComplete)
+	if err := conn.Prompt("Say hello. [[script:hello]]"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the next answer", func() bool { return got.count(hub.MsgMessageComplete) > completes })
+	got.mu.Lock()
+	defer got.mu.Unlock()
+	cancelled := ""
+	for _, m := range got.list {
+		switch m.Type {
+		case hub.MsgMessageCancelled:
+			var mc hub.MessageCancelledMessage
+			_ = m.Decode(&mc)
+			cancelled = mc.MessageID
+		case hub.MsgToken, hub.MsgTextPartComplete:
+			var tok hub.TokenMessage
+			_ = m.Decode(&tok)
+			if cancelled != "" && tok.MessageID == cancelled {
+				t.Fatalf("%s of the cancelled message %s after message_cancelled", m.Type, cancelled)
+			}
+		}
+	}
 }

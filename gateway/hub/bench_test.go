@@ -37,7 +37,24 @@ type fanoutClient struct {
 	ws        *websocket.Conn
 	frames    atomic.Int64
 	mu        sync.Mutex
-	latencies []time.Duration
+	latencies []time.Duration // per token: receipt − the token's stamp (includes the batching window)
+	delivery  []time.Duration // per frame: receipt − its newest token's stamp (≈ the flush: fan-out alone)
+}
+
+// record notes a token frame received at now.
+func (c *fanoutClient) record(now int64, token string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var newest int64
+	for _, s := range strings.Split(token, "|") {
+		if ns, err := strconv.ParseInt(s, 10, 64); err == nil {
+			c.latencies = append(c.latencies, time.Duration(now-ns))
+			newest = max(newest, ns)
+		}
+	}
+	if newest > 0 {
+		c.delivery = append(c.delivery, time.Duration(now-newest))
+	}
 }
 
 func (c *fanoutClient) read(complete chan<- struct{}) {
@@ -58,16 +75,7 @@ func (c *fanoutClient) read(complete chan<- struct{}) {
 		}
 		switch frame.Type {
 		case hub.MsgToken:
-			c.mu.Lock()
-			for _, s := range strings.Split(frame.Token, "|") {
-				if s == "" {
-					continue
-				}
-				if ns, err := strconv.ParseInt(s, 10, 64); err == nil {
-					c.latencies = append(c.latencies, time.Duration(now-ns))
-				}
-			}
-			c.mu.Unlock()
+			c.record(now, frame.Token)
 		case hub.MsgMessageComplete:
 			complete <- struct{}{}
 		}
@@ -191,13 +199,7 @@ func BenchmarkFanout(b *testing.B) {
 						complete <- struct{}{}
 						continue
 					}
-					c.mu.Lock()
-					for _, s := range strings.Split(frame.Token, "|") {
-						if ns, err := strconv.ParseInt(s, 10, 64); err == nil {
-							c.latencies = append(c.latencies, time.Duration(now-ns))
-						}
-					}
-					c.mu.Unlock()
+					c.record(now, frame.Token)
 				}
 			}(clients[i], chans[i])
 		}
@@ -239,13 +241,15 @@ func BenchmarkFanout(b *testing.B) {
 
 func report(b *testing.B, clients []*fanoutClient, elapsed time.Duration) {
 	var frames int64
-	var lat []time.Duration
+	var lat, delivery []time.Duration
 	for _, c := range clients {
 		frames += c.frames.Load()
 		c.mu.Lock()
 		lat = append(lat, c.latencies...)
+		delivery = append(delivery, c.delivery...)
 		c.mu.Unlock()
 	}
+	b.ReportMetric(float64(percentile(delivery, 0.99).Microseconds())/1000, "delivery-p99-ms")
 	b.ReportMetric(float64(frames)/elapsed.Seconds(), "msgs/s")
 	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "tokens/s")
 	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,10 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// idleChecks counts sweep passes that found a hub past IdleTTL and
+	// left it (a tool call in flight, a busy automation).
+	idleChecks atomic.Int64
 }
 
 type pendingHub struct {
@@ -211,6 +216,10 @@ func (m *Manager) Shutdown(ctx context.Context) {
 	}
 }
 
+// IdleKept counts the sweep checks that kept a hub past IdleTTL because it
+// was not idle (a tool call in flight, a busy agent), for metrics and tests.
+func (m *Manager) IdleKept() int64 { return m.idleChecks.Load() }
+
 // sweep periodically flushes telemetry and evicts idle hubs.
 func (m *Manager) sweep() {
 	defer m.wg.Done()
@@ -236,6 +245,8 @@ func (m *Manager) sweep() {
 			}
 			if h.idleSince(now) >= m.d.IdleTTL {
 				m.evictIdle(h)
+			} else if h.idleAnchorAge(now) >= m.d.IdleTTL {
+				m.idleChecks.Add(1)
 			}
 		}
 	}

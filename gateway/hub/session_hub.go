@@ -115,6 +115,13 @@ func (h *Hub) idleSince(now time.Time) time.Duration {
 	return now.Sub(h.lastUsed)
 }
 
+// idleAnchorAge is how long ago the hub was last used, busy or not.
+func (h *Hub) idleAnchorAge(now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return now.Sub(h.lastUsed)
+}
+
 func (h *Hub) hasRuntime() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()

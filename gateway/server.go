@@ -256,6 +256,7 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/{id}/start", s.postStart)
 	s.handle("POST /proliferate/{id}/pause", s.postPause)
 	s.handle("POST /proliferate/{id}/snapshot", s.postSnapshot)
+	s.gitRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil

@@ -102,6 +102,8 @@ type Deps struct {
 	MaxHubs int
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// Git configures git operations (git.go).
+	Git GitDeps
 }
 
 // Client is one attached WebSocket connection (or any frame sink). Send

@@ -3,6 +3,8 @@ package hub
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/proliferate/proliferate/gateway/gitops"
 )
 
 // WebSocket protocol (sessions-gateway.md §6.4). Every frame is one JSON
@@ -26,6 +28,8 @@ const (
 	MsgSnapshotResult   = "snapshot_result"
 	MsgEnvRequest       = "env_request"
 	MsgPong             = "pong"
+	MsgGitStatus        = "git_status"
+	MsgGitResult        = "git_result"
 )
 
 // Client → server message types.
@@ -36,6 +40,12 @@ const (
 	ClientGetStatus    = "get_status"
 	ClientGetMessages  = "get_messages"
 	ClientSaveSnapshot = "save_snapshot"
+	// Git operations (git.go); mutations need canMutate.
+	ClientGetGitStatus    = "get_git_status"
+	ClientGitCreateBranch = "git_create_branch"
+	ClientGitCommit       = "git_commit"
+	ClientGitPush         = "git_push"
+	ClientGitCreatePR     = "git_create_pr"
 )
 
 // WebSocket close codes the hub uses (4000–4999 are application codes).
@@ -74,6 +84,18 @@ const (
 type ClientMessage struct {
 	Type    string `json:"type"`
 	Content string `json:"content,omitempty"` // prompt
+
+	// Git messages: the repository (relative to the workspace) and the
+	// operation's fields.
+	WorkspacePath string   `json:"workspace_path,omitempty"`
+	Branch        string   `json:"branch,omitempty"`  // git_create_branch
+	Message       string   `json:"message,omitempty"` // git_commit
+	Mode          string   `json:"mode,omitempty"`    // git_commit: selected | tracked | all
+	Files         []string `json:"files,omitempty"`   // git_commit (selected)
+	Title         string   `json:"title,omitempty"`   // git_create_pr
+	Body          string   `json:"body,omitempty"`    // git_create_pr
+	Base          string   `json:"base,omitempty"`    // git_create_pr
+	Draft         bool     `json:"draft,omitempty"`   // git_create_pr
 }
 
 // SessionInfo describes the session in init.
@@ -232,4 +254,28 @@ type EnvRequestMessage struct {
 // PongMessage answers ping.
 type PongMessage struct {
 	Type string `json:"type"`
+}
+
+// GitStatusMessage answers get_git_status.
+type GitStatusMessage struct {
+	Type          string         `json:"type"`
+	WorkspacePath string         `json:"workspace_path"`
+	OK            bool           `json:"ok"`
+	Error         string         `json:"error,omitempty"`
+	Status        *gitops.Status `json:"status,omitempty"`
+}
+
+// GitResultMessage answers git_create_branch, git_commit, git_push and
+// git_create_pr (Action: create_branch | commit | push | create_pr).
+type GitResultMessage struct {
+	Type          string             `json:"type"`
+	Action        string             `json:"action"`
+	WorkspacePath string             `json:"workspace_path"`
+	OK            bool               `json:"ok"`
+	Error         string             `json:"error,omitempty"`
+	Branch        string             `json:"branch,omitempty"`
+	SHA           string             `json:"sha,omitempty"`
+	Push          *gitops.PushResult `json:"push,omitempty"`
+	PRURL         string             `json:"pr_url,omitempty"`
+	PRNumber      int                `json:"pr_number,omitempty"`
 }

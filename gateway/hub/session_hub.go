@@ -445,6 +445,8 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 			}
 			h.Broadcast(res)
 		}()
+	case ClientGetGitStatus, ClientGitCreateBranch, ClientGitCommit, ClientGitPush, ClientGitCreatePR:
+		h.handleGit(c, p, msg)
 	default:
 		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
 	}

@@ -1,0 +1,150 @@
+package gateway
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/gateway/gitops"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/auth"
+)
+
+// gitRoutes registers the git panel routes (same authorisation as the
+// WebSocket git messages: status for anyone who may see the session,
+// mutations for principals allowed to mutate it).
+func (s *Server) gitRoutes() {
+	s.handle("GET /proliferate/{id}/git/status", s.getGitStatus)
+	s.handle("POST /proliferate/{id}/git/branch", s.postGitBranch)
+	s.handle("POST /proliferate/{id}/git/commit", s.postGitCommit)
+	s.handle("POST /proliferate/{id}/git/push", s.postGitPush)
+	s.handle("POST /proliferate/{id}/git/pr", s.postGitPR)
+}
+
+// gitRequest is the body of the git mutation routes.
+type gitRequest struct {
+	WorkspacePath string   `json:"workspace_path"`
+	Branch        string   `json:"branch,omitempty"`
+	Message       string   `json:"message,omitempty"`
+	Mode          string   `json:"mode,omitempty"`
+	Files         []string `json:"files,omitempty"`
+	Title         string   `json:"title,omitempty"`
+	Body          string   `json:"body,omitempty"`
+	Base          string   `json:"base,omitempty"`
+	Draft         bool     `json:"draft,omitempty"`
+}
+
+// gitError maps git operation errors: request problems are 4xx with git's
+// message, hub errors as the other routes.
+func gitError(w http.ResponseWriter, err error) error {
+	var ge *gitops.GitError
+	var ae *gitops.APIError
+	switch {
+	case errors.Is(err, hub.ErrForbidden), errors.Is(err, hub.ErrNotOwner), errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionEnded):
+		return hubError(w, err)
+	case errors.Is(err, gitops.ErrNothingToCommit):
+		return api.Conflict("nothing_to_commit", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrBusy):
+		w.Header().Set("Retry-After", "1")
+		return api.Conflict("repository_busy", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrInvalidPath), errors.Is(err, gitops.ErrInvalidRequest),
+		errors.Is(err, gitops.ErrDetached), errors.Is(err, gitops.ErrNotRepo), errors.Is(err, hub.ErrGitUnsupported):
+		return api.BadRequest(hub.GitErrorText(err))
+	case errors.As(err, &ge), errors.As(err, &ae):
+		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}
+	}
+	return err
+}
+
+func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.principal(r, false)
+	if err != nil {
+		return err
+	}
+	if p.Kind == auth.KindSandbox {
+		return api.Forbidden("sandbox credentials cannot act on sessions")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	h, err := s.d.Hubs.Hub(r.Context(), sess.ID)
+	if err != nil {
+		return hubError(w, err)
+	}
+	path := r.URL.Query().Get("workspace_path")
+	st, err := h.GitStatus(r.Context(), p, path)
+	if err != nil {
+		return gitError(w, err)
+	}
+	writeJSON(w, http.StatusOK, hub.GitStatusMessage{Type: hub.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
+	return nil
+}
+
+// gitMutation authorises a git mutation route and decodes its body.
+func (s *Server) gitMutation(w http.ResponseWriter, r *http.Request) (*auth.Principal, *hub.Hub, gitRequest, error) {
+	p, sess, err := s.mutable(r)
+	if err != nil {
+		return nil, nil, gitRequest{}, err
+	}
+	var req gitRequest
+	if err := decode(r, &req); err != nil {
+		return nil, nil, gitRequest{}, err
+	}
+	h, err := s.d.Hubs.Hub(r.Context(), sess.ID)
+	if err != nil {
+		return nil, nil, gitRequest{}, hubError(w, err)
+	}
+	return p, h, req, nil
+}
+
+func (s *Server) postGitBranch(w http.ResponseWriter, r *http.Request) error {
+	p, h, req, err := s.gitMutation(w, r)
+	if err != nil {
+		return err
+	}
+	if err := h.GitCreateBranch(r.Context(), p, req.WorkspacePath, req.Branch); err != nil {
+		return gitError(w, err)
+	}
+	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
+	return nil
+}
+
+func (s *Server) postGitCommit(w http.ResponseWriter, r *http.Request) error {
+	p, h, req, err := s.gitMutation(w, r)
+	if err != nil {
+		return err
+	}
+	res, err := h.GitCommit(r.Context(), p, req.WorkspacePath, gitops.CommitRequest{Message: req.Message, Mode: req.Mode, Files: req.Files})
+	if err != nil {
+		return gitError(w, err)
+	}
+	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionCommit, WorkspacePath: req.WorkspacePath, OK: true, SHA: res.SHA, Branch: res.Branch})
+	return nil
+}
+
+func (s *Server) postGitPush(w http.ResponseWriter, r *http.Request) error {
+	p, h, req, err := s.gitMutation(w, r)
+	if err != nil {
+		return err
+	}
+	res, err := h.GitPush(r.Context(), p, req.WorkspacePath)
+	if err != nil {
+		return gitError(w, err)
+	}
+	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionPush, WorkspacePath: req.WorkspacePath, OK: true, Branch: res.Branch, Push: &res})
+	return nil
+}
+
+func (s *Server) postGitPR(w http.ResponseWriter, r *http.Request) error {
+	p, h, req, err := s.gitMutation(w, r)
+	if err != nil {
+		return err
+	}
+	pr, err := h.GitCreatePR(r.Context(), p, req.WorkspacePath, gitops.PRInput{Title: req.Title, Body: req.Body, Base: req.Base, Draft: req.Draft})
+	if err != nil {
+		return gitError(w, err)
+	}
+	writeJSON(w, http.StatusCreated, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionPR, WorkspacePath: req.WorkspacePath, OK: true, PRURL: pr.URL, PRNumber: pr.Number})
+	return nil
+}

@@ -1,0 +1,165 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+)
+
+// dirExecProvider gives the simulated sandboxes a plain-directory
+// workspace for git operations.
+type dirExecProvider struct {
+	*countingProvider
+	root string
+}
+
+func (p *dirExecProvider) Exec(ctx context.Context, _ string, c sandbox.ExecCommand) (sandbox.ExecResult, error) {
+	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+	cmd.Dir = filepath.Join(p.root, c.Dir)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.root}
+	for k, v := range c.Env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Stdin = bytes.NewReader(c.Stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	res := sandbox.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		res.ExitCode = ee.ExitCode()
+		return res, nil
+	}
+	return res, err
+}
+
+func runGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@t", "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestGitRoutesAndWebSocketMessages(t *testing.T) {
+	w := newWorld(t)
+	base := t.TempDir()
+	remote := filepath.Join(base, "acme", "widget.git")
+	runGit(t, base, "init", "-q", "--bare", "-b", "main", remote)
+	ws := filepath.Join(base, "ws")
+	repo := filepath.Join(ws, "widget")
+	runGit(t, base, "clone", "-q", remote, repo)
+	runGit(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
+	runGit(t, repo, "push", "-q", "origin", "main")
+
+	// A gateway whose provider can run commands.
+	hs := httptest.NewUnstartedServer(nil)
+	url := "http://" + hs.Listener.Addr().String()
+	log := slog.New(slog.NewJSONHandler(w.logs, nil))
+	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, root: ws}, Redis: w.api.Deps.Redis,
+		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
+	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	g := &gw{srv: srv, hubs: hubs, url: url}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hubs.Shutdown(ctx)
+		srv.Close(ctx)
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	gitURL := url + "/proliferate/" + sid + "/git/"
+
+	// HTTP: status, then commit; an empty commit is a 409.
+	st, body := call(t, "GET", gitURL+"status?workspace_path=widget", owner.Token, nil, nil)
+	var status hub.GitStatusMessage
+	if err := json.Unmarshal(body, &status); st != http.StatusOK || err != nil || status.Status == nil || status.Status.Branch != "main" || !status.Status.Clean {
+		t.Fatalf("status %d %s", st, body)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "http.txt"), []byte("h\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "via http", "files": []string{"http.txt"}}, nil)
+	var res hub.GitResultMessage
+	if err := json.Unmarshal(body, &res); st != http.StatusOK || err != nil || !res.OK || res.SHA != runGit(t, repo, "rev-parse", "HEAD") {
+		t.Fatalf("commit %d %s", st, body)
+	}
+	if st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "again", "mode": "all"}, nil); st != http.StatusConflict || errorCode(t, body) != "nothing_to_commit" {
+		t.Fatalf("empty commit %d %s", st, body)
+	}
+	if st, body = call(t, "GET", gitURL+"status?workspace_path=../..", owner.Token, nil, nil); st != http.StatusBadRequest {
+		t.Fatalf("path outside %d %s", st, body)
+	}
+	// Another member of the organization may read but not commit.
+	member := w.api.NewUser(t)
+	w.api.AddMember(t, member, owner.OrgID, "member")
+	if st, body = call(t, "GET", gitURL+"status?workspace_path=widget", member.Token, nil, nil); st != http.StatusOK {
+		t.Fatalf("member status %d %s", st, body)
+	}
+	if st, body = call(t, "POST", gitURL+"commit", member.Token, map[string]any{"workspace_path": "widget", "message": "m", "mode": "all"}, nil); st != http.StatusForbidden {
+		t.Fatalf("member commit %d %s", st, body)
+	}
+	if st, _ = call(t, "POST", gitURL+"push", "", map[string]any{"workspace_path": "widget"}, nil); st != http.StatusUnauthorized {
+		t.Fatalf("anonymous push %d", st)
+	}
+	// PR creation without GitHub configured fails clearly.
+	if st, body = call(t, "POST", gitURL+"pr", owner.Token, map[string]any{"workspace_path": "widget", "title": "t"}, nil); st < 400 || !strings.Contains(string(body), "error") {
+		t.Fatalf("pr without GitHub %d %s", st, body)
+	}
+
+	// WebSocket: git_status and git_commit.
+	code, conn := dialWS(t, g, sid, owner.Token, false)
+	if code != http.StatusSwitchingProtocols {
+		t.Fatalf("dial %d", code)
+	}
+	readUntil(t, conn, hub.MsgInit)
+	if err := conn.WriteJSON(map[string]any{"type": "get_git_status", "workspace_path": "widget"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitStatus), &status); err != nil || !status.OK || !status.Status.Clean || status.Status.Upstream != "origin/main" || status.Status.Ahead != 1 {
+		t.Fatalf("ws status %+v %v", status, err)
+	}
+	if err := os.WriteFile(filepath.Join(repo, "ws.txt"), []byte("w\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.WriteJSON(map[string]any{"type": "git_commit", "workspace_path": "widget", "message": "via ws", "mode": "all"}); err != nil {
+		t.Fatal(err)
+	}
+	res = hub.GitResultMessage{}
+	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitResult), &res); err != nil || !res.OK || res.Action != hub.GitActionCommit || res.SHA != runGit(t, repo, "rev-parse", "HEAD") {
+		t.Fatalf("ws commit %+v %v", res, err)
+	}
+	if msg := runGit(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {
+		t.Fatalf("last commit %q", msg)
+	}
+}

@@ -1,0 +1,151 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+)
+
+// DefaultExecTimeout bounds an Exec command without its own Timeout.
+const DefaultExecTimeout = 2 * time.Minute
+
+// maxExecOutput caps each of a command's stdout and stderr.
+const maxExecOutput = 8 << 20
+
+var _ sandbox.Executor = (*Provider)(nil)
+
+// Exec implements sandbox.Executor: it runs cmd in the workspace of the
+// live sandbox sandboxID, as its own process group (killed with the group
+// on timeout), with a minimal environment (PATH, the sandbox's isolated
+// HOME) plus cmd.Env. cmd.Dir is confined to the workspace through os.Root:
+// absolute paths, ".." escapes and symlinks resolving outside are refused.
+func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecCommand) (sandbox.ExecResult, error) {
+	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
+		return sandbox.ExecResult{}, errors.New("local sandbox: exec: empty command")
+	}
+	in := p.instanceByID(sandboxID)
+	if in == nil {
+		return sandbox.ExecResult{}, fmt.Errorf("local sandbox: exec in %s: %w", sandboxID, sandbox.ErrNotFound)
+	}
+	dir, err := confineDir(in.workspace, cmd.Dir)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	timeout := cmd.Timeout
+	if timeout <= 0 {
+		timeout = DefaultExecTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	c := exec.CommandContext(ctx, cmd.Args[0], cmd.Args[1:]...)
+	c.Dir = dir
+	c.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + filepath.Join(p.sandboxDir(in.sessionID), "state", "home"),
+		"LANG=C.UTF-8",
+	}
+	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
+		if envKeyRE.MatchString(k) {
+			c.Env = append(c.Env, k+"="+cmd.Env[k])
+		}
+	}
+	c.Stdin = bytes.NewReader(cmd.Stdin)
+	stdout, stderr := &cappedBuffer{max: maxExecOutput}, &cappedBuffer{max: maxExecOutput}
+	c.Stdout, c.Stderr = stdout, stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	c.WaitDelay = 5 * time.Second
+
+	err = c.Run()
+	res := sandbox.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("local sandbox: exec %s: %w", cmd.Args[0], ctx.Err())
+	}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	default:
+		return res, fmt.Errorf("local sandbox: exec %s: %w", cmd.Args[0], err)
+	}
+	return res, nil
+}
+
+func (p *Provider) instanceByID(sandboxID string) *instance {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, in := range p.live {
+		if in.id == sandboxID {
+			return in
+		}
+	}
+	return nil
+}
+
+// confineDir resolves rel inside workspace, refusing absolute paths, ".."
+// escapes, symlinks leading out of the workspace and non-directories.
+func confineDir(workspace, rel string) (string, error) {
+	if rel == "" {
+		rel = "."
+	}
+	if filepath.IsAbs(rel) {
+		return "", fmt.Errorf("local sandbox: exec dir %q must be relative to the workspace", rel)
+	}
+	clean := filepath.Clean(rel)
+	if clean == ".." || strings.HasPrefix(clean, "../") {
+		return "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+	}
+	root, err := os.OpenRoot(workspace)
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: open workspace: %w", err)
+	}
+	defer root.Close()
+	st, err := root.Stat(clean) // follows symlinks only within the root
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("local sandbox: exec dir %q is not a directory", rel)
+	}
+	// Belt and braces: the resolved path must lie in the resolved workspace.
+	wsReal, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: resolve workspace: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(wsReal, clean))
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+	}
+	if real != wsReal && !strings.HasPrefix(real, wsReal+string(filepath.Separator)) {
+		return "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+	}
+	return real, nil
+}
+
+// cappedBuffer keeps the first max bytes written and discards the rest.
+type cappedBuffer struct {
+	buf bytes.Buffer
+	max int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if room := b.max - b.buf.Len(); room > 0 {
+		b.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) Bytes() []byte { return b.buf.Bytes() }

@@ -14,7 +14,9 @@ import (
 
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/sweeper"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -118,6 +120,35 @@ func (a *App) repoResolver() hub.RepoResolver {
 	})
 }
 
+// githubTokens gives git push and pull-request creation the installation
+// token of the GitHub integration connected to owner/repo in the session's
+// organization (never another organization's); "" when none is connected.
+func (a *App) githubTokens() gitops.TokenSource {
+	return gitops.TokenSourceFunc(func(ctx context.Context, orgID, owner, repo string) (string, error) {
+		var integrationID string
+		err := a.Pool.QueryRow(ctx, `SELECT rc.integration_id::text FROM repos r
+			JOIN repo_connections rc ON rc.repo_id = r.id AND rc.org_id = r.org_id
+			JOIN integrations i ON i.id = rc.integration_id AND i.status = 'active'
+			WHERE r.org_id = $1 AND lower(r.github_repo_name) = lower($2)
+			ORDER BY rc.created_at LIMIT 1`, orgID, owner+"/"+repo).Scan(&integrationID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		svc, err := a.Integrations(ctx)
+		if err != nil {
+			return "", err
+		}
+		tok, err := svc.TokenFor(ctx, orgID, integrationID)
+		if err != nil {
+			return "", err
+		}
+		return tok.Value, nil
+	})
+}
+
 // systemPrompt is the system prompt of a session whose row has none.
 func systemPrompt(s sessions.Session) string {
 	pc := prompts.PromptContext{}
@@ -153,7 +184,10 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL, ServiceToken: a.Cfg.ServiceToken,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
+		Git: hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
 	})
+	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov,
+		Log: a.Log.With("component", "orphan-sweeper"), Every: a.Cfg.OrphanSweepInterval, Grace: a.Cfg.OrphanSweepGrace})
 	apiServer, err := a.APIServer(ctx)
 	if err != nil {
 		return Role{}, err
@@ -171,7 +205,14 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	a.Log.Info("gateway listening", "addr", ln.Addr().String(), "sandbox_provider", prov.Name())
 	serve := serveRole("gateway", ln, gw.Handler(), a.Cfg.ShutdownTimeout)
 	return Role{"gateway", func(ctx context.Context) error {
+		// Sessions of gateways that died are paused (orphaned) and resume
+		// on their next connect; one sweep at a time across replicas.
+		swCtx, stopSweep := context.WithCancel(ctx)
+		swDone := make(chan struct{})
+		go func() { defer close(swDone); _ = sw.Run(swCtx) }()
 		err := serve.Run(ctx)
+		stopSweep()
+		<-swDone
 		sctx, cancel := context.WithTimeout(context.Background(), a.Cfg.ShutdownTimeout)
 		defer cancel()
 		hubs.Shutdown(sctx)

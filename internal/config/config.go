@@ -98,6 +98,8 @@ type Config struct {
 	GatewayPublicURL      string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
 	SandboxProvider       string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
 	SandboxDataDir        string        `env:"SANDBOX_DATA_DIR" default:".data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots"`
+	OrphanSweepInterval   time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
+	OrphanSweepGrace      time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`
 	OpenCodeBin           string        `env:"OPENCODE_BIN" doc:"path of the opencode binary; empty asks scripts/opencode.sh (installs the pinned version)"`
 	MaxConcurrentSessions int           `env:"MAX_CONCURRENT_SESSIONS" default:"10" check:"min=0,max=10000" doc:"live (starting or running) sessions allowed per organization; 0 is unlimited"`
 	AnthropicAPIKey       string        `env:"ANTHROPIC_API_KEY" secret:"true" doc:"model key for the agent; empty runs the agent against the scripted LLM (llm-sim) in development"`

@@ -1,15 +1,12 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,8 +15,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
@@ -27,57 +24,25 @@ import (
 // workspace for git operations.
 type dirExecProvider struct {
 	*countingProvider
-	root string
-}
-
-func (p *dirExecProvider) Exec(ctx context.Context, _ string, c sandbox.ExecCommand) (sandbox.ExecResult, error) {
-	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
-	cmd.Dir = filepath.Join(p.root, c.Dir)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.root}
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = bytes.NewReader(c.Stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := sandbox.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode = ee.ExitCode()
-		return res, nil
-	}
-	return res, err
-}
-
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@t", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	*gitopstest.DirExec
 }
 
 func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	w := newWorld(t)
 	base := t.TempDir()
 	remote := filepath.Join(base, "acme", "widget.git")
-	runGit(t, base, "init", "-q", "--bare", "-b", "main", remote)
+	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", remote)
 	ws := filepath.Join(base, "ws")
 	repo := filepath.Join(ws, "widget")
-	runGit(t, base, "clone", "-q", remote, repo)
-	runGit(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
-	runGit(t, repo, "push", "-q", "origin", "main")
+	gitopstest.Git(t, base, "clone", "-q", remote, repo)
+	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
+	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
 
 	// A gateway whose provider can run commands.
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, root: ws}, Redis: w.api.Deps.Redis,
+	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}, Redis: w.api.Deps.Redis,
 		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
@@ -111,7 +76,7 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	}
 	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "via http", "files": []string{"http.txt"}}, nil)
 	var res hub.GitResultMessage
-	if err := json.Unmarshal(body, &res); st != http.StatusOK || err != nil || !res.OK || res.SHA != runGit(t, repo, "rev-parse", "HEAD") {
+	if err := json.Unmarshal(body, &res); st != http.StatusOK || err != nil || !res.OK || res.SHA != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
 		t.Fatalf("commit %d %s", st, body)
 	}
 	if st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "again", "mode": "all"}, nil); st != http.StatusConflict || errorCode(t, body) != "nothing_to_commit" {
@@ -156,10 +121,10 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	res = hub.GitResultMessage{}
-	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitResult), &res); err != nil || !res.OK || res.Action != hub.GitActionCommit || res.SHA != runGit(t, repo, "rev-parse", "HEAD") {
+	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitResult), &res); err != nil || !res.OK || res.Action != hub.GitActionCommit || res.SHA != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
 		t.Fatalf("ws commit %+v %v", res, err)
 	}
-	if msg := runGit(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {
+	if msg := gitopstest.Git(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {
 		t.Fatalf("last commit %q", msg)
 	}
 }

@@ -1,66 +1,20 @@
 package gitops_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/proliferate/proliferate/gateway/gitops"
-	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 )
-
-// dirExec is a plain-directory sandbox.Executor: every sandbox is root.
-// It records the environment of each command.
-type dirExec struct {
-	root string
-	mu   sync.Mutex
-	envs []map[string]string
-}
-
-func (d *dirExec) Exec(ctx context.Context, _ string, c sandbox.ExecCommand) (sandbox.ExecResult, error) {
-	d.mu.Lock()
-	d.envs = append(d.envs, c.Env)
-	d.mu.Unlock()
-	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
-	cmd.Dir = filepath.Join(d.root, c.Dir)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + d.root}
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = bytes.NewReader(c.Stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := sandbox.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode = ee.ExitCode()
-		return res, nil
-	}
-	return res, err
-}
-
-func git(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@t", "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
 
 func write(t *testing.T, path, content string) {
 	t.Helper()
@@ -76,26 +30,26 @@ func write(t *testing.T, path, content string) {
 // workspace holding a clone at "widget".
 type world struct {
 	remote, ws, repo string
-	ex               *dirExec
+	ex               *gitopstest.DirExec
 }
 
 func newWorld(t *testing.T, cloneArgs ...string) *world {
 	t.Helper()
 	base := t.TempDir()
 	w := &world{remote: filepath.Join(base, "acme", "widget.git"), ws: filepath.Join(base, "ws")}
-	git(t, base, "init", "-q", "--bare", "-b", "main", w.remote)
+	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", w.remote)
 	seed := filepath.Join(base, "seed")
-	git(t, base, "clone", "-q", w.remote, seed)
+	gitopstest.Git(t, base, "clone", "-q", w.remote, seed)
 	for _, c := range []string{"one", "two", "three"} {
 		write(t, filepath.Join(seed, "README.md"), c+"\n")
-		git(t, seed, "add", "-A")
-		git(t, seed, "commit", "-qm", c)
+		gitopstest.Git(t, seed, "add", "-A")
+		gitopstest.Git(t, seed, "commit", "-qm", c)
 	}
-	git(t, seed, "push", "-q", "origin", "main")
+	gitopstest.Git(t, seed, "push", "-q", "origin", "main")
 	w.repo = filepath.Join(w.ws, "widget")
 	args := append([]string{"clone", "-q"}, cloneArgs...)
-	git(t, base, append(args, "file://"+w.remote, w.repo)...)
-	w.ex = &dirExec{root: w.ws}
+	gitopstest.Git(t, base, append(args, "file://"+w.remote, w.repo)...)
+	w.ex = &gitopstest.DirExec{Root: w.ws}
 	return w
 }
 
@@ -177,10 +131,10 @@ func TestStatusOfARealRepository(t *testing.T) {
 	}
 	write(t, filepath.Join(w.repo, "README.md"), "changed\n")
 	write(t, filepath.Join(w.repo, "new dir", "n.txt"), "n\n")
-	git(t, w.repo, "commit", "-qam", "local")
+	gitopstest.Git(t, w.repo, "commit", "-qam", "local")
 	write(t, filepath.Join(w.repo, "README.md"), "changed again\n")
 	write(t, filepath.Join(w.repo, ".git", "index.lock"), "")
-	write(t, filepath.Join(w.repo, ".git", "MERGE_HEAD"), git(t, w.repo, "rev-parse", "HEAD")+"\n")
+	write(t, filepath.Join(w.repo, ".git", "MERGE_HEAD"), gitopstest.Git(t, w.repo, "rev-parse", "HEAD")+"\n")
 	st, err = r.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -196,13 +150,13 @@ func TestStatusOfARealRepository(t *testing.T) {
 		t.Fatalf("files: %v", paths)
 	}
 	// Status never takes index.lock itself: GIT_OPTIONAL_LOCKS=0 on reads.
-	for _, env := range w.ex.envs {
+	for _, env := range w.ex.Envs() {
 		if env["GIT_TERMINAL_PROMPT"] != "0" || env["GIT_ASKPASS"] == "" {
 			t.Fatalf("non-interactive env missing: %v", env)
 		}
 	}
-	if w.ex.envs[0]["GIT_OPTIONAL_LOCKS"] != "0" {
-		t.Fatalf("read-only status without GIT_OPTIONAL_LOCKS=0: %v", w.ex.envs[0])
+	if w.ex.Envs()[0]["GIT_OPTIONAL_LOCKS"] != "0" {
+		t.Fatalf("read-only status without GIT_OPTIONAL_LOCKS=0: %v", w.ex.Envs()[0])
 	}
 	// A busy repository refuses mutations with ErrBusy.
 	if _, err := r.Commit(ctx, gitops.CommitRequest{Message: "m", Mode: gitops.CommitAll}); !errors.Is(err, gitops.ErrBusy) {
@@ -222,7 +176,7 @@ func TestBranchAndCommitVariants(t *testing.T) {
 			t.Errorf("branch %q: %v", bad, err)
 		}
 	}
-	if b := git(t, w.repo, "branch", "--show-current"); b != "feature/panel" {
+	if b := gitopstest.Git(t, w.repo, "branch", "--show-current"); b != "feature/panel" {
 		t.Fatalf("branch %q", b)
 	}
 	// Empty change sets are refused in every mode.
@@ -243,10 +197,10 @@ func TestBranchAndCommitVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Branch != "feature/panel" || res.SHA != git(t, w.repo, "rev-parse", "HEAD") {
+	if res.Branch != "feature/panel" || res.SHA != gitopstest.Git(t, w.repo, "rev-parse", "HEAD") {
 		t.Fatalf("result %+v", res)
 	}
-	if files := git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "a.txt" {
+	if files := gitopstest.Git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "a.txt" {
 		t.Fatalf("selected commit has %q", files)
 	}
 	if _, err := r.Commit(ctx, gitops.CommitRequest{Message: "x", Files: []string{"../outside"}}); !errors.Is(err, gitops.ErrInvalidPath) {
@@ -260,20 +214,20 @@ func TestBranchAndCommitVariants(t *testing.T) {
 	if _, err := r.Commit(ctx, gitops.CommitRequest{Message: "tracked", Mode: gitops.CommitTracked}); err != nil {
 		t.Fatal(err)
 	}
-	if files := git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "README.md" {
+	if files := gitopstest.Git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "README.md" {
 		t.Fatalf("tracked commit has %q", files)
 	}
-	if author := git(t, w.repo, "log", "-1", "--format=%an <%ae>|%B"); author != "Proliferate Agent <agent@proliferate.dev>|tracked" {
+	if author := gitopstest.Git(t, w.repo, "log", "-1", "--format=%an <%ae>|%B"); author != "Proliferate Agent <agent@proliferate.dev>|tracked" {
 		t.Fatalf("author/message %q", author)
 	}
 	// all: the untracked file too.
 	if _, err := r.Commit(ctx, gitops.CommitRequest{Message: "all\n\nbody line", Mode: gitops.CommitAll}); err != nil {
 		t.Fatal(err)
 	}
-	if files := git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "b.txt" {
+	if files := gitopstest.Git(t, w.repo, "show", "--name-only", "--format=", "HEAD"); files != "b.txt" {
 		t.Fatalf("all commit has %q", files)
 	}
-	if st := git(t, w.repo, "status", "--porcelain"); st != "" {
+	if st := gitopstest.Git(t, w.repo, "status", "--porcelain"); st != "" {
 		t.Fatalf("not clean after commit all: %q", st)
 	}
 }
@@ -296,7 +250,7 @@ func TestPushCreatesUpstreamThenUsesIt(t *testing.T) {
 	if !res.SetUpstream || res.Branch != "feat" || res.Remote != "origin" || res.Unshallowed {
 		t.Fatalf("first push %+v", res)
 	}
-	if up := git(t, w.repo, "rev-parse", "--abbrev-ref", "feat@{upstream}"); up != "origin/feat" {
+	if up := gitopstest.Git(t, w.repo, "rev-parse", "--abbrev-ref", "feat@{upstream}"); up != "origin/feat" {
 		t.Fatalf("upstream %q", up)
 	}
 	write(t, filepath.Join(w.repo, "f.txt"), "2\n")
@@ -308,7 +262,7 @@ func TestPushCreatesUpstreamThenUsesIt(t *testing.T) {
 	if err != nil || res.SetUpstream {
 		t.Fatalf("second push %+v %v", res, err)
 	}
-	if got := git(t, w.remote, "rev-parse", "refs/heads/feat"); got != sha.SHA {
+	if got := gitopstest.Git(t, w.remote, "rev-parse", "refs/heads/feat"); got != sha.SHA {
 		t.Fatalf("remote feat at %s, want %s", got, sha.SHA)
 	}
 	st, err := r.Status(ctx)
@@ -316,7 +270,7 @@ func TestPushCreatesUpstreamThenUsesIt(t *testing.T) {
 		t.Fatalf("status after push %+v %v", st, err)
 	}
 	// A rejected push reports git's message.
-	git(t, w.repo, "reset", "-q", "--hard", "HEAD~1")
+	gitopstest.Git(t, w.repo, "reset", "-q", "--hard", "HEAD~1")
 	write(t, filepath.Join(w.repo, "g.txt"), "g\n")
 	if _, err := r.Commit(ctx, gitops.CommitRequest{Message: "diverge", Mode: gitops.CommitAll}); err != nil {
 		t.Fatal(err)
@@ -334,9 +288,9 @@ func TestPushFromAShallowCloneUnshallowsWhenRejected(t *testing.T) {
 	// ("shallow update not allowed") until the history is fetched.
 	w := newWorld(t, "--depth", "1")
 	fork := filepath.Join(filepath.Dir(filepath.Dir(w.remote)), "fork", "widget.git")
-	git(t, w.ws, "init", "-q", "--bare", "-b", "main", fork)
-	git(t, w.repo, "remote", "rename", "origin", "upstream")
-	git(t, w.repo, "remote", "add", "origin", "file://"+fork)
+	gitopstest.Git(t, w.ws, "init", "-q", "--bare", "-b", "main", fork)
+	gitopstest.Git(t, w.repo, "remote", "rename", "origin", "upstream")
+	gitopstest.Git(t, w.repo, "remote", "add", "origin", "file://"+fork)
 	r := w.open(t)
 	ctx := context.Background()
 	st, err := r.Status(ctx)
@@ -357,7 +311,7 @@ func TestPushFromAShallowCloneUnshallowsWhenRejected(t *testing.T) {
 	if !res.Unshallowed || !res.SetUpstream {
 		t.Fatalf("push %+v", res)
 	}
-	if n := git(t, fork, "rev-list", "--count", "refs/heads/fix"); n != "4" {
+	if n := gitopstest.Git(t, fork, "rev-list", "--count", "refs/heads/fix"); n != "4" {
 		t.Fatalf("fork has %s commits on fix, want the full history (4)", n)
 	}
 	if st, _ := r.Status(ctx); st.Shallow {
@@ -366,7 +320,7 @@ func TestPushFromAShallowCloneUnshallowsWhenRejected(t *testing.T) {
 }
 
 func TestPathsOutsideTheWorkspaceAreRefused(t *testing.T) {
-	ex := &dirExec{root: t.TempDir()}
+	ex := &gitopstest.DirExec{Root: t.TempDir()}
 	for _, p := range []string{"../x", "/abs", "a/../../b", "x\x00y"} {
 		if _, err := gitops.Open(ex, "sb", p, gitops.Options{}); !errors.Is(err, gitops.ErrInvalidPath) {
 			t.Errorf("Open(%q): %v", p, err)

@@ -3,11 +3,9 @@ package hub_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,63 +13,30 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/gitops"
+	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/auth"
-	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// execProvider adds a plain-directory Executor to the simulated sandboxes:
-// every sandbox's workspace is root.
+// execProvider adds a plain-directory Executor to the simulated sandboxes.
 type execProvider struct {
 	*agentsim.Provider
-	root string
-}
-
-func (p *execProvider) Exec(ctx context.Context, _ string, c sandbox.ExecCommand) (sandbox.ExecResult, error) {
-	cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
-	cmd.Dir = filepath.Join(p.root, c.Dir)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.root}
-	for k, v := range c.Env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Stdin = bytes.NewReader(c.Stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := sandbox.ExecResult{Stdout: out.Bytes(), Stderr: errb.Bytes()}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		res.ExitCode = ee.ExitCode()
-		return res, nil
-	}
-	return res, err
-}
-
-func hostGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=T", "GIT_AUTHOR_EMAIL=t@t", "GIT_COMMITTER_NAME=T", "GIT_COMMITTER_EMAIL=t@t", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
+	*gitopstest.DirExec
 }
 
 func TestGitOperationsThroughTheHub(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	base := t.TempDir()
 	remote := filepath.Join(base, "acme", "widget.git")
-	hostGit(t, base, "init", "-q", "--bare", "-b", "main", remote)
+	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", remote)
 	ws := filepath.Join(base, "ws")
-	hostGit(t, base, "clone", "-q", remote, filepath.Join(ws, "widget"))
+	gitopstest.Git(t, base, "clone", "-q", remote, filepath.Join(ws, "widget"))
 	repo := filepath.Join(ws, "widget")
-	hostGit(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
-	hostGit(t, repo, "push", "-q", "origin", "main")
+	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
+	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
 
 	var prBody string
 	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -84,7 +49,7 @@ func TestGitOperationsThroughTheHub(t *testing.T) {
 	defer gh.Close()
 
 	d := e.deps(unique("gw-"))
-	d.Provider = &execProvider{Provider: e.prov, root: ws}
+	d.Provider = &execProvider{Provider: e.prov, DirExec: &gitopstest.DirExec{Root: ws}}
 	var tokenOrgs sync.Map // the organizations tokens were asked for
 	d.Git = hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: gh.URL, Tokens: gitops.TokenSourceFunc(func(_ context.Context, orgID, _, _ string) (string, error) {
 		tokenOrgs.Store(orgID, true)
@@ -141,7 +106,7 @@ func TestGitOperationsThroughTheHub(t *testing.T) {
 	}
 	send(owner, `{"type":"git_commit","workspace_path":"widget","message":"add panel","mode":"all"}`)
 	r := result(hub.GitActionCommit, 2)
-	if r["ok"] != true || r["sha"] != hostGit(t, repo, "rev-parse", "HEAD") || r["branch"] != "feat" {
+	if r["ok"] != true || r["sha"] != gitopstest.Git(t, repo, "rev-parse", "HEAD") || r["branch"] != "feat" {
 		t.Fatalf("commit: %v", r)
 	}
 	send(owner, `{"type":"git_commit","workspace_path":"widget","message":"again","mode":"all"}`)
@@ -156,7 +121,7 @@ func TestGitOperationsThroughTheHub(t *testing.T) {
 	if r := result(hub.GitActionPush, 1); r["ok"] != true || r["push"].(map[string]any)["set_upstream"] != true {
 		t.Fatalf("push: %v", r)
 	}
-	if got := hostGit(t, remote, "rev-parse", "refs/heads/feat"); got != hostGit(t, repo, "rev-parse", "HEAD") {
+	if got := gitopstest.Git(t, remote, "rev-parse", "refs/heads/feat"); got != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
 		t.Fatalf("remote feat at %s", got)
 	}
 	send(owner, `{"type":"git_create_pr","workspace_path":"widget","title":"Panel","base":"main"}`)

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/schemas"
+
 	"github.com/gin-gonic/gin"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
@@ -49,6 +51,9 @@ type Deps struct {
 	Tokens *auth.Tokens
 	Box    *secretbox.Box
 	Mailer mailer.Mailer
+	// Codec encodes the events modules write through the outbox; nil builds
+	// one from the configuration on first use (EventCodec).
+	Codec *schemas.Codec
 	// Now is the clock (tests move it).
 	Now func() time.Time
 }
@@ -66,6 +71,19 @@ type Server struct {
 	mu        sync.Mutex
 	routes    []Route
 	verifiers []Verifier
+	codecOnce sync.Once
+	codecErr  error
+}
+
+// EventCodec is the codec every module of this server writes events with:
+// Deps.Codec, or one built once from SCHEMA_REGISTRY_URL.
+func (s *Server) EventCodec() (*schemas.Codec, error) {
+	s.codecOnce.Do(func() {
+		if s.Codec == nil {
+			s.Codec, s.codecErr = schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
+		}
+	})
+	return s.Codec, s.codecErr
 }
 
 // New builds the server with the cross-cutting middleware.

@@ -51,8 +51,7 @@ const (
 // Options override what Register derives from the configuration.
 type Options struct {
 	// Codec encodes the runs.lifecycle events of resolutions and
-	// completions; default: built like the app's (schema registry when
-	// SCHEMA_REGISTRY_URL is set).
+	// completions; default: the server's (api.Server.EventCodec).
 	Codec *schemas.Codec
 }
 
@@ -63,11 +62,10 @@ func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
 func RegisterWith(o Options) func(*api.Server) error {
 	return func(s *api.Server) error {
 		if o.Codec == nil {
-			codec, err := schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
-			if err != nil {
-				return fmt.Errorf("runs: build event codec: %w", err)
+			var err error
+			if o.Codec, err = s.EventCodec(); err != nil {
+				return fmt.Errorf("runs: %w", err)
 			}
-			o.Codec = codec
 		}
 		h := &handlers{q: &query.Store{Pool: s.Pool, Codec: o.Codec}}
 		for _, r := range h.routes() {

@@ -66,7 +66,8 @@ type Options struct {
 	// sandbox and snapshots answer 503, and immediate sessions start on
 	// first connect.
 	Runtime Runtime
-	// Codec encodes session events; default: built like the app's.
+	// Codec encodes session events; default: the server's
+	// (api.Server.EventCodec).
 	Codec *schemas.Codec
 	// MaxConcurrent is the per-organization live-session limit; 0 takes
 	// the configured MAX_CONCURRENT_SESSIONS (whose 0 is unlimited), a
@@ -81,11 +82,10 @@ func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
 func RegisterWith(o Options) func(*api.Server) error {
 	return func(s *api.Server) error {
 		if o.Codec == nil {
-			codec, err := schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
-			if err != nil {
-				return fmt.Errorf("sessions: build event codec: %w", err)
+			var err error
+			if o.Codec, err = s.EventCodec(); err != nil {
+				return fmt.Errorf("sessions: %w", err)
 			}
-			o.Codec = codec
 		}
 		limit := o.MaxConcurrent
 		if limit == 0 {

@@ -61,8 +61,8 @@ const (
 
 // Options override what Register derives from the configuration.
 type Options struct {
-	// Codec encodes outbox events; default: built like the app's (schema
-	// registry when SCHEMA_REGISTRY_URL is set).
+	// Codec encodes outbox events; default: the server's
+	// (api.Server.EventCodec).
 	Codec *schemas.Codec
 	// IngestURL is the public base URL of the ingest role, for custom
 	// webhook URLs; default PUBLIC_URL.
@@ -79,11 +79,10 @@ func Register(s *api.Server) error { return RegisterWith(Options{})(s) }
 func RegisterWith(o Options) func(*api.Server) error {
 	return func(s *api.Server) error {
 		if o.Codec == nil {
-			codec, err := schemas.NewCodecFor(s.Cfg.SchemaRegistryURL)
-			if err != nil {
-				return fmt.Errorf("triggers: build event codec: %w", err)
+			var err error
+			if o.Codec, err = s.EventCodec(); err != nil {
+				return fmt.Errorf("triggers: %w", err)
 			}
-			o.Codec = codec
 		}
 		if o.IngestURL == "" {
 			o.IngestURL = s.Cfg.PublicURL

@@ -27,9 +27,9 @@ func (a *App) apiModules() []func(*api.Server) error {
 		repos.Register,
 		secrets.Register,
 		integrations.Register,
-		triggers.RegisterWith(triggers.Options{Codec: a.Codec, IngestURL: a.Cfg.IngestPublicURL}),
-		runsapi.RegisterWith(runsapi.Options{Codec: a.Codec}),
-		sessionsapi.RegisterWith(sessionsapi.Options{Codec: a.Codec, MaxConcurrent: a.Cfg.MaxConcurrentSessions,
+		triggers.RegisterWith(triggers.Options{IngestURL: a.Cfg.IngestPublicURL}),
+		runsapi.Register,
+		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
 			Runtime: client.NewSessionRuntime(a.gatewayClient("api"))}),
 	}
 }
@@ -50,10 +50,10 @@ func (a *App) APIServer(ctx context.Context) (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := api.New(api.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Redis: a.Redis, Tokens: tokens, Box: box})
 	if err := a.OpenCodec(ctx); err != nil {
 		return nil, err
 	}
+	s := api.New(api.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Redis: a.Redis, Tokens: tokens, Box: box, Codec: a.Codec})
 	for _, register := range a.apiModules() {
 		if err := register(s); err != nil {
 			return nil, err

@@ -17,10 +17,16 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type widgetReq struct {
-	Name  string   `json:"name" binding:"required,max=10"`
-	Size  int      `json:"size" binding:"min=1,max=5"`
-	Tags  []string `json:"tags" binding:"max=2,dive,max=4"`
-	Color string   `json:"color" binding:"omitempty,oneof=red blue"`
+	Name string   `json:"name" binding:"required,max=10"`
+	Size int      `json:"size" binding:"min=1,max=5"`
+	Tags []string `json:"tags" binding:"max=2,dive,max=4"`
+	// An embedded struct's fields are the request's own in JSON and in
+	// error field names.
+	WidgetLook
+}
+
+type WidgetLook struct {
+	Color string `json:"color" binding:"omitempty,oneof=red blue"`
 }
 
 func (w widgetReq) Validate() []api.FieldError {
@@ -112,6 +118,7 @@ func TestBindReportsEachProblemPrecisely(t *testing.T) {
 		{"range", `{"name":"a","size":9}`, api.CodeValidation, 422, "size", "must be at most 5"},
 		{"nested", `{"name":"a","size":1,"tags":["ok","toolong"]}`, api.CodeValidation, 422, "tags[1]", "must be at most 4 characters"},
 		{"enum", `{"name":"a","size":1,"color":"green"}`, api.CodeValidation, 422, "color", "must be one of red, blue"},
+		{"embedded wrong type", `{"name":"a","size":1,"color":5}`, api.CodeValidation, 422, "color", "must be a string"},
 		{"custom", `{"name":"forbidden","size":1}`, api.CodeValidation, 422, "name", "is reserved"},
 	}
 	for _, c := range cases {

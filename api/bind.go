@@ -46,7 +46,7 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonError(v, err)
 	}
 	if dec.More() {
 		return BadRequest("request body has data after the JSON value")
@@ -66,7 +66,7 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
-func jsonError(err error) error {
+func jsonError(v any, err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -75,7 +75,7 @@ func jsonError(err error) error {
 	case errors.As(err, &syn):
 		return BadRequest(fmt.Sprintf("malformed JSON at byte %d", syn.Offset))
 	case errors.As(err, &typ):
-		field := typ.Field
+		field := withoutEmbedded(v, typ.Field)
 		if field == "" {
 			field = "(body)"
 		}
@@ -86,6 +86,36 @@ func jsonError(err error) error {
 	default:
 		return BadRequest("malformed JSON: " + err.Error())
 	}
+}
+
+// withoutEmbedded drops from a decoder's field path the Go names of embedded
+// structs (encoding/json names them; in JSON their fields are the parent's).
+func withoutEmbedded(v any, path string) string {
+	if path == "" {
+		return ""
+	}
+	t := reflect.TypeOf(v)
+	var out []string
+	for _, seg := range strings.Split(path, ".") {
+		for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map) {
+			t = t.Elem()
+		}
+		if t != nil && t.Kind() == reflect.Struct {
+			if f, ok := t.FieldByName(seg); ok && f.Anonymous && f.Tag.Get("json") == "" {
+				t = f.Type
+				continue
+			}
+			var next reflect.Type
+			for i := range t.NumField() {
+				if strings.Split(t.Field(i).Tag.Get("json"), ",")[0] == seg {
+					next = t.Field(i).Type
+				}
+			}
+			t = next
+		}
+		out = append(out, seg)
+	}
+	return strings.Join(out, ".")
 }
 
 func jsonTypeName(t reflect.Type) string {
@@ -126,10 +156,14 @@ func jsonPath(v any, ns string) string {
 		jsonName := name
 		if t.Kind() == reflect.Struct {
 			if f, ok := t.FieldByName(name); ok {
-				if tag := strings.Split(f.Tag.Get("json"), ",")[0]; tag != "" {
+				tag := strings.Split(f.Tag.Get("json"), ",")[0]
+				t = f.Type
+				if f.Anonymous && tag == "" {
+					continue // an embedded struct's fields are the parent's in JSON
+				}
+				if tag != "" {
 					jsonName = tag
 				}
-				t = f.Type
 			}
 		}
 		if idx != "" {

@@ -59,11 +59,9 @@ func (n Nullable[T]) Set() bool { return n.set }
 // Value is the sent value, nil for absent or null.
 func (n Nullable[T]) Value() *T { return n.value }
 
-// CreateAutomationRequest creates an automation; absent fields get their
-// defaults (enabled, agent_type opencode, config_selection_strategy fixed,
-// notification_destination_type none, run_deadline_seconds 7200…).
-type CreateAutomationRequest struct {
-	Name                    string            `json:"name" binding:"required,max=200"`
+// AutomationFields are the settings of an automation that create and PATCH
+// both take (PATCH: every one optional, null clears).
+type AutomationFields struct {
 	Description             *string           `json:"description" binding:"omitempty,max=5000"`
 	Enabled                 *bool             `json:"enabled"`
 	AgentInstructions       *string           `json:"agent_instructions" binding:"omitempty,max=50000"`
@@ -88,33 +86,20 @@ type CreateAutomationRequest struct {
 	RunDeadlineSeconds              *int    `json:"run_deadline_seconds" binding:"omitempty,min=300,max=86400" doc:"default 7200"`
 }
 
+// CreateAutomationRequest creates an automation; absent fields get their
+// defaults (enabled, agent_type opencode, config_selection_strategy fixed,
+// notification_destination_type none, run_deadline_seconds 7200…).
+type CreateAutomationRequest struct {
+	Name string `json:"name" binding:"required,max=200"`
+	AutomationFields
+}
+
 // AutomationSettings documents the body of PATCH /automations/:id in
 // OpenAPI (UpdateAutomationRequest's Nullable fields are plain values or
 // null on the wire).
 type AutomationSettings struct {
-	Name                    *string           `json:"name" binding:"omitempty,max=200"`
-	Description             *string           `json:"description" binding:"omitempty,max=5000"`
-	Enabled                 *bool             `json:"enabled"`
-	AgentInstructions       *string           `json:"agent_instructions" binding:"omitempty,max=50000"`
-	AgentType               *string           `json:"agent_type" binding:"omitempty,oneof=opencode"`
-	ModelID                 *string           `json:"model_id" binding:"omitempty,max=200"`
-	DefaultConfigurationID  *string           `json:"default_configuration_id" doc:"a configuration of the organization; null (or \"\") clears it"`
-	ConfigSelectionStrategy *string           `json:"config_selection_strategy" binding:"omitempty,oneof=fixed agent_decide"`
-	AllowedConfigurationIDs []string          `json:"allowed_configuration_ids" binding:"max=50" doc:"agent_decide allowlist: configurations of the organization"`
-	FallbackConfigurationID *string           `json:"fallback_configuration_id" doc:"agent_decide fallback: a configuration of the organization"`
-	EnabledTools            map[string]any    `json:"enabled_tools"`
-	ActionModes             map[string]string `json:"action_modes" doc:"\"<integration>.<action>\" → allow | deny | require_approval"`
-	LLMFilterPrompt         *string           `json:"llm_filter_prompt" binding:"omitempty,max=20000"`
-	LLMAnalysisPrompt       *string           `json:"llm_analysis_prompt" binding:"omitempty,max=20000"`
-	// Notifications: slack_channel needs notification_slack_installation_id
-	// (an active Slack installation of the organization) and
-	// notification_channel_id; slack_dm_user needs the installation and
-	// notification_slack_user_id.
-	NotificationDestinationType     *string `json:"notification_destination_type" binding:"omitempty,oneof=none slack_channel slack_dm_user"`
-	NotificationSlackInstallationID *string `json:"notification_slack_installation_id"`
-	NotificationChannelID           *string `json:"notification_channel_id"`
-	NotificationSlackUserID         *string `json:"notification_slack_user_id"`
-	RunDeadlineSeconds              *int    `json:"run_deadline_seconds" binding:"omitempty,min=300,max=86400" doc:"default 7200"`
+	Name *string `json:"name" binding:"omitempty,max=200"`
+	AutomationFields
 }
 
 // Validate checks what tags cannot.

@@ -42,6 +42,9 @@ func Executor(d Deps) consumers.Handler {
 		if err != nil {
 			return err
 		}
+		if run.Status != runs.StatusReady && (run.Status != runs.StatusRunning || run.PromptSentAt != nil || run.SessionID == nil) {
+			return nil // past this stage (a redelivery or a replay): nothing to load
+		}
 		a, err := loadAutomation(ctx, d.Pool, run)
 		if errors.Is(err, runs.ErrNotFound) {
 			return nil

@@ -1,0 +1,70 @@
+package actions_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/proliferate/proliferate/internal/actions"
+)
+
+var sinkMode actions.ModeResolution
+
+// BenchmarkResolveMode measures the cascade on the invoke hot path against
+// its floor: one lookup of a prebuilt key in a map of the same size
+// (benchreport prints each case as a ratio to baseline).
+func BenchmarkResolveMode(b *testing.B) {
+	const src = "connector:7d3c2a4e-0000-4000-8000-000000000001"
+	org := map[string]string{}
+	auto := map[string]string{}
+	for i := range 50 {
+		org[actions.ModeKey(src, "tool_"+strings.Repeat("x", i%7)+string(rune('a'+i%26)))] = "allow"
+		auto[actions.ModeKey("linear", "action_"+string(rune('a'+i%26)))] = "deny"
+	}
+	org[actions.ModeKey(src, "search_docs")] = "allow"
+	auto[actions.ModeKey("linear", "create_issue")] = "allow"
+	prebuilt := actions.ModeKey(src, "search_docs")
+	b.Run("baseline", func(b *testing.B) {
+		var v string
+		for b.Loop() {
+			v = org[prebuilt]
+		}
+		sinkMode.DeniedReason = v
+	})
+	cases := map[string]actions.ModeInput{
+		"automation_override": {SourceID: "linear", ActionID: "create_issue", Risk: actions.RiskWrite, AutomationModes: auto, OrgModes: org},
+		"org_default":         {SourceID: src, ActionID: "search_docs", Risk: actions.RiskRead, AutomationModes: auto, OrgModes: org},
+		"inferred_default":    {SourceID: "sentry", ActionID: "get_issue", Risk: actions.RiskRead, AutomationModes: auto, OrgModes: org},
+		"drifted_connector":   {SourceID: src, ActionID: "search_docs", Risk: actions.RiskRead, AutomationModes: auto, OrgModes: org, Drifted: true},
+	}
+	for _, name := range []string{"automation_override", "org_default", "inferred_default", "drifted_connector"} {
+		in := cases[name]
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				sinkMode = actions.ResolveMode(in)
+			}
+		})
+	}
+}
+
+// BenchmarkShapeResult measures shaping a typical 40 KB result to 10 KB
+// against json.Valid over the same bytes (the cheapest full pass).
+func BenchmarkShapeResult(b *testing.B) {
+	items := make([]map[string]any, 200)
+	for i := range items {
+		items[i] = map[string]any{"id": i, "title": strings.Repeat("issue title ", 10), "access_token": "t", "labels": []string{"bug", "p1"}}
+	}
+	raw, _ := json.Marshal(map[string]any{"issues": items, "total": 200})
+	b.Run("baseline", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			json.Valid(raw)
+		}
+	})
+	b.Run("shape", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			actions.ShapeResult(raw, actions.DefaultMaxResultBytes)
+		}
+	})
+}

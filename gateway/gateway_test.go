@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
@@ -38,7 +39,7 @@ type countingProvider struct {
 	snapshots atomic.Int32
 }
 
-func (p *countingProvider) Snapshot(ctx context.Context, sessionID, sandboxID string) (string, error) {
+func (p *countingProvider) Snapshot(ctx context.Context, sessionID, sandboxID string) (sandbox.SnapshotInfo, error) {
 	p.snapshots.Add(1)
 	return p.Provider.Snapshot(ctx, sessionID, sandboxID)
 }

@@ -44,7 +44,17 @@ var (
 	ErrSessionEnded = errors.New("hub: session has ended")
 	// ErrEmptyPrompt: a prompt without text.
 	ErrEmptyPrompt = errors.New("hub: empty prompt")
+	// ErrSessionPaused: an automatic reconnect found the session paused
+	// (an idle snapshot got there first) and did not resume it.
+	ErrSessionPaused = errors.New("hub: session is paused")
+	// ErrSnapshotLost: the session's snapshot could not be restored; its
+	// reference was cleared and the next start is fresh.
+	ErrSnapshotLost = errors.New("hub: snapshot could not be restored; the next start is fresh")
 )
+
+// CodeSnapshotLost is the error code clients get when a resume found the
+// snapshot unrestorable (their conversation was reset).
+const CodeSnapshotLost = "snapshot_lost"
 
 // RepoResolver returns the repositories to clone into a session's sandbox
 // (from its configuration; none for scratch sessions).
@@ -92,11 +102,34 @@ type Deps struct {
 	// ReconnectDelays is the SSE reconnect backoff schedule; the last entry
 	// repeats [250ms, 500ms, 1s, 2s, 5s].
 	ReconnectDelays []time.Duration
-	// IdleTTL evicts a hub with no clients, no running agent turn and no
-	// tool call in flight after this long (the runtime keeps running; the
-	// lease is released) [5m]. Automation sessions are not evicted while the
-	// agent is busy.
+	// IdleTTL evicts a hub without a runtime (its session paused or never
+	// started here) that nobody used for this long, releasing its owner
+	// lease [10m]. Hubs with a runtime are never evicted: the idle snapshot
+	// stops their sandbox first, and the hub stays through the resume
+	// handoff (idle-snapshotting.md, constraint 1).
 	IdleTTL time.Duration
+	// IdleCheckEvery is the period of the idle-snapshot checks [30s].
+	IdleCheckEvery time.Duration
+	// IdleGrace is how long a web/api/cli session with no clients, proxy
+	// connections or agent work must stay inactive before its sandbox is
+	// snapshotted and stopped [5m, IDLE_SNAPSHOT_DELAY_SECONDS].
+	IdleGrace time.Duration
+	// HeadlessIdleGrace is that grace for automation and Slack sessions [30s].
+	HeadlessIdleGrace time.Duration
+	// MigrationLockTTL bounds the per-session migration lock [300s];
+	// SnapshotTimeout bounds one snapshot [120s] and must stay well below it.
+	MigrationLockTTL time.Duration
+	SnapshotTimeout  time.Duration
+	// MaxSnapshotFailures consecutive failed idle snapshots stop the
+	// session with outcome failed (circuit breaker) [3].
+	MaxSnapshotFailures int
+	// ExpiryLead: a sandbox expiring within this is migrated (active
+	// session) or paused (idle) [5m]; ExpiryWait bounds the wait for the
+	// agent's turn before a migration [30s]; ExpiryScanEvery is the period
+	// of the expiry scan [30s].
+	ExpiryLead      time.Duration
+	ExpiryWait      time.Duration
+	ExpiryScanEvery time.Duration
 	// MaxHubs is a hard cap: creating a hub beyond it evicts the least
 	// recently used idle hub [10000].
 	MaxHubs int
@@ -104,6 +137,8 @@ type Deps struct {
 	Now func() time.Time
 	// Git configures git operations (git.go).
 	Git GitDeps
+	// Snapshots keeps the books of snapshots; nil = none.
+	Snapshots SnapshotBook
 }
 
 // Client is one attached WebSocket connection (or any frame sink). Send

@@ -488,6 +488,8 @@ func TestIdleHubIsPausedAndEvicted(t *testing.T) {
 	id := e.session(t, sessionstest.Options{})
 	d := e.deps(unique("gw-"))
 	d.IdleTTL = 200 * time.Millisecond
+	d.IdleCheckEvery = 20 * time.Millisecond
+	d.IdleGrace = 100 * time.Millisecond
 	m := e.manager(t, d)
 	h, err := m.Hub(ctx, id)
 	if err != nil {
@@ -501,18 +503,22 @@ func TestIdleHubIsPausedAndEvicted(t *testing.T) {
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// A tool callback in flight keeps the hub even without clients.
+	// A tool callback in flight keeps the session (and its hub) even
+	// without clients.
 	done := h.ToolCallStarted()
 	detach()
-	// Several sweeps find the hub past its idle TTL and keep it.
 	testenv.Eventually(t, 10*time.Second, "sweeps to look at the hub past its idle TTL", func() bool { return m.IdleKept() >= 3 })
 	if _, ok := m.Get(id); !ok {
 		t.Fatal("hub evicted while a tool call was in flight")
 	}
+	if s, _ := e.store.Get(ctx, "", id); s.Status != sessions.StatusRunning {
+		t.Fatalf("snapshotted while a tool call was in flight: %s", s.Status)
+	}
 	done()
+	// Idle: snapshotted and paused, then (no runtime, untouched) evicted.
 	testenv.Eventually(t, 10*time.Second, "idle hub evicted", func() bool { _, ok := m.Get(id); return !ok })
 	s, _ := e.store.Get(ctx, "", id)
-	if s.Status != sessions.StatusPaused || s.PauseReason == nil || *s.PauseReason != "idle" || s.SnapshotID == nil {
+	if s.Status != sessions.StatusPaused || s.PauseReason == nil || *s.PauseReason != sessions.PauseInactivity || s.SnapshotID == nil {
 		t.Fatalf("idle session: status=%s reason=%v snapshot=%v", s.Status, s.PauseReason, s.SnapshotID)
 	}
 	// The lease is released as the evicted hub closes (just after it left

@@ -111,3 +111,12 @@ func RuntimeAlive(ctx context.Context, rdb *redis.Client, sessionID string) (boo
 	}
 	return n == 1, nil
 }
+
+// dropRuntime deletes the runtime lease if this instance wrote it (the
+// runtime is gone: snapshotted, migrated away).
+func (l leases) dropRuntime(ctx context.Context, sessionID string) error {
+	if err := releaseScript.Run(ctx, l.rdb, []string{runtimeKey(sessionID)}, l.instance).Err(); err != nil && err != redis.Nil {
+		return fmt.Errorf("hub: drop runtime lease %s: %w", sessionID, err)
+	}
+	return nil
+}

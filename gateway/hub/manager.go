@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,10 +17,11 @@ type Manager struct {
 	d      Deps
 	leases leases
 
-	mu      sync.Mutex
-	hubs    map[string]*Hub
-	pending map[string]*pendingHub
-	closed  bool
+	mu        sync.Mutex
+	hubs      map[string]*Hub
+	pending   map[string]*pendingHub
+	monitored map[*Hub]struct{} // hubs with a runtime, under idle checks
+	closed    bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -30,6 +30,21 @@ type Manager struct {
 	// idleChecks counts sweep passes that found a hub past IdleTTL and
 	// left it (a tool call in flight, a busy automation).
 	idleChecks atomic.Int64
+	// idleCheckCount counts idle-snapshot checks of single hubs.
+	idleCheckCount atomic.Int64
+	// hooks are test hooks (export_test.go); nil in production.
+	hooks atomic.Pointer[idleHooks]
+}
+
+type idleHooks struct{ beforeLock, afterRecheck, afterSnapshot func(h *Hub) }
+
+// hook runs a test hook (no-op in production).
+func (m *Manager) hook(pick func(*idleHooks) func(*Hub), h *Hub) {
+	if hk := m.hooks.Load(); hk != nil {
+		if f := pick(hk); f != nil {
+			f(h)
+		}
+	}
 }
 
 type pendingHub struct {
@@ -66,7 +81,34 @@ func NewManager(d Deps) *Manager {
 		d.ReconnectDelays = []time.Duration{250 * time.Millisecond, 500 * time.Millisecond, time.Second, 2 * time.Second, 5 * time.Second}
 	}
 	if d.IdleTTL <= 0 {
-		d.IdleTTL = 5 * time.Minute
+		d.IdleTTL = 10 * time.Minute
+	}
+	if d.IdleCheckEvery <= 0 {
+		d.IdleCheckEvery = 30 * time.Second
+	}
+	if d.IdleGrace <= 0 {
+		d.IdleGrace = 5 * time.Minute
+	}
+	if d.HeadlessIdleGrace <= 0 {
+		d.HeadlessIdleGrace = 30 * time.Second
+	}
+	if d.MigrationLockTTL <= 0 {
+		d.MigrationLockTTL = DefaultMigrationLockTTL
+	}
+	if d.SnapshotTimeout <= 0 {
+		d.SnapshotTimeout = 120 * time.Second
+	}
+	if d.MaxSnapshotFailures <= 0 {
+		d.MaxSnapshotFailures = 3
+	}
+	if d.ExpiryLead <= 0 {
+		d.ExpiryLead = 5 * time.Minute
+	}
+	if d.ExpiryWait <= 0 {
+		d.ExpiryWait = 30 * time.Second
+	}
+	if d.ExpiryScanEvery <= 0 {
+		d.ExpiryScanEvery = 30 * time.Second
 	}
 	if d.MaxHubs <= 0 {
 		d.MaxHubs = 10000
@@ -79,15 +121,18 @@ func NewManager(d Deps) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		d:       d,
-		leases:  leases{rdb: d.Redis, instance: d.InstanceID, ownerTTL: d.OwnerTTL, runTTL: d.RuntimeTTL},
-		hubs:    map[string]*Hub{},
-		pending: map[string]*pendingHub{},
-		ctx:     ctx,
-		cancel:  cancel,
+		d:         d,
+		leases:    leases{rdb: d.Redis, instance: d.InstanceID, ownerTTL: d.OwnerTTL, runTTL: d.RuntimeTTL},
+		hubs:      map[string]*Hub{},
+		pending:   map[string]*pendingHub{},
+		monitored: map[*Hub]struct{}{},
+		ctx:       ctx,
+		cancel:    cancel,
 	}
-	m.wg.Add(1)
+	m.wg.Add(3)
 	go m.sweep()
+	go m.idleLoop()
+	go m.expiryLoop()
 	return m
 }
 
@@ -175,7 +220,63 @@ func (m *Manager) remove(h *Hub) {
 	if m.hubs[h.id] == h {
 		delete(m.hubs, h.id)
 	}
+	delete(m.monitored, h)
 	m.mu.Unlock()
+}
+
+// MonitoredHubs is the number of hubs under idle checks (with a runtime).
+func (m *Manager) MonitoredHubs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.monitored)
+}
+
+// idleLoop runs the idle-snapshot checks every IdleCheckEvery.
+func (m *Manager) idleLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.d.IdleCheckEvery)
+	defer t.Stop()
+	var buf []*Hub
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		buf = m.idlePass(m.d.Now(), buf[:0])
+	}
+}
+
+// idlePass checks every monitored hub once; buf is reused between passes.
+func (m *Manager) idlePass(now time.Time, buf []*Hub) []*Hub {
+	m.mu.Lock()
+	for h := range m.monitored {
+		buf = append(buf, h)
+	}
+	m.mu.Unlock()
+	for _, h := range buf {
+		h.checkIdle(now)
+	}
+	m.idleCheckCount.Add(int64(len(buf)))
+	clear(buf)
+	return buf
+}
+
+// expiryLoop runs the expiry scan every ExpiryScanEvery.
+func (m *Manager) expiryLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.d.ExpiryScanEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, err := m.expiryPass(m.ctx); err != nil && m.ctx.Err() == nil {
+			m.d.Log.Warn("hub: expiry scan failed", "err", err)
+		}
+	}
 }
 
 func (m *Manager) all() []*Hub {
@@ -252,22 +353,17 @@ func (m *Manager) sweep() {
 	}
 }
 
-// evictIdle pauses an idle hub with a live runtime (snapshot + stop: the
-// next attach resumes it) or just closes it.
+// evictIdle closes an unused hub without a runtime, releasing its owner
+// lease (a later connect recreates it from the database).
 func (m *Manager) evictIdle(h *Hub) {
-	ctx, cancel := context.WithTimeout(m.ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
 	defer cancel()
-	if h.hasRuntime() {
-		if err := h.Pause(ctx, "idle"); err != nil && !errors.Is(err, ErrClosed) {
-			m.d.Log.Warn("hub: idle pause failed; closing hub", "session_id", h.id, "err", err)
-		}
-	}
 	h.flushTelemetry(ctx)
 	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, false)
 }
 
-// evictLRU closes the least recently used idle hub without a runtime (or
-// with one, as a last resort pausing it) to stay under MaxHubs.
+// evictLRU closes the least recently used hub without a runtime to stay
+// under MaxHubs (none: the cap is exceeded until idle snapshots free some).
 func (m *Manager) evictLRU() {
 	now := m.d.Now()
 	var victim *Hub

@@ -20,12 +20,12 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// The hub against a real `opencode serve` started by the local sandbox
-// provider, talking to the scripted LLM.
-func TestRealOpenCodeThroughLocalSandbox(t *testing.T) {
-	ctx := context.Background()
+// realAgentDeps: hub deps with the local sandbox provider running the
+// real `opencode serve` against the scripted LLM.
+func realAgentDeps(t *testing.T, e *env) hub.Deps {
+	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
+	tools, err := opencode.ResolveTools(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
 	if err != nil {
 		t.Fatalf("install opencode: %v", err)
 	}
@@ -37,14 +37,20 @@ func TestRealOpenCodeThroughLocalSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(prov.Close)
-
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{ModelID: "claude-sim", Title: "real agent"})
 	d := e.deps(unique("gw-"))
 	d.Provider = prov
 	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
 	d.SSEHeartbeatTimeout = 30 * time.Second
-	m := e.manager(t, d)
+	return d
+}
+
+// The hub against a real `opencode serve` started by the local sandbox
+// provider, talking to the scripted LLM.
+func TestRealOpenCodeThroughLocalSandbox(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, agentsim.Options{})
+	id := e.session(t, sessionstest.Options{ModelID: "claude-sim", Title: "real agent"})
+	m := e.manager(t, realAgentDeps(t, e))
 
 	start := time.Now()
 	h, c := attach(t, m, id, e.principal())
@@ -74,4 +80,66 @@ func TestRealOpenCodeThroughLocalSandbox(t *testing.T) {
 	if s.Status != sessions.StatusStopped || s.MessagesExchanged != 2 {
 		t.Fatalf("after terminate: status=%s messages=%d", s.Status, s.MessagesExchanged)
 	}
+}
+
+// The full idle cycle with the real agent: prompt, disconnect, the agent
+// finishes, the grace passes, snapshot, paused/inactivity; reconnect
+// resumes a new sandbox from the snapshot with the conversation intact,
+// and a new prompt works.
+func TestIdleSnapshotFullCycleWithTheRealAgent(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, agentsim.Options{})
+	id := e.session(t, sessionstest.Options{ModelID: "claude-sim", Title: "idle cycle"})
+	d := realAgentDeps(t, e)
+	d.IdleCheckEvery = 100 * time.Millisecond
+	d.IdleGrace = 2 * time.Second
+	m := e.manager(t, d)
+
+	h, err := m.Hub(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &recClient{}
+	detach, err := h.Attach(ctx, c, e.principal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Prompt(ctx, e.principal(), "[[script:slow]] Tell me a long story about a pelican"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 90*time.Second, "the agent working", func() bool { return h.Status().Agent == hub.AgentBusy })
+	detach() // the person closes the tab while the agent works
+	first := e.get(t, id)
+	s := e.waitStatusWithin(t, id, sessions.StatusPaused, 120*time.Second)
+	if !isPausedIdle(s) {
+		t.Fatalf("after idle: %+v", s)
+	}
+	if s.MessagesExchanged < 2 {
+		t.Fatalf("the agent's turn did not finish before the snapshot: %d messages", s.MessagesExchanged)
+	}
+	if _, ok := m.Get(id); !ok {
+		t.Fatal("hub evicted at once")
+	}
+
+	// Reconnect: a new sandbox restored from the snapshot, history intact.
+	c2 := &recClient{}
+	detach2, err := h.Attach(ctx, c2, e.principal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer detach2()
+	c2.wait(t, hub.MsgStatus, running)
+	s2 := e.get(t, id)
+	if s2.Status != sessions.StatusRunning || s2.SandboxID == nil || *s2.SandboxID == *first.SandboxID {
+		t.Fatalf("resumed: status %s sandbox %v (was %v)", s2.Status, s2.SandboxID, first.SandboxID)
+	}
+	if *s2.CodingAgentSessionID != *first.CodingAgentSessionID {
+		t.Fatalf("the agent session changed: %s → %s", *first.CodingAgentSessionID, *s2.CodingAgentSessionID)
+	}
+	h.HandleClientMessage(ctx, c2, e.principal(), []byte(`{"type":"get_messages"}`))
+	testenv.Eventually(t, 30*time.Second, "the conversation after resume", func() bool { return historyHas(c2, "pelican") })
+	if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 90*time.Second, "a reply after resume", func() bool { return c2.has(hub.MsgMessageComplete, nil) })
 }

@@ -31,31 +31,51 @@ func (rt *runtimeState) stop() {
 const bootTimeout = 5 * time.Minute
 
 // EnsureRuntimeReady takes the owner lease (ErrNotOwner) and makes the
-// sandbox, OpenCode session and SSE bridge ready. Concurrent callers share
-// one attempt (single-flight); a caller whose ctx ends stops waiting while
-// the attempt continues for the others.
-func (h *Hub) EnsureRuntimeReady(ctx context.Context) error {
-	h.mu.Lock()
-	if h.closed {
+// sandbox, OpenCode session and SSE bridge ready, resuming a paused
+// session from its snapshot. Concurrent callers share one attempt
+// (single-flight); a caller whose ctx ends stops waiting while the attempt
+// continues for the others. An idle snapshot or expiry migration in
+// progress is waited for first, so a prompt arriving meanwhile is sent to
+// the resumed sandbox, never lost.
+func (h *Hub) EnsureRuntimeReady(ctx context.Context) error { return h.ensureRuntime(ctx, false) }
+
+// ensureRuntime is EnsureRuntimeReady; auto marks an automatic reconnect
+// (runtimeLost), which is abandoned if the session is found paused.
+func (h *Hub) ensureRuntime(ctx context.Context, auto bool) error {
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return ErrClosed
+		}
+		if mg := h.migrating; mg != nil {
+			h.mu.Unlock()
+			select {
+			case <-mg.done:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if h.rt != nil {
+			h.mu.Unlock()
+			return nil
+		}
+		f := h.ready
+		if f == nil {
+			f = &flight{done: make(chan struct{}), auto: auto}
+			h.ready = f
+			go h.boot(f)
+		} else if !auto {
+			f.auto = false
+		}
 		h.mu.Unlock()
-		return ErrClosed
-	}
-	if h.rt != nil {
-		h.mu.Unlock()
-		return nil
-	}
-	f := h.ready
-	if f == nil {
-		f = &flight{done: make(chan struct{})}
-		h.ready = f
-		go h.boot(f)
-	}
-	h.mu.Unlock()
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -63,13 +83,17 @@ func (h *Hub) boot(f *flight) {
 	ctx, cancel := context.WithTimeout(h.life, bootTimeout)
 	defer cancel()
 	start := time.Now()
-	rt, err := h.doBoot(ctx)
+	rt, err := h.doBoot(ctx, f)
 	h.mu.Lock()
 	if err == nil && h.closed {
 		err = ErrClosed
 	}
 	if err == nil {
 		h.rt = rt
+		h.sseReady = true
+		h.lastKnownIdle = time.Time{} // a fresh sandbox: agent state unknown
+		h.lastActivity = h.m.d.Now()  // a full grace period before the next idle snapshot
+		h.idleInFlight = false
 	}
 	h.ready = nil
 	h.mu.Unlock()
@@ -80,6 +104,7 @@ func (h *Hub) boot(f *flight) {
 		h.log.Warn("hub: runtime boot failed", "err", err, "elapsed", time.Since(start))
 	} else {
 		h.log.Info("hub: runtime ready", "sandbox_id", rt.sb.ID, "elapsed", time.Since(start))
+		h.startIdleMonitor()
 		if err := h.m.leases.setRuntime(ctx, h.id); err != nil {
 			h.log.Warn("hub: set runtime lease", "err", err)
 		}
@@ -92,11 +117,18 @@ func (h *Hub) boot(f *flight) {
 	}
 }
 
-func (h *Hub) doBoot(ctx context.Context) (*runtimeState, error) {
+func (h *Hub) doBoot(ctx context.Context, f *flight) (*runtimeState, error) {
 	if err := h.ensureOwner(ctx); err != nil {
 		return nil, err
 	}
 	d := h.m.d
+	// Another actor (the orphan sweeper, credit enforcement) may be
+	// moving this session's sandbox: wait for it, then read the session
+	// as it left it. (This instance's own snapshots and migrations were
+	// waited for in ensureRuntime.)
+	if err := WaitMigrationLock(ctx, d.Redis, h.id, 100*time.Millisecond); err != nil {
+		return nil, err
+	}
 	sess, err := d.Sessions.Get(ctx, "", h.id)
 	if err != nil {
 		return nil, fmt.Errorf("hub: reload session: %w", err)
@@ -104,6 +136,14 @@ func (h *Hub) doBoot(ctx context.Context) (*runtimeState, error) {
 	h.setSession(sess)
 	if ended(sess.Status) {
 		return nil, ErrSessionEnded
+	}
+	h.mu.Lock()
+	auto := f.auto
+	h.mu.Unlock()
+	if auto && sess.Status == sessions.StatusPaused {
+		// Revalidated after the lock wait: an idle snapshot paused the
+		// session while this reconnect was pending (constraint 12).
+		return nil, ErrSessionPaused
 	}
 	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "preparing sandbox"})
 
@@ -126,6 +166,9 @@ func (h *Hub) doBoot(ctx context.Context) (*runtimeState, error) {
 	}
 	sb, err := d.Provider.EnsureSandbox(ctx, spec)
 	if err != nil {
+		if spec.SnapshotID != "" && errors.Is(err, sandbox.ErrRestoreFailed) {
+			return nil, h.snapshotLost(ctx, spec.SnapshotID, err)
+		}
 		return nil, fmt.Errorf("hub: ensure sandbox: %w", err)
 	}
 	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
@@ -145,7 +188,8 @@ func (h *Hub) doBoot(ctx context.Context) (*runtimeState, error) {
 		cancel()
 		return nil, fmt.Errorf("hub: connect event stream: %w", err)
 	}
-	sess, err = d.Sessions.MarkRunning(ctx, h.id, sessions.Runtime{Provider: d.Provider.Name(), SandboxID: sb.ID, SandboxURL: sb.AgentURL, AgentSessionID: agentID})
+	sess, err = d.Sessions.MarkRunning(ctx, h.id, sessions.Runtime{Provider: d.Provider.Name(), SandboxID: sb.ID,
+		SandboxURL: sb.AgentURL, AgentSessionID: agentID, ExpiresAt: sb.ExpiresAt})
 	if err != nil {
 		stream.Close()
 		cancel()
@@ -209,6 +253,7 @@ func (h *Hub) bridge(ctx context.Context, rt *runtimeState, stream *opencode.Eve
 				return
 			}
 			h.log.Warn("hub: event stream ended; reconnecting", "err", err)
+			h.setSSEReady(rt, false)
 			stream = nil
 		}
 		delay := delays[min(failures, len(delays)-1)]
@@ -234,6 +279,7 @@ func (h *Hub) bridge(ctx context.Context, rt *runtimeState, stream *opencode.Eve
 		}
 		failures = 0
 		stream = s
+		h.setSSEReady(rt, true)
 		// Events may have been missed while disconnected: resync agent state.
 		if st, err := rt.oc.Status(ctx); err == nil {
 			if s, ok := st[rt.agentSessionID]; !ok || s.Type == "idle" {
@@ -288,14 +334,16 @@ func (h *Hub) runtimeLost(rt *runtimeState) {
 		return
 	}
 	h.rt = nil
+	h.sseReady = false
 	watched := len(h.clients) > 0 || h.sess.ClientType == sessions.ClientAutomation
 	h.mu.Unlock()
+	h.stopIdleMonitor()
 	h.log.Warn("hub: sandbox is gone", "sandbox_id", rt.sb.ID)
 	h.proc.process(opencode.Event{Type: opencode.EventSessionIdle})
 	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "sandbox lost; restarting"})
 	if watched {
 		go func() {
-			if err := h.EnsureRuntimeReady(h.life); err != nil && h.life.Err() == nil {
+			if err := h.ensureRuntime(h.life, true); err != nil && h.life.Err() == nil && !errors.Is(err, ErrSessionPaused) {
 				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be restarted."})
 			}
 		}()
@@ -333,4 +381,31 @@ func (h *Hub) sendInitialPrompt() {
 			h.log.Error("hub: release initial prompt", "err", rerr)
 		}
 	}
+}
+
+// setSSEReady records whether rt's event stream is connected (ignored for
+// a runtime the hub no longer has).
+func (h *Hub) setSSEReady(rt *runtimeState, ready bool) {
+	h.mu.Lock()
+	if h.rt == rt {
+		h.sseReady = ready
+	}
+	h.mu.Unlock()
+}
+
+// snapshotLost handles a snapshot that cannot be restored: the session's
+// reference to it is cleared (compare-and-set) so the next start is fresh
+// instead of failing on the same snapshot forever, and the people watching
+// are told their conversation was reset (constraint 5).
+func (h *Hub) snapshotLost(ctx context.Context, snapshotID string, cause error) error {
+	h.log.Error("hub: snapshot cannot be restored; clearing it so the next start is fresh", "snapshot_id", snapshotID, "err", cause)
+	if _, err := h.m.d.Sessions.ClearSnapshot(context.WithoutCancel(ctx), h.id, snapshotID); err != nil {
+		return fmt.Errorf("hub: clear lost snapshot: %w (restore: %w)", err, cause)
+	}
+	h.mu.Lock()
+	h.sess.SnapshotID = nil
+	h.mu.Unlock()
+	h.Broadcast(ErrorMessage{Type: MsgError, Code: CodeSnapshotLost,
+		Message: "The session's saved state could not be restored, so its previous conversation has been reset. Reconnect or send a message to start again from the repository."})
+	return fmt.Errorf("%w: %w", ErrSnapshotLost, cause)
 }

@@ -46,11 +46,24 @@ type Hub struct {
 	activeTools int
 	lastUsed    time.Time
 	sendingInit bool
+
+	// Idle snapshotting and expiry (idle.go, expiry.go).
+	lastActivity  time.Time // set only by activity (TouchActivity and client/prompt paths)
+	lastKnownIdle time.Time // when the agent was last seen turning idle; zero = unknown
+	sseReady      bool      // the agent's event stream is connected
+	proxies       map[uint64]struct{}
+	proxySeq      uint64
+	migrating     *flight // an idle snapshot or expiry migration in progress
+	idleInFlight  bool
 }
 
 type flight struct {
 	done chan struct{}
 	err  error
+	// auto is true while every caller waiting on a boot is an automatic
+	// reconnect; such a boot is abandoned when the session turned out
+	// paused meanwhile (idle-snapshotting.md, constraint 12).
+	auto bool
 }
 
 func newHub(m *Manager, sess sessions.Session) *Hub {
@@ -65,7 +78,9 @@ func newHub(m *Manager, sess sessions.Session) *Hub {
 		sess:     sess,
 		clients:  map[Client]*auth.Principal{},
 		lastUsed: m.d.Now(),
+		proxies:  map[uint64]struct{}{},
 	}
+	h.lastActivity = h.lastUsed
 	empty := []Client{}
 	h.clientsSnap.Store(&empty)
 	h.proc = newProcessor(h.Broadcast, h.counters, m.d.Now, m.d.TokenBatch, h.agentChanged)
@@ -101,15 +116,15 @@ func (h *Hub) touch() {
 }
 
 // idleSince returns how long the hub has been evictable, or -1 while it is
-// in use (clients attached, agent busy, tool callbacks in flight, runtime
-// booting).
+// in use: clients or proxy connections attached, tool callbacks in flight,
+// a runtime up or booting, a snapshot or migration in progress. (A hub
+// with a runtime leaves that state through an idle snapshot, and is
+// evictable from then on: constraint 1.)
 func (h *Hub) idleSince(now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || len(h.clients) > 0 || h.activeTools > 0 || h.ready != nil {
-		return -1
-	}
-	if h.rt != nil && h.proc.Busy() {
+	if h.closed || len(h.clients) > 0 || len(h.proxies) > 0 || h.activeTools > 0 || h.ready != nil ||
+		h.rt != nil || h.migrating != nil || h.idleInFlight {
 		return -1
 	}
 	return now.Sub(h.lastUsed)
@@ -120,12 +135,6 @@ func (h *Hub) idleAnchorAge(now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return now.Sub(h.lastUsed)
-}
-
-func (h *Hub) hasRuntime() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.rt != nil
 }
 
 // ---- ownership ----
@@ -246,6 +255,7 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 	h.clients[c] = p
 	h.publishClientsLocked()
 	h.lastUsed = h.m.d.Now()
+	h.lastActivity = h.lastUsed
 	h.mu.Unlock()
 
 	h.sendTo(c, h.initMessage(ctx))
@@ -264,6 +274,7 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 			delete(h.clients, c)
 			h.publishClientsLocked()
 			h.lastUsed = h.m.d.Now()
+			h.lastActivity = h.lastUsed
 			h.mu.Unlock()
 		})
 	}, nil
@@ -348,8 +359,18 @@ func (h *Hub) statusMessage() StatusMessage {
 	return StatusMessage{Type: MsgStatus, Status: s, Agent: st.Agent}
 }
 
-func (h *Hub) agentChanged(bool) {
-	// Called under the processor lock: only compute and send.
+// agentChanged is called (under the processor lock) when the agent turns
+// busy or idle. The busy → idle transition is the agent-done boundary,
+// whatever event caused it (constraint 9): it starts the idle grace period
+// and records that the agent is known idle, which lets an idle snapshot
+// proceed even if the event stream drops afterwards (constraint 10).
+func (h *Hub) agentChanged(busy bool) {
+	if !busy {
+		h.mu.Lock()
+		h.lastActivity = h.m.d.Now()
+		h.lastKnownIdle = h.lastActivity
+		h.mu.Unlock()
+	}
 	go h.Broadcast(h.statusMessage())
 }
 
@@ -419,7 +440,7 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "message must be a JSON object with a type"})
 		return
 	}
-	h.touch()
+	h.TouchActivity()
 	switch msg.Type {
 	case ClientPing:
 		h.sendTo(c, PongMessage{Type: MsgPong})
@@ -494,6 +515,9 @@ func (h *Hub) Prompt(ctx context.Context, p *auth.Principal, text string) error 
 	if !h.canMutate(p) {
 		return ErrForbidden
 	}
+	// Activity first: an idle snapshot deciding while this prompt waits
+	// for the runtime sees it and stands down (constraint 3).
+	h.TouchActivity()
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		return err
 	}
@@ -514,6 +538,10 @@ func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error
 	}
 	h.Broadcast(MessageMessage{Type: MsgMessage, Message: ChatMessage{ID: "usr_" + randomID(), Role: "user", Content: text,
 		CreatedAt: h.m.d.Now().UnixMilli(), Completed: true}})
+	h.mu.Lock()
+	h.lastKnownIdle = time.Time{} // new work: the agent is no longer known idle
+	h.lastActivity = h.m.d.Now()
+	h.mu.Unlock()
 	h.proc.markBusy()
 	if err := rt.oc.PromptAsync(ctx, rt.agentSessionID, []opencode.PartInput{opencode.TextPart(text)}, opencode.PromptOptions{}); err != nil {
 		h.proc.process(opencode.Event{Type: opencode.EventSessionIdle}) // not busy after all
@@ -570,23 +598,54 @@ func (h *Hub) ToolCallStarted() (done func()) {
 // SaveSnapshot snapshots the running sandbox (it keeps running) and records
 // the snapshot id on the session.
 func (h *Hub) SaveSnapshot(ctx context.Context) (string, error) {
+	h.TouchActivity()
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		return "", err
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt, sess := h.rt, h.sess
 	h.mu.Unlock()
 	if rt == nil {
 		return "", fmt.Errorf("hub: runtime of %s went away", h.id)
 	}
-	snap, err := h.m.d.Provider.Snapshot(ctx, h.id, rt.sb.ID)
+	snap, err := h.takeSnapshot(ctx, rt, sess, SnapshotManual)
 	if err != nil {
-		return "", fmt.Errorf("hub: snapshot: %w", err)
+		return "", err
 	}
 	if err := h.m.d.Sessions.SetSnapshot(ctx, h.id, snap); err != nil {
 		return "", fmt.Errorf("hub: record snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// exclusive waits for a runtime boot and any snapshot or migration in
+// progress, then marks its own operation in progress (pause, terminate)
+// so none starts meanwhile. Call the returned func when done.
+func (h *Hub) exclusive(ctx context.Context) (done func(), err error) {
+	for {
+		h.waitBoot(ctx)
+		h.mu.Lock()
+		if mg := h.migrating; mg != nil {
+			h.mu.Unlock()
+			select {
+			case <-mg.done:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if h.ready != nil {
+			h.mu.Unlock()
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			continue
+		}
+		mg := &flight{done: make(chan struct{})}
+		h.migrating = mg
+		h.mu.Unlock()
+		return func() { h.endMigration(mg) }, nil
+	}
 }
 
 // detachRuntime stops the SSE bridge and forgets the runtime (the sandbox
@@ -601,6 +660,7 @@ func (h *Hub) detachRuntime() string {
 		sandboxID = *h.sess.SandboxID
 	}
 	h.mu.Unlock()
+	h.stopIdleMonitor()
 	if rt != nil {
 		rt.stop()
 		sandboxID = rt.sb.ID
@@ -630,29 +690,46 @@ func (h *Hub) Pause(ctx context.Context, reason string) error {
 	if err := h.ensureOwner(ctx); err != nil {
 		return err
 	}
-	h.waitBoot(ctx)
+	done, err := h.exclusive(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	h.counters.StopRunning(h.m.d.Now())
 	h.flushTelemetry(ctx)
+	sess := h.Session()
 	sandboxID := h.detachRuntime()
 	snap := ""
 	if sandboxID != "" {
+		if h.m.d.Snapshots != nil {
+			// A pause must happen even when the books refuse (at quota with
+			// nothing evictable): the cleaner catches up later.
+			if err := h.m.d.Snapshots.Reserve(ctx, sess.OrgID); err != nil {
+				h.log.Warn("hub: snapshot quota; pausing anyway", "err", err)
+			}
+		}
 		s, err := h.m.d.Provider.Pause(ctx, h.id, sandboxID)
 		if err != nil && !errors.Is(err, sandbox.ErrNotFound) {
 			return fmt.Errorf("hub: pause sandbox: %w", err)
 		}
-		snap = s
+		snap = s.ID
+		if snap != "" && h.m.d.Snapshots != nil {
+			if err := h.m.d.Snapshots.Record(context.WithoutCancel(ctx), sess, s, SnapshotPause); err != nil {
+				h.log.Warn("hub: record snapshot in the books", "snapshot_id", snap, "err", err)
+			}
+		}
 	}
 	if snap == "" {
 		if cur := h.Session().SnapshotID; cur != nil {
 			snap = *cur
 		}
 	}
-	sess, err := h.m.d.Sessions.MarkPaused(ctx, h.id, reason, snap)
+	paused, err := h.m.d.Sessions.MarkPaused(ctx, h.id, reason, snap)
 	if err != nil && !errors.Is(err, sessions.ErrInvalidTransition) {
 		return fmt.Errorf("hub: mark paused: %w", err)
 	}
 	if err == nil {
-		h.setSession(sess)
+		h.setSession(paused)
 	}
 	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusPaused, Agent: AgentUnknown, Message: reason})
 	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, true)
@@ -665,7 +742,11 @@ func (h *Hub) Terminate(ctx context.Context, reason, outcome, summary string) er
 	if err := h.ensureOwner(ctx); err != nil && !errors.Is(err, ErrClosed) {
 		return err
 	}
-	h.waitBoot(ctx)
+	done, err := h.exclusive(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
 	h.counters.StopRunning(h.m.d.Now())
 	h.flushTelemetry(ctx)
 	sandboxID := h.detachRuntime()

@@ -18,8 +18,10 @@
 //   - One pass at a time across replicas: a Postgres session advisory lock
 //     (pg_try_advisory_lock), like the run finalizer; a replica that does
 //     not get it does nothing this tick.
-//   - Per session, a Redis lock lock:orphan:{id} (SET NX PX, released by
-//     compare-and-delete) and then a fence against hubs: the sweeper takes
+//   - Per session, the migration lock every sandbox-moving actor takes
+//     (hub.AcquireMigrationLock: lock:migration:{id}, shared with idle
+//     snapshots, expiry migrations and credit enforcement) and then a
+//     fence against hubs: the sweeper takes
 //     the owner lease itself (SET NX on lease:owner:{id} with its own token),
 //     so a gateway that is recovering the session at that moment either got
 //     the lease first (the sweeper skips) or gets ErrNotOwner until the
@@ -82,6 +84,8 @@ type Deps struct {
 	LockTTL time.Duration
 	// Batch is the most sessions one pass handles [100].
 	Batch int
+	// Snapshots keeps the books of the snapshots taken; nil = none.
+	Snapshots hub.SnapshotBook
 }
 
 // Result describes one pass.
@@ -220,7 +224,6 @@ end
 return 0`)
 
 // Redis keys: ours, and the hub's leases (gateway/hub/leases.go).
-func lockKey(id string) string  { return "lock:orphan:" + id }
 func ownerKey(id string) string { return "lease:owner:" + id }
 
 // claim takes key with a random token (SET NX PX) and returns its release.
@@ -250,14 +253,14 @@ func (s *Sweeper) sweepOne(ctx context.Context, c candidate) (bool, error) {
 	if alive, err := hub.RuntimeAlive(ctx, s.d.Redis, c.id); err != nil || alive {
 		return false, err
 	}
-	unlock, ok, err := s.claim(ctx, lockKey(c.id), "sweeper:")
+	lock, ok, err := hub.AcquireMigrationLock(ctx, s.d.Redis, c.id, "sweeper", s.d.LockTTL)
 	if err != nil {
 		return false, fmt.Errorf("sweeper: lock %s: %w", c.id, err)
 	}
 	if !ok {
-		return false, nil // another sweeper has it
+		return false, nil // another sweeper or a migration has it
 	}
-	defer unlock()
+	defer lock.Release(ctx)
 	// Fence hubs out: a hub that holds the owner lease is serving (or
 	// recovering) the session; otherwise we hold it and no hub can take it
 	// until we are done.
@@ -294,14 +297,21 @@ func (s *Sweeper) sweepOne(ctx context.Context, c candidate) (bool, error) {
 				c.id, sess.SandboxProvider, s.d.Provider.Name())
 		}
 		// Pause, not Terminate: Terminate discards the workspace.
-		snapshotID, err = s.d.Provider.Pause(ctx, c.id, sandboxID)
+		var snap sandbox.SnapshotInfo
+		snap, err = s.d.Provider.Pause(ctx, c.id, sandboxID)
+		snapshotID = snap.ID
 		if errors.Is(err, sandbox.ErrNotFound) {
 			snapshotID = "" // died with its gateway; its workspace (if any) stays with the provider
 		} else if err != nil {
 			return false, fmt.Errorf("sweeper: pause sandbox of %s: %w", c.id, err)
 		}
+		if snapshotID != "" && s.d.Snapshots != nil {
+			if err := s.d.Snapshots.Record(ctx, sess, snap, hub.SnapshotOrphan); err != nil {
+				log.Warn("record snapshot in the books", "snapshot_id", snapshotID, "err", err)
+			}
+		}
 	}
-	if _, err := s.d.Sessions.MarkPaused(ctx, c.id, PauseReason, snapshotID); err != nil {
+	if _, err := s.d.Sessions.MarkPaused(ctx, c.id, sessions.PauseOrphaned, snapshotID); err != nil {
 		if errors.Is(err, sessions.ErrInvalidTransition) || errors.Is(err, sessions.ErrNotFound) {
 			return false, nil // ended meanwhile
 		}

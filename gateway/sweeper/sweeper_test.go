@@ -90,7 +90,7 @@ type countingProvider struct {
 	pauses map[string]int
 }
 
-func (p *countingProvider) Pause(ctx context.Context, sessionID, sandboxID string) (string, error) {
+func (p *countingProvider) Pause(ctx context.Context, sessionID, sandboxID string) (sandbox.SnapshotInfo, error) {
 	p.mu.Lock()
 	p.pauses[sessionID]++
 	p.mu.Unlock()
@@ -189,7 +189,7 @@ func TestPassPausesOnlyOrphans(t *testing.T) {
 		t.Errorf("paused session changed: %s %v", s.Status, s.PauseReason)
 	}
 	// The sweeper released its per-session lock and its owner fence.
-	for _, k := range []string{"lock:orphan:" + orphan, "lease:owner:" + orphan} {
+	for _, k := range []string{"lock:migration:" + orphan, "lease:owner:" + orphan} {
 		if n, _ := e.rdb.Exists(ctx, k).Result(); n != 0 {
 			t.Errorf("%s left behind", k)
 		}
@@ -199,7 +199,8 @@ func TestPassPausesOnlyOrphans(t *testing.T) {
 	}
 }
 
-// A session locked by another sweeper (lock:orphan:{id}) is skipped.
+// A session whose migration lock another actor holds (a sweeper, an idle
+// snapshot, credit enforcement: lock:migration:{id}) is skipped.
 func TestPassSkipsSessionLockedByAnotherSweeper(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
@@ -209,7 +210,7 @@ func TestPassSkipsSessionLockedByAnotherSweeper(t *testing.T) {
 	if _, err := e.pool.Exec(ctx, `UPDATE sessions SET sandbox_id = $2, updated_at = now() - interval '1 minute' WHERE id = $1`, id, sb); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rdb.Set(ctx, "lock:orphan:"+id, "other", time.Minute).Err(); err != nil {
+	if err := e.rdb.Set(ctx, "lock:migration:"+id, "other", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	sw := sweeper.New(sweeper.Deps{Sessions: e.store, Redis: e.rdb, Provider: prov, Log: discard(), Grace: time.Second})
@@ -219,7 +220,7 @@ func TestPassSkipsSessionLockedByAnotherSweeper(t *testing.T) {
 	if s := e.get(t, id); s.Status != sessions.StatusRunning || prov.count(id) != 0 {
 		t.Fatalf("a locked session was swept: %s, %d pauses", s.Status, prov.count(id))
 	}
-	e.rdb.Del(ctx, "lock:orphan:"+id)
+	e.rdb.Del(ctx, "lock:migration:"+id)
 	if _, err := sw.Pass(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,19 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"io"
+	"time"
 )
 
 // ErrNotFound reports a sandbox or snapshot the provider does not know
 // (terminated, never created, or lost with its host).
 var ErrNotFound = errors.New("sandbox: not found")
+
+// ErrRestoreFailed wraps every failure to restore Spec.SnapshotID (missing,
+// expired, corrupt). The caller clears the session's snapshot reference so
+// the next attempt starts fresh instead of retrying the same dead snapshot
+// forever (idle-snapshotting.md, constraint 5).
+var ErrRestoreFailed = errors.New("sandbox: snapshot could not be restored")
 
 // Repo is a repository to check out in the workspace.
 type Repo struct {
@@ -97,6 +105,18 @@ type Sandbox struct {
 	AgentPassword string
 	// Workspace is the agent's working directory (inside the sandbox).
 	Workspace string
+	// ExpiresAt is when the provider ends the sandbox on its own (its
+	// lifetime); zero means never. The gateway migrates or pauses the
+	// session shortly before.
+	ExpiresAt time.Time
+}
+
+// SnapshotInfo describes a stored snapshot.
+type SnapshotInfo struct {
+	// ID is the provider's snapshot id (sessions.snapshot_id).
+	ID string
+	// Bytes is the stored size (0 when the provider cannot tell).
+	Bytes int64
 }
 
 // Provider creates, snapshots and stops sandboxes.
@@ -107,13 +127,34 @@ type Provider interface {
 	// one (restoring spec.SnapshotID when set). Idempotent: concurrent and
 	// repeated calls for a session yield one sandbox.
 	EnsureSandbox(ctx context.Context, spec Spec) (Sandbox, error)
-	// Snapshot captures the workspace; the sandbox keeps running.
-	Snapshot(ctx context.Context, sessionID, sandboxID string) (snapshotID string, err error)
-	// Pause snapshots the workspace and stops the sandbox.
-	Pause(ctx context.Context, sessionID, sandboxID string) (snapshotID string, err error)
+	// Snapshot captures the workspace and the agent's state (its
+	// conversation); the sandbox keeps running.
+	Snapshot(ctx context.Context, sessionID, sandboxID string) (SnapshotInfo, error)
+	// Pause snapshots the workspace and the agent's state and stops the
+	// sandbox.
+	Pause(ctx context.Context, sessionID, sandboxID string) (SnapshotInfo, error)
+	// DeleteSnapshot removes a stored snapshot (retention, quotas).
+	// Idempotent: an unknown snapshot is not an error.
+	DeleteSnapshot(ctx context.Context, snapshotID string) error
 	// Terminate stops the sandbox and discards its workspace (snapshots
 	// are kept). Idempotent: an unknown sandbox is not an error.
 	Terminate(ctx context.Context, sessionID, sandboxID string) error
 	// Alive reports whether the sandbox's agent is still running.
 	Alive(ctx context.Context, sandboxID string) (bool, error)
+}
+
+// Terminal is an interactive shell in a sandbox's workspace, on a
+// pseudo-terminal: reads return its output, writes are keystrokes.
+type Terminal interface {
+	io.ReadWriteCloser
+	// Resize sets the terminal's window size.
+	Resize(cols, rows uint16) error
+}
+
+// Terminals is implemented by providers that can open a shell in a
+// sandbox (the gateway's terminal WebSocket).
+type Terminals interface {
+	// OpenTerminal starts a login shell in the sandbox's workspace with
+	// the given window size. ErrNotFound when the sandbox is not live.
+	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (Terminal, error)
 }

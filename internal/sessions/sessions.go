@@ -56,6 +56,10 @@ const (
 	ModeImmediate = "immediate"
 )
 
+// StopSnapshotFailed is the stop reason of a session whose idle snapshots
+// kept failing (circuit breaker).
+const StopSnapshotFailed = "snapshot_failed"
+
 // Display statuses (session-display.md §3), derived by DisplayStatus.
 const (
 	DisplayActive     = "active"
@@ -76,6 +80,9 @@ var (
 	// ErrInvalidTransition: the session's status does not allow the change
 	// (for example pausing a stopped session).
 	ErrInvalidTransition = errors.New("invalid session status transition")
+	// ErrSandboxChanged: a fenced update found the session no longer
+	// running on the sandbox it named (another actor moved it on).
+	ErrSandboxChanged = errors.New("session sandbox changed")
 	// ErrConfigurationNotFound: CreateInput.ConfigurationID is not a
 	// configuration of the organization.
 	ErrConfigurationNotFound = errors.New("configuration not found")
@@ -112,6 +119,12 @@ type Session struct {
 	ActiveSeconds              int
 	LatestTask                 *string
 	CreatedAt, UpdatedAt       time.Time
+	// SandboxExpiresAt is when the provider ends the current sandbox.
+	SandboxExpiresAt *time.Time
+	// AutoDeleteDays bounds how long the session's snapshots are kept.
+	AutoDeleteDays int
+	// IdleSnapshotFailures counts consecutive failed idle snapshots.
+	IdleSnapshotFailures int
 }
 
 // Live reports whether the session counts against the concurrency limit
@@ -171,6 +184,8 @@ type Page struct {
 // Runtime is where a running session's agent lives.
 type Runtime struct {
 	Provider, SandboxID, SandboxURL, AgentSessionID string
+	// ExpiresAt is the sandbox's end of life (zero = none).
+	ExpiresAt time.Time
 }
 
 // Telemetry holds counter deltas since the previous flush.

@@ -34,7 +34,7 @@ const cols = `id::text, org_id::text, created_by::text, configuration_id::text, 
 	system_prompt, initial_prompt, initial_prompt_sent_at, title, automation_id::text, run_id::text,
 	trigger_event_id::text, idempotency_key, started_at, last_activity_at, paused_at, ended_at, pause_reason,
 	stop_reason, outcome, summary, pr_urls, tool_calls, messages_exchanged, active_seconds, latest_task,
-	created_at, updated_at`
+	created_at, updated_at, sandbox_expires_at, auto_delete_days, idle_snapshot_failures`
 
 func scan(row pgx.Row) (Session, error) {
 	var s Session
@@ -43,7 +43,7 @@ func scan(row pgx.Row) (Session, error) {
 		&s.SystemPrompt, &s.InitialPrompt, &s.InitialPromptSentAt, &s.Title, &s.AutomationID, &s.RunID,
 		&s.TriggerEventID, &s.IdempotencyKey, &s.StartedAt, &s.LastActivityAt, &s.PausedAt, &s.EndedAt, &s.PauseReason,
 		&s.StopReason, &s.Outcome, &s.Summary, &s.PRURLs, &s.ToolCalls, &s.MessagesExchanged, &s.ActiveSeconds, &s.LatestTask,
-		&s.CreatedAt, &s.UpdatedAt)
+		&s.CreatedAt, &s.UpdatedAt, &s.SandboxExpiresAt, &s.AutoDeleteDays, &s.IdleSnapshotFailures)
 	if s.PRURLs == nil {
 		s.PRURLs = []string{}
 	}
@@ -377,11 +377,15 @@ func (s *Store) MarkRunning(ctx context.Context, id string, r Runtime) (Session,
 	if provider == "" {
 		provider = "local"
 	}
+	var expires *time.Time
+	if !r.ExpiresAt.IsZero() {
+		expires = &r.ExpiresAt
+	}
 	return s.transition(ctx, id, []string{StatusStarting, StatusPaused, StatusRunning}, nil, schemas.SessionKindRunning,
 		`status = 'running', sandbox_provider = $2, sandbox_id = $3, sandbox_url = $4,
 		 coding_agent_session_id = COALESCE($5, coding_agent_session_id), paused_at = NULL, pause_reason = NULL,
-		 last_activity_at = now()`,
-		provider, nullable(r.SandboxID), nullable(r.SandboxURL), nullable(r.AgentSessionID))
+		 sandbox_expires_at = $6, last_activity_at = now()`,
+		provider, nullable(r.SandboxID), nullable(r.SandboxURL), nullable(r.AgentSessionID), expires)
 }
 
 // MarkPaused: starting|running → paused with the reason ("" = paused by a
@@ -391,8 +395,86 @@ func (s *Store) MarkRunning(ctx context.Context, id string, r Runtime) (Session,
 func (s *Store) MarkPaused(ctx context.Context, id, reason, snapshotID string) (Session, error) {
 	return s.transition(ctx, id, []string{StatusStarting, StatusRunning}, []string{StatusPaused}, schemas.SessionKindPaused,
 		`status = 'paused', paused_at = now(), pause_reason = $2, snapshot_id = COALESCE($3, snapshot_id),
-		 sandbox_id = NULL, sandbox_url = NULL, latest_task = NULL`,
+		 sandbox_id = NULL, sandbox_url = NULL, sandbox_expires_at = NULL, latest_task = NULL`,
 		nullable(reason), nullable(snapshotID))
+}
+
+// PauseIfSandbox is MarkPaused fenced on the sandbox: the session must be
+// running on sandboxID (compare-and-set). It returns ErrSandboxChanged when
+// another actor moved the session on meanwhile (resumed it on a new
+// sandbox, paused or stopped it) and changes nothing then. keepSandbox
+// leaves sandbox_id set (the sandbox could not be stopped: the orphan
+// sweeper retries). On success the idle-snapshot failure count is reset.
+func (s *Store) PauseIfSandbox(ctx context.Context, id, sandboxID, reason, snapshotID string, keepSandbox bool) (Session, error) {
+	if !isUUID(id) {
+		return Session{}, ErrNotFound
+	}
+	var out Session
+	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		next, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET status = 'paused', paused_at = now(), pause_reason = $3,
+			snapshot_id = COALESCE($4, snapshot_id), sandbox_id = CASE WHEN $5 THEN sandbox_id END, sandbox_url = NULL,
+			sandbox_expires_at = NULL, latest_task = NULL, idle_snapshot_failures = 0, updated_at = now()
+			WHERE id = $1 AND status = 'running' AND sandbox_id = $2 RETURNING `+cols,
+			id, sandboxID, nullable(reason), nullable(snapshotID), keepSandbox))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrSandboxChanged
+		}
+		if err != nil {
+			return fmt.Errorf("pause session %s: %w", id, err)
+		}
+		out = next
+		return s.emit(ctx, tx, next, schemas.SessionKindPaused, nil)
+	})
+	return out, err
+}
+
+// ClearSnapshot drops the session's snapshot reference if it is still
+// snapshotID (a snapshot that cannot be restored: the next start is fresh
+// instead of failing on it forever). Reports whether it was cleared.
+func (s *Store) ClearSnapshot(ctx context.Context, id, snapshotID string) (bool, error) {
+	if !isUUID(id) {
+		return false, ErrNotFound
+	}
+	tag, err := s.Pool.Exec(ctx, `UPDATE sessions SET snapshot_id = NULL, updated_at = now() WHERE id = $1 AND snapshot_id = $2`, id, snapshotID)
+	if err != nil {
+		return false, fmt.Errorf("clear snapshot of session %s: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// RecordIdleSnapshotFailure counts a failed idle snapshot of the session
+// on sandboxID and returns the consecutive count (0 when the session is no
+// longer running on that sandbox).
+func (s *Store) RecordIdleSnapshotFailure(ctx context.Context, id, sandboxID string) (int, error) {
+	if !isUUID(id) {
+		return 0, ErrNotFound
+	}
+	var n int
+	err := s.Pool.QueryRow(ctx, `UPDATE sessions SET idle_snapshot_failures = idle_snapshot_failures + 1, updated_at = now()
+		WHERE id = $1 AND status = 'running' AND sandbox_id = $2 RETURNING idle_snapshot_failures`, id, sandboxID).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count idle snapshot failure of session %s: %w", id, err)
+	}
+	return n, nil
+}
+
+// ExpiringRunning returns up to limit running sessions whose sandbox
+// expires before the given time, soonest first (the expiry scan).
+func (s *Store) ExpiringRunning(ctx context.Context, before time.Time, limit int) ([]Session, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT `+cols+` FROM sessions
+		WHERE status = 'running' AND sandbox_expires_at IS NOT NULL AND sandbox_expires_at < $1
+		ORDER BY sandbox_expires_at LIMIT $2`, before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list expiring sessions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scan(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list expiring sessions: %w", err)
+	}
+	return out, nil
 }
 
 // MarkStopped: starting|running|paused → stopped, with ended_at, stop

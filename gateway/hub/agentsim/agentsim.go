@@ -60,6 +60,7 @@ type Server struct {
 	subs     map[chan []byte]struct{}
 	prompts  []string
 	seq      int64
+	refuse   bool
 }
 
 type simSession struct {
@@ -105,6 +106,27 @@ func (s *Server) Handler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// exportSessions copies the sessions and their histories (a snapshot of
+// the agent's state).
+func (s *Server) exportSessions() map[string]simSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]simSession, len(s.sessions))
+	for id, ss := range s.sessions {
+		out[id] = simSession{info: ss.info, history: append([]opencode.MessageWithParts(nil), ss.history...)}
+	}
+	return out
+}
+
+// importSessions restores exported sessions (idle).
+func (s *Server) importSessions(in map[string]simSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, ss := range in {
+		s.sessions[id] = &simSession{info: ss.info, history: append([]opencode.MessageWithParts(nil), ss.history...)}
+	}
 }
 
 // Prompts returns every prompt text received, in order.
@@ -288,7 +310,22 @@ func (s *Server) publish(typ string, props any) {
 	}
 }
 
+// RefuseStreams makes GET /event answer 503 (refuse) or work again; with
+// DropStreams it simulates an event stream that stays down.
+func (s *Server) RefuseStreams(refuse bool) {
+	s.mu.Lock()
+	s.refuse = refuse
+	s.mu.Unlock()
+}
+
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	refuse := s.refuse
+	s.mu.Unlock()
+	if refuse {
+		http.Error(w, "event stream unavailable", http.StatusServiceUnavailable)
+		return
+	}
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)

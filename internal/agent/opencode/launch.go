@@ -9,7 +9,12 @@
 // the scripted LLM or the platform's LLM proxy, permissive tool
 // permissions), a random OPENCODE_SERVER_PASSWORD (the Client sends it with
 // Basic auth) and pre-seeded plugin dependencies, so the first prompt is
-// not blocked by OpenCode's background `npm install`. The listening port is
+// not blocked by OpenCode's background `npm install`. The agent's database
+// (sessions, messages, parts) lives in memory unless LaunchOptions.DBPath
+// names a file (OPENCODE_DB): OpenCode 1.18.33 then keeps it in SQLite WAL
+// mode as <DBPath>, <DBPath>-wal and <DBPath>-shm, and leaves the -wal file
+// un-checkpointed when it is stopped, so a copy of the conversation is the
+// database file together with its -wal file. The listening port is
 // read from the process output (`--port 0` still tries 4096 first), and
 // readiness is polled with a short per-request timeout because early
 // requests can hang. The process runs in its own process group so Stop
@@ -68,6 +73,10 @@ type LaunchOptions struct {
 	// StateDir is the per-session directory for the isolated HOME, XDG
 	// dirs and the log file (created if missing).
 	StateDir string
+	// DBPath is the agent's database file (OPENCODE_DB; its directory is
+	// created if missing). Empty keeps the database in memory: the
+	// conversation dies with the process.
+	DBPath string
 	// Provider and Model ("<model id>" of Provider) select the LLM.
 	Provider Provider
 	Model    string
@@ -128,7 +137,6 @@ var offlineEnv = []string{
 	"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
 	"OPENCODE_DISABLE_CLAUDE_CODE=1",
 	"OPENCODE_DISABLE_EXTERNAL_SKILLS=1",
-	"OPENCODE_DB=:memory:",
 }
 
 // BuildConfig returns the OPENCODE_CONFIG_CONTENT for the options.
@@ -361,6 +369,15 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 	if err := SeedPluginDeps(filepath.Join(workspace, ".opencode"), opts.PluginDir); err != nil {
 		return nil, err
 	}
+	db := ":memory:"
+	if opts.DBPath != "" {
+		if db, err = filepath.Abs(opts.DBPath); err != nil {
+			return nil, fmt.Errorf("opencode: database path: %w", err)
+		}
+		if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+			return nil, fmt.Errorf("opencode: create database dir: %w", err)
+		}
+	}
 	password, err := randomPassword()
 	if err != nil {
 		return nil, err
@@ -377,6 +394,7 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 		env = append(env, k+"="+v)
 	}
 	env = append(env, offlineEnv...)
+	env = append(env, "OPENCODE_DB="+db)
 	env = append(env, "OPENCODE_CONFIG_CONTENT="+config, "OPENCODE_SERVER_PASSWORD="+password)
 	env = append(env, opts.Env...)
 	tag := "PROLIFERATE_AGENT_TAG=" + password[:16]
@@ -540,7 +558,23 @@ func (p *Process) Stop() {
 		// whole group, then whatever detached from it but still carries
 		// this agent's tag.
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		<-p.exited
+		// The process counts as exited once its output pipe is drained: a
+		// tagged descendant that left the group and still holds the pipe
+		// would keep it open, so it is killed too, and the wait is bounded.
+		t = time.NewTimer(StopGrace)
+		select {
+		case <-p.exited:
+			t.Stop()
+		case <-t.C:
+			killTagged(p.tag)
+			t = time.NewTimer(StopGrace)
+			select {
+			case <-p.exited:
+				t.Stop()
+			case <-t.C:
+				p.log.Error("opencode still not reaped after SIGKILL; giving up waiting", "pid", pgid)
+			}
+		}
 		for range 3 {
 			if killTagged(p.tag) == 0 {
 				break

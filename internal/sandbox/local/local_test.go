@@ -45,7 +45,7 @@ var (
 	envErr  error
 )
 
-func setup(t *testing.T) env {
+func setup(t testing.TB) env {
 	t.Helper()
 	envOnce.Do(func() {
 		_, file, _, _ := runtime.Caller(0)
@@ -437,7 +437,7 @@ func TestPauseSnapshotRestoreAcrossModes(t *testing.T) {
 	if _, err := os.Stat(sb.Workspace); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("paused workspace still on disk: %v", err)
 	}
-	for _, id := range []string{snap, paused} {
+	for _, id := range []string{snap.ID, paused.ID} {
 		if _, err := os.Stat(filepath.Join(dataDir, "snapshots", id+".tar.gz")); err != nil {
 			t.Fatalf("snapshot %s: %v", id, err)
 		}
@@ -445,7 +445,7 @@ func TestPauseSnapshotRestoreAcrossModes(t *testing.T) {
 
 	// Resume from the pause snapshot: new sandbox, same files, git intact.
 	resumeSpec := setupSpec
-	resumeSpec.SnapshotID = paused
+	resumeSpec.SnapshotID = paused.ID
 	sb2, err := p.EnsureSandbox(t.Context(), resumeSpec)
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestPauseSnapshotRestoreAcrossModes(t *testing.T) {
 	// The setup snapshot seeds a coding session: setup-only tools are
 	// removed, the agent runs on the restored files.
 	coding := sandbox.Spec{
-		SessionID: "sess-coding-1", SessionType: "coding", ClientType: "web", SnapshotID: snap,
+		SessionID: "sess-coding-1", SessionType: "coding", ClientType: "web", SnapshotID: snap.ID,
 		SystemPrompt: prompts.System(prompts.ModeCoding, prompts.PromptContext{}),
 		GatewayURL:   gw.URL, SandboxToken: "tok-coding", LLM: e.llm,
 	}

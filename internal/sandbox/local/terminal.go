@@ -1,0 +1,163 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+)
+
+var _ sandbox.Terminals = (*Provider)(nil)
+
+// terminalShells are tried in order; the first that exists runs.
+var terminalShells = []string{"/bin/bash", "/bin/sh"}
+
+// terminalCloseGrace is how long Close waits for the shell to be reaped
+// after SIGKILL before giving up on it (it cannot survive SIGKILL, so
+// this only guards against a wedged kernel wait).
+const terminalCloseGrace = 5 * time.Second
+
+// OpenTerminal implements sandbox.Terminals: an interactive (non-login)
+// shell on a pseudo-terminal, in its own session, with the workspace as
+// its working directory and an environment of the sandbox's isolated HOME
+// and XDG directories, PATH, TERM, LANG and the git identity. Neither the
+// LLM key nor the sandbox token reaches it. The terminal is closed with the
+// sandbox (Terminate, Pause, expiry, Close).
+func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (sandbox.Terminal, error) {
+	if !idRE.MatchString(sessionID) {
+		return nil, fmt.Errorf("local sandbox: invalid session id %q", sessionID)
+	}
+	unlock, err := p.lock(ctx, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sessionID, err)
+	}
+	defer unlock()
+	in := p.instanceFor(sessionID, sandboxID)
+	if in == nil || !in.alive() {
+		return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
+	}
+	shell := ""
+	for _, s := range terminalShells {
+		if _, err := os.Stat(s); err == nil {
+			shell = s
+			break
+		}
+	}
+	if shell == "" {
+		return nil, errors.New("local sandbox: open terminal: no shell found")
+	}
+	cmd := exec.Command(shell, "-i")
+	cmd.Dir = in.workspace
+	cmd.Env = terminalEnv(in.home)
+
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.stopped {
+		return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
+	}
+	// pty.StartWithSize makes the shell a session leader with the pty as
+	// its controlling terminal: its pid is its session and process group.
+	master, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: cols, Rows: rows})
+	if err != nil {
+		return nil, fmt.Errorf("local sandbox: start terminal shell: %w", err)
+	}
+	t := &terminal{master: master, cmd: cmd, exited: make(chan struct{})}
+	t.onClose = func() {
+		in.mu.Lock()
+		delete(in.terminals, t)
+		in.mu.Unlock()
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(t.exited)
+	}()
+	in.terminals[t] = struct{}{}
+	p.log.Info("terminal opened", "session_id", sessionID, "sandbox_id", in.id, "shell", shell, "pid", cmd.Process.Pid)
+	return t, nil
+}
+
+// terminalEnv is a terminal shell's whole environment.
+func terminalEnv(home string) []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	lang := os.Getenv("LANG")
+	if lang == "" {
+		lang = "C.UTF-8"
+	}
+	return []string{
+		"PATH=" + path,
+		"HOME=" + home,
+		"USER=opencode",
+		"SHELL=/bin/bash",
+		"TERM=xterm-256color",
+		"LANG=" + lang,
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
+		"XDG_DATA_HOME=" + filepath.Join(home, ".local", "share"),
+		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
+		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
+		"GIT_AUTHOR_NAME=Proliferate Agent", "GIT_AUTHOR_EMAIL=agent@proliferate.dev",
+		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
+	}
+}
+
+// terminal is a shell on a pseudo-terminal.
+type terminal struct {
+	master    *os.File
+	cmd       *exec.Cmd
+	exited    chan struct{}
+	onClose   func()
+	closeOnce sync.Once
+}
+
+// Read returns the terminal's output; io.EOF once the shell is gone.
+func (t *terminal) Read(b []byte) (int, error) {
+	n, err := t.master.Read(b)
+	if err != nil && (errors.Is(err, syscall.EIO) || errors.Is(err, os.ErrClosed)) {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+// Write sends keystrokes.
+func (t *terminal) Write(b []byte) (int, error) { return t.master.Write(b) }
+
+// Resize implements sandbox.Terminal.
+func (t *terminal) Resize(cols, rows uint16) error {
+	if err := pty.Setsize(t.master, &pty.Winsize{Cols: cols, Rows: rows}); err != nil {
+		return fmt.Errorf("local sandbox: resize terminal: %w", err)
+	}
+	return nil
+}
+
+// Close kills the shell and everything in its session (commands, jobs in
+// their own process groups), waits for the shell and releases the pty. It
+// is idempotent.
+func (t *terminal) Close() error {
+	t.closeOnce.Do(func() {
+		sid := t.cmd.Process.Pid
+		_ = syscall.Kill(-sid, syscall.SIGKILL)
+		killSession(sid)
+		timer := time.NewTimer(terminalCloseGrace)
+		select {
+		case <-t.exited:
+		case <-timer.C:
+		}
+		timer.Stop()
+		killSession(sid) // whatever forked while the shell was dying
+		_ = t.master.Close()
+		t.onClose()
+	})
+	return nil
+}

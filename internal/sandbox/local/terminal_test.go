@@ -1,0 +1,253 @@
+package local_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// termReader collects a terminal's output in the background.
+type termReader struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	err  error
+	done chan struct{}
+}
+
+func readTerminal(term io.Reader) *termReader {
+	r := &termReader{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := term.Read(b)
+			r.mu.Lock()
+			r.buf.Write(b[:n])
+			if err != nil {
+				r.err = err
+			}
+			r.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *termReader) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String()
+}
+
+// waitFor waits until the output contains want and returns the output.
+func (r *termReader) waitFor(t *testing.T, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(r.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("terminal output lacks %q after 15s:\n%q", want, r.String())
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval
+	}
+	return r.String()
+}
+
+func typeLine(t *testing.T, term io.Writer, line string) {
+	t.Helper()
+	if _, err := io.WriteString(term, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sessionProcs lists the processes of session sid (Linux /proc).
+func sessionProcs(sid int) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func TestTerminal(t *testing.T) {
+	e := setup(t)
+	p, dataDir := newProviderWith(t, e, nil)
+	const token = "tok-terminal-secret"
+	spec := sandbox.Spec{SessionID: "sess-term", SessionType: "coding", ClientType: "web", LLM: e.llm,
+		SandboxToken: token, EnvVars: map[string]string{"APP_MODE": "x"}}
+	sb, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.OpenTerminal(t.Context(), spec.SessionID, "lsb_other", 80, 24); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("terminal in an unknown sandbox: %v, want ErrNotFound", err)
+	}
+	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readTerminal(term)
+
+	typeLine(t, term, "echo $((6*7))")
+	out.waitFor(t, "\r42\r\n")
+
+	typeLine(t, term, "pwd")
+	out.waitFor(t, "\r"+sb.Workspace+"\r\n")
+
+	typeLine(t, term, "stty size")
+	out.waitFor(t, "\r24 80\r\n")
+	if err := term.Resize(120, 40); err != nil {
+		t.Fatal(err)
+	}
+	typeLine(t, term, "stty size")
+	out.waitFor(t, "\r40 120\r\n")
+
+	// The environment: the isolated home, a terminal type, the git
+	// identity; no platform secret.
+	typeLine(t, term, "env; echo env-end-$((1+1))")
+	env := out.waitFor(t, "env-end-2")
+	home := filepath.Join(dataDir, "sandboxes", spec.SessionID, "state", "home")
+	for _, want := range []string{"HOME=" + home + "\r\n", "TERM=xterm-256color\r\n", "GIT_AUTHOR_NAME=Proliferate Agent\r\n"} {
+		if !strings.Contains(env, want) {
+			t.Fatalf("terminal env lacks %q:\n%s", want, env)
+		}
+	}
+	for _, secret := range []string{token, e.llm.APIKey, sb.AgentPassword, "PROLIFERATE_", "OPENCODE_"} {
+		if strings.Contains(env, secret) {
+			t.Fatalf("terminal env holds %q:\n%s", secret, env)
+		}
+	}
+
+	// Close kills the shell and its jobs (a background job runs in a
+	// process group of its own).
+	typeLine(t, term, "sleep 31337 & echo shell-pid=$$")
+	var m []string
+	testenv.Eventually(t, 10*time.Second, "shell pid printed", func() bool {
+		m = regexp.MustCompile(`shell-pid=(\d+)\r\n`).FindStringSubmatch(out.String())
+		return m != nil
+	})
+	shell, _ := strconv.Atoi(m[1])
+	testenv.Eventually(t, 10*time.Second, "background job started", func() bool { return len(sessionProcs(shell)) >= 2 })
+	if err := term.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := term.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, "the terminal's processes gone", func() bool { return len(sessionProcs(shell)) == 0 })
+	<-out.done
+	if !errors.Is(out.err, io.EOF) {
+		t.Fatalf("read after close: %v, want io.EOF", out.err)
+	}
+	if _, err := term.Write([]byte("echo\n")); err == nil {
+		t.Fatal("write after close succeeded")
+	}
+
+	// Terminals end with their sandbox.
+	term2, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out2 := readTerminal(term2)
+	typeLine(t, term2, "echo shell-pid=$$")
+	testenv.Eventually(t, 10*time.Second, "shell pid printed", func() bool {
+		m = regexp.MustCompile(`shell-pid=(\d+)\r\n`).FindStringSubmatch(out2.String())
+		return m != nil
+	})
+	shell2, _ := strconv.Atoi(m[1])
+	if err := p.Terminate(t.Context(), spec.SessionID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	<-out2.done
+	if len(sessionProcs(shell2)) != 0 {
+		t.Fatal("terminal shell survived its sandbox")
+	}
+	if _, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("terminal in a terminated sandbox: %v, want ErrNotFound", err)
+	}
+}
+
+// TestSandboxLifetime: the provider stops a sandbox at its ExpiresAt like
+// a cloud provider; its files stay and the session resumes on them.
+func TestSandboxLifetime(t *testing.T) {
+	e := setup(t)
+	const lifetime = 6 * time.Second
+	p, _ := newProviderWith(t, e, func(o *local.Options) { o.Timeout = lifetime })
+	spec := sandbox.Spec{SessionID: "sess-lifetime", SessionType: "coding", ClientType: "web", LLM: e.llm}
+	before := time.Now()
+	sb, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.ExpiresAt.Before(before.Add(lifetime)) || sb.ExpiresAt.After(time.Now().Add(lifetime)) {
+		t.Fatalf("ExpiresAt %v, want creation + %v", sb.ExpiresAt, lifetime)
+	}
+	again, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil || again.ID != sb.ID || !again.ExpiresAt.Equal(sb.ExpiresAt) {
+		t.Fatalf("recovered %+v (%v), want the original sandbox and ExpiresAt %v", again, err, sb.ExpiresAt)
+	}
+	marker := filepath.Join(sb.Workspace, "work.txt")
+	if err := os.WriteFile(marker, []byte("work"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readTerminal(term)
+
+	testenv.Eventually(t, lifetime+15*time.Second, "the sandbox expired", func() bool {
+		alive, err := p.Alive(t.Context(), sb.ID)
+		return err == nil && !alive
+	})
+	if time.Now().Before(sb.ExpiresAt) {
+		t.Fatalf("sandbox stopped before its ExpiresAt %v", sb.ExpiresAt)
+	}
+	<-out.done // the terminal ended with it
+	if pids := agentPids(t, sb.Workspace); len(pids) > 0 {
+		t.Fatalf("processes left in the expired sandbox: %v", pids)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("workspace lost at expiry: %v", err)
+	}
+
+	sb2, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb2.ID == sb.ID || !sb2.ExpiresAt.After(sb.ExpiresAt) {
+		t.Fatalf("after expiry got %+v, want a new sandbox with a new lifetime", sb2)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("not resumed on the workspace: %v", err)
+	}
+	if err := p.Terminate(t.Context(), spec.SessionID, sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,253 @@
+package snapshots
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// cleanLock is the Postgres advisory lock key of a cleaner pass ("snapcl").
+const cleanLock = 0x736e6170636c
+
+// Cleaner defaults.
+const (
+	DefaultCleanInterval = time.Hour
+	DefaultCleanBatch    = 500
+	// DefaultRetryAfter leaves a fresh deletion to the path that marked it
+	// before the cleaner retries its provider delete.
+	DefaultRetryAfter = time.Minute
+)
+
+// CleanerOptions configure a Cleaner. Zero values take the defaults.
+type CleanerOptions struct {
+	// Every is the period of Run's passes [DefaultCleanInterval].
+	Every time.Duration
+	// Batch bounds the snapshots one pass deletes, and separately the
+	// provider deletions it retries [DefaultCleanBatch].
+	Batch int
+	// RetryAfter is how old a pending provider deletion must be before a
+	// pass retries it [DefaultRetryAfter].
+	RetryAfter time.Duration
+}
+
+// Cleaner deletes what the books no longer need, one pass at a time across
+// replicas (a session-level advisory lock on a dedicated connection).
+type Cleaner struct {
+	b *Book
+	o CleanerOptions
+}
+
+// NewCleaner returns a cleaner working on b's database and providers.
+func NewCleaner(b *Book, o CleanerOptions) *Cleaner {
+	if o.Every <= 0 {
+		o.Every = DefaultCleanInterval
+	}
+	if o.Batch <= 0 {
+		o.Batch = DefaultCleanBatch
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = DefaultRetryAfter
+	}
+	return &Cleaner{b: b, o: o}
+}
+
+// CleanResult describes one pass.
+type CleanResult struct {
+	// Locked is false when another replica's pass held the lock: this pass
+	// did nothing.
+	Locked bool
+	// Rows marked deleted, by reason.
+	Superseded, SessionDeleted, Retention int
+	// Provider deletions: succeeded and failed (failures stay pending),
+	// counting both fresh deletions and retries; Retried counts the
+	// pending deletions this pass attempted again.
+	ProviderDeleted, ProviderFailed, Retried int
+}
+
+// Run cleans every Every until ctx ends (then it returns nil).
+func (c *Cleaner) Run(ctx context.Context) error {
+	t := time.NewTicker(c.o.Every)
+	defer t.Stop()
+	for {
+		res, err := c.Pass(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			c.b.log.Error("snapshot cleanup failed", "err", err)
+		case res.Superseded+res.SessionDeleted+res.Retention+res.Retried > 0:
+			c.b.log.Info("snapshot cleanup", "superseded", res.Superseded, "session_deleted", res.SessionDeleted,
+				"retention", res.Retention, "retried", res.Retried, "provider_deleted", res.ProviderDeleted,
+				"provider_failed", res.ProviderFailed)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass cleans once: snapshots of deleted sessions, superseded snapshots
+// past the grace, snapshots past retention (Batch in all), expired
+// reservations, then pending provider deletions (up to Batch). Provider storage is deleted after each
+// commit.
+func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
+	var res CleanResult
+	conn, err := c.b.pool.Acquire(ctx)
+	if err != nil {
+		return res, fmt.Errorf("snapshots: cleaner: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, cleanLock).Scan(&res.Locked); err != nil {
+		return res, fmt.Errorf("snapshots: cleaner: pass lock: %w", err)
+	}
+	if !res.Locked {
+		return res, nil
+	}
+	defer func() {
+		// A fresh context: the lock must be released even when ctx ended.
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, cleanLock); err != nil {
+			_ = conn.Conn().Close(uctx) // closing the session releases the lock
+		}
+	}()
+	budget := c.o.Batch
+	add := func(refs []Ref) {
+		ok, failed := c.b.purge(ctx, refs)
+		res.ProviderDeleted += ok
+		res.ProviderFailed += failed
+		budget -= len(refs)
+	}
+
+	// Snapshots whose session is gone (deleted, or its organization).
+	refs, err := c.markGlobal(ctx, ReasonSessionDeleted, `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = x.session_id)`, budget)
+	if err != nil {
+		return res, err
+	}
+	res.SessionDeleted = len(refs)
+	add(refs)
+
+	// Superseded: no session references them, older than the grace.
+	if budget > 0 {
+		refs, err = c.markGlobal(ctx, ReasonSuperseded, `x.created_at < now() - $2::interval
+			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id)`, budget, c.b.grace)
+		if err != nil {
+			return res, err
+		}
+		res.Superseded = len(refs)
+		add(refs)
+	}
+
+	if budget > 0 {
+		n, err := c.retention(ctx, budget, add)
+		res.Retention = n
+		if err != nil {
+			return res, err
+		}
+	}
+
+	// Reservations of snapshots that never came.
+	if _, err := c.b.pool.Exec(ctx, `DELETE FROM session_snapshot_reservations WHERE expires_at <= now()`); err != nil {
+		return res, fmt.Errorf("snapshots: cleaner: expired reservations: %w", err)
+	}
+
+	n, ok, failed, err := c.retry(ctx)
+	res.Retried, res.ProviderDeleted, res.ProviderFailed = n, res.ProviderDeleted+ok, res.ProviderFailed+failed
+	return res, err
+}
+
+// markGlobal marks up to limit live snapshots matching cond (over alias x;
+// $1 is the limit, extra args follow) deleted with reason.
+func (c *Cleaner) markGlobal(ctx context.Context, reason, cond string, limit int, args ...any) ([]Ref, error) {
+	rows, err := c.b.pool.Query(ctx, `UPDATE session_snapshots u SET deleted_at = now(), delete_reason = '`+reason+`'
+		FROM (SELECT x.provider, x.id FROM session_snapshots x WHERE x.deleted_at IS NULL AND `+cond+`
+		      ORDER BY x.created_at LIMIT $1 FOR UPDATE OF x SKIP LOCKED) AS v
+		WHERE u.provider = v.provider AND u.id = v.id AND u.deleted_at IS NULL
+		RETURNING u.provider, u.id`, append([]any{limit}, args...)...)
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: cleaner: mark %s: %w", reason, err)
+	}
+	refs, err := collectRefs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: cleaner: mark %s: %w", reason, err)
+	}
+	return refs, nil
+}
+
+// retention deletes snapshots past retention, organization by organization
+// (each has its own limits), clearing the references of paused, stopped
+// and failed sessions; snapshots of live sessions are kept.
+func (c *Cleaner) retention(ctx context.Context, budget int, add func([]Ref)) (int, error) {
+	// auto_delete_days is at least 1: younger snapshots are never due.
+	rows, err := c.b.pool.Query(ctx, `SELECT DISTINCT org_id::text FROM session_snapshots
+		WHERE deleted_at IS NULL AND created_at < now() - interval '1 day'`)
+	if err != nil {
+		return 0, fmt.Errorf("snapshots: cleaner: retention orgs: %w", err)
+	}
+	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("snapshots: cleaner: retention orgs: %w", err)
+	}
+	total := 0
+	for _, org := range orgs {
+		if budget-total <= 0 || ctx.Err() != nil {
+			break
+		}
+		_, days, err := c.b.limits.SnapshotLimits(ctx, org)
+		if err != nil {
+			c.b.log.Error("snapshot limits; retention skipped for the organization", "org_id", org, "err", err)
+			continue
+		}
+		var refs []Ref
+		err = pgx.BeginFunc(ctx, c.b.pool, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, `SELECT x.provider, x.id FROM session_snapshots x
+				LEFT JOIN sessions s ON s.id = x.session_id
+				WHERE x.org_id = $1 AND x.deleted_at IS NULL
+				  AND x.created_at < now() - make_interval(days => LEAST(s.auto_delete_days, $2::int))
+				  AND NOT EXISTS (SELECT 1 FROM sessions r WHERE r.org_id = x.org_id AND r.snapshot_id = x.id
+				                  AND r.status IN ('starting', 'running'))
+				ORDER BY x.created_at LIMIT $3
+				FOR UPDATE OF x SKIP LOCKED`, org, positiveOrNil(days), budget-total)
+			if err != nil {
+				return err
+			}
+			if refs, err = collectRefs(rows); err != nil {
+				return err
+			}
+			return markDeleted(ctx, tx, org, refs, ReasonRetention, false)
+		})
+		if err != nil {
+			return total, fmt.Errorf("snapshots: cleaner: retention of %s: %w", org, err)
+		}
+		total += len(refs)
+		add(refs)
+	}
+	return total, nil
+}
+
+// retry attempts the pending provider deletions again (of the providers
+// this Book has), least recently attempted first.
+func (c *Cleaner) retry(ctx context.Context) (n, ok, failed int, err error) {
+	if len(c.b.providers) == 0 {
+		return 0, 0, 0, nil
+	}
+	names := make([]string, 0, len(c.b.providers))
+	for name := range c.b.providers {
+		names = append(names, name)
+	}
+	rows, err := c.b.pool.Query(ctx, `SELECT provider, id FROM session_snapshots
+		WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL AND deleted_at < now() - $1::interval
+		  AND provider = ANY($2::text[])
+		ORDER BY provider_attempted_at NULLS FIRST, deleted_at LIMIT $3`, c.o.RetryAfter, names, c.o.Batch)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshots: cleaner: pending deletions: %w", err)
+	}
+	refs, err := collectRefs(rows)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("snapshots: cleaner: pending deletions: %w", err)
+	}
+	ok, failed = c.b.purge(ctx, refs)
+	return len(refs), ok, failed, nil
+}

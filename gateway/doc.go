@@ -10,6 +10,10 @@
 //	POST /proliferate/{id}/start          start the runtime now (immediate mode)
 //	POST /proliferate/{id}/pause          snapshot + stop the sandbox, mark paused
 //	POST /proliferate/{id}/snapshot       snapshot the running sandbox
+//	POST /proliferate/{id}/heartbeat      UI heartbeat: keeps the session from idling (204)
+//	GET  /proliferate/{id}/git/…          git status/branch/commit/push/PR (git_routes.go)
+//	ANY  /proxy/{sid}/{token}/opencode/…  the sandbox's OpenCode API (SSE included)
+//	GET  /proxy/{sid}/{token}/terminal    terminal WebSocket (protocol in terminal.go)
 //
 // Design:
 //   - Authentication is the REST API's (api.Server.Authenticate): user access

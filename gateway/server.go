@@ -176,7 +176,7 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Add("Vary", "Origin")
 	h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, X-Request-Id")
-	h.Set("Access-Control-Allow-Methods", "GET, POST")
+	h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
 	h.Set("Access-Control-Expose-Headers", "X-Request-Id, Retry-After")
 	h.Set("Access-Control-Max-Age", "600")
 	if r.Method == http.MethodOptions {
@@ -257,6 +257,7 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/{id}/pause", s.postPause)
 	s.handle("POST /proliferate/{id}/snapshot", s.postSnapshot)
 	s.gitRoutes()
+	s.proxyRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil

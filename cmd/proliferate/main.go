@@ -49,6 +49,9 @@ Commands:
                           session routes, sandbox tool callbacks; a sandbox per session)
   chat --token T SESSION  talk to a session's agent over the gateway's WebSocket: each
                           stdin line is a prompt (/cancel, /status, /snapshot)
+  terminal --token T SESSION
+                          a shell in the session's sandbox workspace (the gateway's
+                          terminal WebSocket; starts or resumes the sandbox)
   llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
   service-token NAME [--ttl=1h]
                           mint a service token (svc_…) for an operator or a role,
@@ -119,6 +122,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return a.Serve(ctx, nil, a.GatewayRole)
 	case "chat":
 		return chat(ctx, cfg, rest, os.Stdin, stdout, stderr)
+	case "terminal":
+		return terminal(ctx, cfg, rest, os.Stdin, stdout, stderr)
 	case "finalizer":
 		return a.Serve(ctx, nil, a.FinalizerRole)
 	case "service-token":

@@ -13,6 +13,7 @@ import (
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	"github.com/proliferate/proliferate/api/secrets"
 	sessionsapi "github.com/proliferate/proliferate/api/sessions"
+	snapshotsapi "github.com/proliferate/proliferate/api/snapshots"
 	"github.com/proliferate/proliferate/api/triggers"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -31,6 +32,9 @@ func (a *App) apiModules() []func(*api.Server) error {
 		runsapi.Register,
 		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
 			Runtime: client.NewSessionRuntime(a.gatewayClient("api"))}),
+		// The API role has no sandbox provider: storage of snapshots
+		// deleted here is removed by the gateway's cleaner.
+		snapshotsapi.RegisterWith(snapshotsapi.Options{Limits: a.snapshotLimits()}),
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -22,6 +23,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/snapshots"
 )
 
 // SessionStore is the sessions store of this process.
@@ -175,18 +177,25 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		return Role{}, err
 	}
 	prov, err := local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
-		Logger: a.Log.With("component", "sandbox")})
+		Timeout: a.Cfg.SandboxTimeout, Logger: a.Log.With("component", "sandbox")})
 	if err != nil {
 		return Role{}, fmt.Errorf("sandbox provider: %w", err)
 	}
 	host, _ := os.Hostname()
+	book := snapshots.New(snapshots.Deps{Pool: a.Pool, Limits: a.snapshotLimits(), Providers: []sandbox.Provider{prov},
+		Log: a.Log.With("component", "snapshots")})
+	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL, ServiceToken: a.Cfg.ServiceToken,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
-		Git: hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
+		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
+		Snapshots: book,
+		IdleTTL:   a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
+		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
+		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),
 	})
-	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov,
+	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov, Snapshots: book,
 		Log: a.Log.With("component", "orphan-sweeper"), Every: a.Cfg.OrphanSweepInterval, Grace: a.Cfg.OrphanSweepGrace})
 	apiServer, err := a.APIServer(ctx)
 	if err != nil {
@@ -207,18 +216,27 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	return Role{"gateway", func(ctx context.Context) error {
 		// Sessions of gateways that died are paused (orphaned) and resume
 		// on their next connect; one sweep at a time across replicas.
+		// Snapshots past retention, superseded or of deleted sessions are
+		// deleted; one pass at a time across replicas.
 		swCtx, stopSweep := context.WithCancel(ctx)
-		swDone := make(chan struct{})
-		go func() { defer close(swDone); _ = sw.Run(swCtx) }()
+		var bg sync.WaitGroup
+		bg.Go(func() { _ = sw.Run(swCtx) })
+		bg.Go(func() { _ = cleaner.Run(swCtx) })
 		err := serve.Run(ctx)
 		stopSweep()
-		<-swDone
+		bg.Wait()
 		sctx, cancel := context.WithTimeout(context.Background(), a.Cfg.ShutdownTimeout)
 		defer cancel()
 		hubs.Shutdown(sctx)
 		prov.Close()
 		return err
 	}}, nil
+}
+
+// snapshotLimits are the configured snapshot limits (billing plans plug in
+// here).
+func (a *App) snapshotLimits() snapshots.Limits {
+	return snapshots.StaticLimits{MaxPerOrg: a.Cfg.SnapshotMaxPerOrg, RetentionDays: a.Cfg.SnapshotRetentionDays}
 }
 
 // GatewayAddr is where the gateway listens once GatewayRole started.

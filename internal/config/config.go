@@ -81,35 +81,44 @@ type Config struct {
 	SlackClientID       string `env:"SLACK_CLIENT_ID" doc:"Slack app client id (oauth.v2.access); empty disables Slack installs"`
 	SlackClientSecret   string `env:"SLACK_CLIENT_SECRET" secret:"true" doc:"Slack app client secret"`
 
-	IngestAddr            string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
-	IngestPublicURL       string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
-	IngestMaxBodyBytes    int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
-	GitHubWebhookSecret   string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
-	SchedulerTick         time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
-	WebAppURL             string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
-	S3Bucket              string        `env:"S3_BUCKET" doc:"bucket for run artifacts; empty stores them on the filesystem under BLOB_DIR"`
-	S3Region              string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`
-	S3EndpointURL         string        `env:"S3_ENDPOINT_URL" check:"url=http|https" doc:"S3-compatible endpoint (MinIO, R2, …), addressed path-style; empty uses AWS"`
-	S3AccessKey           string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
-	S3SecretKey           string        `env:"S3_SECRET_KEY" secret:"true" doc:"S3 secret access key"`
-	BlobDir               string        `env:"BLOB_DIR" default:".data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
-	RunSessions           string        `env:"RUN_SESSIONS" default:"gateway" check:"oneof=gateway|record" doc:"how the run executor starts sessions: gateway (real sessions through GATEWAY_PUBLIC_URL) or record (logged in memory, nothing runs: for tests of the pipeline alone)"`
-	GatewayAddr           string        `env:"GATEWAY_ADDR" default:"127.0.0.1:8070" check:"hostport" doc:"listen address of the session gateway (/proliferate/…, WebSocket streaming, sandbox tool callbacks)"`
-	GatewayPublicURL      string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
-	SandboxProvider       string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
-	SandboxDataDir        string        `env:"SANDBOX_DATA_DIR" default:".data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots"`
-	OrphanSweepInterval   time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
-	OrphanSweepGrace      time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`
-	OpenCodeBin           string        `env:"OPENCODE_BIN" doc:"path of the opencode binary; empty asks scripts/opencode.sh (installs the pinned version)"`
-	MaxConcurrentSessions int           `env:"MAX_CONCURRENT_SESSIONS" default:"10" check:"min=0,max=10000" doc:"live (starting or running) sessions allowed per organization; 0 is unlimited"`
-	AnthropicAPIKey       string        `env:"ANTHROPIC_API_KEY" secret:"true" doc:"model key for the agent; empty runs the agent against the scripted LLM (llm-sim) in development"`
-	LLMBaseURL            string        `env:"LLM_BASE_URL" check:"url=http|https" doc:"Anthropic-compatible base URL the agent calls (e.g. a LiteLLM proxy); empty: api.anthropic.com with a key, the in-process scripted LLM without"`
-	LLMSimAddr            string        `env:"LLMSIM_ADDR" default:"127.0.0.1:8787" check:"hostport" doc:"listen address of the scripted LLM (proliferate llm-sim): the Anthropic Messages API at /v1/messages"`
-	LLMSimAPIKey          string        `env:"LLMSIM_API_KEY" secret:"true" doc:"API key the scripted LLM requires (x-api-key); empty accepts any"`
-	LLMSimScriptsDir      string        `env:"LLMSIM_SCRIPTS_DIR" doc:"directory of extra *.json scripts for the scripted LLM"`
-	RunFinalizerInterval  time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
-	RunInactivityTimeout  time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
-	ShutdownTimeout       time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
+	IngestAddr              string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
+	IngestPublicURL         string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
+	IngestMaxBodyBytes      int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
+	GitHubWebhookSecret     string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
+	SchedulerTick           time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
+	WebAppURL               string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
+	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts; empty stores them on the filesystem under BLOB_DIR"`
+	S3Region                string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`
+	S3EndpointURL           string        `env:"S3_ENDPOINT_URL" check:"url=http|https" doc:"S3-compatible endpoint (MinIO, R2, …), addressed path-style; empty uses AWS"`
+	S3AccessKey             string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
+	S3SecretKey             string        `env:"S3_SECRET_KEY" secret:"true" doc:"S3 secret access key"`
+	BlobDir                 string        `env:"BLOB_DIR" default:".data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
+	RunSessions             string        `env:"RUN_SESSIONS" default:"gateway" check:"oneof=gateway|record" doc:"how the run executor starts sessions: gateway (real sessions through GATEWAY_PUBLIC_URL) or record (logged in memory, nothing runs: for tests of the pipeline alone)"`
+	GatewayAddr             string        `env:"GATEWAY_ADDR" default:"127.0.0.1:8070" check:"hostport" doc:"listen address of the session gateway (/proliferate/…, WebSocket streaming, sandbox tool callbacks)"`
+	GatewayPublicURL        string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
+	SandboxProvider         string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
+	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:".data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots"`
+	OrphanSweepInterval     time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
+	OrphanSweepGrace        time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`
+	OpenCodeBin             string        `env:"OPENCODE_BIN" doc:"path of the opencode binary; empty asks scripts/opencode.sh (installs the pinned version)"`
+	SandboxTimeout          time.Duration `env:"SANDBOX_TIMEOUT" default:"1h" check:"positive" doc:"a sandbox's lifetime; the provider ends it after this (the gateway migrates active sessions and pauses idle ones EXPIRY_LEAD before)"`
+	IdleSnapshotDelay       time.Duration `env:"IDLE_SNAPSHOT_DELAY" default:"5m" check:"positive" doc:"a web/api/cli session with no clients, proxy connections or agent work is snapshotted and its sandbox stopped after this long without activity"`
+	HeadlessIdleDelay       time.Duration `env:"HEADLESS_IDLE_DELAY" default:"30s" check:"positive" doc:"the same grace for automation and Slack sessions (nobody refreshes their tab)"`
+	IdleCheckInterval       time.Duration `env:"IDLE_CHECK_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway checks its sessions for idleness"`
+	ExpiryLead              time.Duration `env:"EXPIRY_LEAD" default:"5m" check:"positive" doc:"how long before a sandbox expires the gateway migrates (active) or pauses (idle) its session"`
+	HubIdleTTL              time.Duration `env:"HUB_IDLE_TTL" default:"10m" check:"positive" doc:"a gateway forgets a session it serves without a sandbox (paused) after this long unused, releasing its ownership"`
+	SnapshotMaxPerOrg       int           `env:"SNAPSHOT_MAX_PER_ORG" default:"0" check:"min=0,max=100000" doc:"live snapshots kept per organization; at the limit the oldest are evicted (superseded first, then those of paused/stopped sessions); 0 is unlimited"`
+	SnapshotRetentionDays   int           `env:"SNAPSHOT_RETENTION_DAYS" default:"14" check:"min=1,max=3650" doc:"days a snapshot is kept at most (a session's auto_delete_days can be shorter)"`
+	SnapshotCleanupInterval time.Duration `env:"SNAPSHOT_CLEANUP_INTERVAL" default:"1h" check:"positive" doc:"how often the gateway deletes superseded, expired and orphaned snapshots and retries failed provider deletions"`
+	MaxConcurrentSessions   int           `env:"MAX_CONCURRENT_SESSIONS" default:"10" check:"min=0,max=10000" doc:"live (starting or running) sessions allowed per organization; 0 is unlimited"`
+	AnthropicAPIKey         string        `env:"ANTHROPIC_API_KEY" secret:"true" doc:"model key for the agent; empty runs the agent against the scripted LLM (llm-sim) in development"`
+	LLMBaseURL              string        `env:"LLM_BASE_URL" check:"url=http|https" doc:"Anthropic-compatible base URL the agent calls (e.g. a LiteLLM proxy); empty: api.anthropic.com with a key, the in-process scripted LLM without"`
+	LLMSimAddr              string        `env:"LLMSIM_ADDR" default:"127.0.0.1:8787" check:"hostport" doc:"listen address of the scripted LLM (proliferate llm-sim): the Anthropic Messages API at /v1/messages"`
+	LLMSimAPIKey            string        `env:"LLMSIM_API_KEY" secret:"true" doc:"API key the scripted LLM requires (x-api-key); empty accepts any"`
+	LLMSimScriptsDir        string        `env:"LLMSIM_SCRIPTS_DIR" doc:"directory of extra *.json scripts for the scripted LLM"`
+	RunFinalizerInterval    time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
+	RunInactivityTimeout    time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
+	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }
 
 // Error lists every invalid variable found by Load.

@@ -59,7 +59,7 @@ type Constructor func(Config) actions.Source
 func Constructors() map[string]Constructor {
 	return map[string]Constructor{
 		"linear": func(c Config) actions.Source {
-			return linear.New(linear.Options{Endpoint: c.LinearURL, HTTPClient: c.HTTPClient, Timeout: c.Timeout,
+			return linear.New(linear.Options{BaseURL: c.LinearURL, HTTPClient: c.HTTPClient, Timeout: c.Timeout,
 				MaxResponseBytes: c.MaxResponseBytes, Logger: c.Logger})
 		},
 		"sentry": func(c Config) actions.Source {

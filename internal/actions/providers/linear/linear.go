@@ -22,10 +22,8 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/providers/remote"
@@ -40,49 +38,25 @@ const MaxPageSize = 50
 //go:embed guide.md
 var guide string
 
-// Options configure a Source.
-type Options struct {
-	// Endpoint is the GraphQL endpoint (default DefaultEndpoint).
-	Endpoint   string
-	HTTPClient *http.Client
-	// Timeout bounds each call (default 30 s).
-	Timeout time.Duration
-	// MaxResponseBytes bounds each answer (default 5 MiB).
-	MaxResponseBytes int64
-	Logger           *slog.Logger
-}
+// Options configure a Source (BaseURL is the GraphQL endpoint; default
+// DefaultEndpoint).
+type Options = remote.SourceOptions
 
 // Source is the Linear action source. It is stateless and safe for
 // concurrent use.
 type Source struct {
+	remote.Catalog
 	endpoint string
 	c        *remote.Client
 }
 
 // New returns the source.
 func New(o Options) *Source {
-	if o.Endpoint == "" {
-		o.Endpoint = DefaultEndpoint
-	}
-	return &Source{endpoint: o.Endpoint, c: remote.New(remote.Options{Provider: "linear", HTTPClient: o.HTTPClient,
-		Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes, Logger: o.Logger})}
+	endpoint, c := o.Client("linear", DefaultEndpoint)
+	return &Source{Catalog: remote.Catalog{SourceID: "linear", Name: "Linear", GuideMD: guide, Defs: Definitions}, endpoint: endpoint, c: c}
 }
 
 var _ actions.Source = (*Source)(nil)
-
-// ID implements actions.Source.
-func (s *Source) ID() string { return "linear" }
-
-// DisplayName implements actions.Source.
-func (s *Source) DisplayName() string { return "Linear" }
-
-// Guide implements actions.Source.
-func (s *Source) Guide(context.Context, actions.ExecContext) (string, error) { return guide, nil }
-
-// ListActions implements actions.Source: a static catalog.
-func (s *Source) ListActions(context.Context, actions.ExecContext) ([]actions.Definition, error) {
-	return Definitions(), nil
-}
 
 // Definitions returns the catalog (a fresh copy).
 func Definitions() []actions.Definition {

@@ -31,7 +31,7 @@ func setup(t *testing.T) world {
 	f.AddUser(linearfake.User{ID: "user-bob", Name: "Bob", Email: "bob@example.com"})
 	f.AddTeam(linearfake.Team{ID: "team-eng", Key: "ENG", Name: "Engineering"})
 	f.AddTeam(linearfake.Team{ID: "team-ops", Key: "OPS", Name: "Operations"})
-	return world{fake: f, src: linear.New(linear.Options{Endpoint: f.URL()}),
+	return world{fake: f, src: linear.New(linear.Options{BaseURL: f.URL()}),
 		ec: actions.ExecContext{OrgID: "org-1", SessionID: "sess-1", Token: token}}
 }
 
@@ -373,7 +373,7 @@ func TestInvalidParamsAreParamsErrorsAndSendNothing(t *testing.T) {
 func TestHangingServerTimesOut(t *testing.T) {
 	w := setup(t)
 	w.fake.Hang()
-	src := linear.New(linear.Options{Endpoint: w.fake.URL(), Timeout: 200 * time.Millisecond})
+	src := linear.New(linear.Options{BaseURL: w.fake.URL(), Timeout: 200 * time.Millisecond})
 	start := time.Now()
 	_, err := src.Execute(context.Background(), "create_issue", json.RawMessage(`{"teamId":"team-eng","title":"x"}`), w.ec)
 	elapsed := time.Since(start)
@@ -392,7 +392,7 @@ func TestOversizedAnswerIsAnError(t *testing.T) {
 	for range 30 {
 		w.fake.AddIssue(linearfake.Issue{TeamID: "team-eng", Title: strings.Repeat("x", 200)})
 	}
-	src := linear.New(linear.Options{Endpoint: w.fake.URL(), MaxResponseBytes: 4096})
+	src := linear.New(linear.Options{BaseURL: w.fake.URL(), MaxResponseBytes: 4096})
 	_, err := src.Execute(context.Background(), "list_issues", nil, w.ec)
 	if ee := execError(t, err); ee.Status != 0 || !strings.Contains(ee.Message, "larger than 4096 bytes") {
 		t.Fatalf("%+v", ee)

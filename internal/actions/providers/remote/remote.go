@@ -281,3 +281,49 @@ func Segment(name, v string) (string, error) {
 	}
 	return url.PathEscape(v), nil
 }
+
+// SourceOptions configure a provider source (every provider takes the
+// same).
+type SourceOptions struct {
+	// BaseURL is the provider's API base (Linear: the GraphQL endpoint);
+	// empty means the provider's public default.
+	BaseURL    string
+	HTTPClient *http.Client
+	// Timeout bounds each call (default DefaultTimeout).
+	Timeout time.Duration
+	// MaxResponseBytes bounds each answer (default DefaultMaxResponseBytes).
+	MaxResponseBytes int64
+	Logger           *slog.Logger
+}
+
+// Client returns the base URL (defaultBase when unset, without a trailing
+// slash) and the client of provider.
+func (o SourceOptions) Client(provider, defaultBase string) (string, *Client) {
+	base := o.BaseURL
+	if base == "" {
+		base = defaultBase
+	}
+	return strings.TrimRight(base, "/"), New(Options{Provider: provider, HTTPClient: o.HTTPClient, Timeout: o.Timeout,
+		MaxResponseBytes: o.MaxResponseBytes, Logger: o.Logger})
+}
+
+// Catalog is the static half of a provider source — its identity, guide
+// and action definitions — for embedding in the source.
+type Catalog struct {
+	SourceID, Name, GuideMD string
+	Defs                    func() []actions.Definition
+}
+
+// ID implements actions.Source.
+func (c Catalog) ID() string { return c.SourceID }
+
+// DisplayName implements actions.Source.
+func (c Catalog) DisplayName() string { return c.Name }
+
+// Guide implements actions.Source.
+func (c Catalog) Guide(context.Context, actions.ExecContext) (string, error) { return c.GuideMD, nil }
+
+// ListActions implements actions.Source: a static catalog.
+func (c Catalog) ListActions(context.Context, actions.ExecContext) ([]actions.Definition, error) {
+	return c.Defs(), nil
+}

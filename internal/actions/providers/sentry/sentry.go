@@ -27,11 +27,9 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/providers/remote"
@@ -43,49 +41,25 @@ const DefaultBaseURL = "https://sentry.io/api/0"
 //go:embed guide.md
 var guide string
 
-// Options configure a Source.
-type Options struct {
-	// BaseURL is the API base including /api/0 (default DefaultBaseURL).
-	BaseURL    string
-	HTTPClient *http.Client
-	// Timeout bounds each call (default 30 s).
-	Timeout time.Duration
-	// MaxResponseBytes bounds each answer (default 5 MiB).
-	MaxResponseBytes int64
-	Logger           *slog.Logger
-}
+// Options configure a Source (BaseURL includes /api/0; default
+// DefaultBaseURL).
+type Options = remote.SourceOptions
 
 // Source is the Sentry action source. It is stateless and safe for
 // concurrent use.
 type Source struct {
+	remote.Catalog
 	base string
 	c    *remote.Client
 }
 
 // New returns the source.
 func New(o Options) *Source {
-	if o.BaseURL == "" {
-		o.BaseURL = DefaultBaseURL
-	}
-	return &Source{base: strings.TrimRight(o.BaseURL, "/"), c: remote.New(remote.Options{Provider: "sentry",
-		HTTPClient: o.HTTPClient, Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes, Logger: o.Logger})}
+	base, c := o.Client("sentry", DefaultBaseURL)
+	return &Source{Catalog: remote.Catalog{SourceID: "sentry", Name: "Sentry", GuideMD: guide, Defs: Definitions}, base: base, c: c}
 }
 
 var _ actions.Source = (*Source)(nil)
-
-// ID implements actions.Source.
-func (s *Source) ID() string { return "sentry" }
-
-// DisplayName implements actions.Source.
-func (s *Source) DisplayName() string { return "Sentry" }
-
-// Guide implements actions.Source.
-func (s *Source) Guide(context.Context, actions.ExecContext) (string, error) { return guide, nil }
-
-// ListActions implements actions.Source: a static catalog.
-func (s *Source) ListActions(context.Context, actions.ExecContext) ([]actions.Definition, error) {
-	return Definitions(), nil
-}
 
 // Statuses update_issue accepts.
 var Statuses = []string{"resolved", "resolvedInNextRelease", "unresolved", "ignored"}

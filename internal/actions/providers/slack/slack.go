@@ -20,10 +20,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"strings"
-	"time"
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/providers/remote"
@@ -35,49 +32,25 @@ const DefaultBaseURL = "https://slack.com/api"
 //go:embed guide.md
 var guide string
 
-// Options configure a Source.
-type Options struct {
-	// BaseURL is the Web API base (default DefaultBaseURL).
-	BaseURL    string
-	HTTPClient *http.Client
-	// Timeout bounds each call (default 30 s).
-	Timeout time.Duration
-	// MaxResponseBytes bounds each answer (default 5 MiB).
-	MaxResponseBytes int64
-	Logger           *slog.Logger
-}
+// Options configure a Source (BaseURL is the Web API base; default
+// DefaultBaseURL).
+type Options = remote.SourceOptions
 
 // Source is the Slack action source. It is stateless and safe for
 // concurrent use.
 type Source struct {
+	remote.Catalog
 	base string
 	c    *remote.Client
 }
 
 // New returns the source.
 func New(o Options) *Source {
-	if o.BaseURL == "" {
-		o.BaseURL = DefaultBaseURL
-	}
-	return &Source{base: strings.TrimRight(o.BaseURL, "/"), c: remote.New(remote.Options{Provider: "slack",
-		HTTPClient: o.HTTPClient, Timeout: o.Timeout, MaxResponseBytes: o.MaxResponseBytes, Logger: o.Logger})}
+	base, c := o.Client("slack", DefaultBaseURL)
+	return &Source{Catalog: remote.Catalog{SourceID: "slack", Name: "Slack", GuideMD: guide, Defs: Definitions}, base: base, c: c}
 }
 
 var _ actions.Source = (*Source)(nil)
-
-// ID implements actions.Source.
-func (s *Source) ID() string { return "slack" }
-
-// DisplayName implements actions.Source.
-func (s *Source) DisplayName() string { return "Slack" }
-
-// Guide implements actions.Source.
-func (s *Source) Guide(context.Context, actions.ExecContext) (string, error) { return guide, nil }
-
-// ListActions implements actions.Source: a static catalog.
-func (s *Source) ListActions(context.Context, actions.ExecContext) ([]actions.Definition, error) {
-	return Definitions(), nil
-}
 
 const sendMessageSchema = `{"type":"object","additionalProperties":false,"required":["channel","text"],"properties":{
 "channel":{"type":"string","minLength":1,"description":"Channel id (C…), or a DM / group id."},

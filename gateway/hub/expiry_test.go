@@ -95,13 +95,7 @@ func TestExpiryOfIdleSessionPauses(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, expiryDeps(e))
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h := started(t, m, id)
 	s := e.waitStatus(t, id, sessions.StatusPaused)
 	if !isPausedIdle(s) || s.SandboxExpiresAt != nil {
 		t.Fatalf("expired idle session: %+v", s)
@@ -125,13 +119,7 @@ func TestExpiryScheduleSurvivesGatewayRestart(t *testing.T) {
 	d1 := expiryDeps(e)
 	d1.ExpiryScanEvery = time.Hour // gateway 1 never scans
 	m1 := hub.NewManager(d1)
-	h1, err := m1.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h1.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m1, id)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	m1.Shutdown(ctx) // the runtime keeps running; leases released

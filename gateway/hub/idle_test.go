@@ -49,6 +49,19 @@ func (e *env) waitStatusWithin(t testing.TB, id, status string, limit time.Durat
 	return s
 }
 
+// started returns the session's hub with its runtime up.
+func started(t testing.TB, m *hub.Manager, id string) *hub.Hub {
+	t.Helper()
+	h, err := m.Hub(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
 func isPausedIdle(s sessions.Session) bool {
 	return s.Status == sessions.StatusPaused && s.PauseReason != nil && *s.PauseReason == sessions.PauseInactivity &&
 		s.SnapshotID != nil && s.SandboxID == nil && s.EndedAt == nil
@@ -161,13 +174,7 @@ func TestActivityDuringLockWaitAbortsSnapshot(t *testing.T) {
 	hub.SetIdleHooks(m, func(h *hub.Hub) {
 		once.Do(func() { h.TouchActivity(); close(touched) })
 	}, nil, nil)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m, id)
 	<-touched
 	if e.prov.Snapshots() != 0 || e.get(t, id).Status != sessions.StatusRunning {
 		t.Fatal("snapshot went ahead despite activity before the lock")
@@ -201,13 +208,7 @@ func TestPromptDuringSnapshotResumes(t *testing.T) {
 			testenv.Eventually(t, 5*time.Second, "the client attached", func() bool { return h.Status().Clients == 1 })
 		})
 	}, nil)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m, id)
 	if err := <-promptErr; err != nil {
 		t.Fatalf("prompt during snapshot: %v", err)
 	}
@@ -269,13 +270,7 @@ func TestSnapshotAfterStreamDropWhenKnownIdle(t *testing.T) {
 	m := e.manager(t, d)
 
 	unknown := e.session(t, sessionstest.Options{})
-	hu, err := m.Hub(context.Background(), unknown)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hu.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m, unknown)
 	srvU, _ := e.prov.Server(unknown)
 	srvU.RefuseStreams(true)
 	srvU.DropStreams()
@@ -306,13 +301,7 @@ func TestProxyConnectionBlocksSnapshot(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, idleDeps(e))
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h := started(t, m, id)
 	remove := h.AddProxyConnection()
 	remove2 := h.AddProxyConnection()
 	remove2()
@@ -343,13 +332,7 @@ func TestAutoReconnectDoesNotUndoSnapshot(t *testing.T) {
 	d := idleDeps(e)
 	d.HeadlessIdleGrace = time.Hour
 	m := e.manager(t, d)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h := started(t, m, id)
 	ctx := context.Background()
 	// Another actor holds the migration lock: the reconnect after the
 	// sandbox dies waits for it.
@@ -390,13 +373,7 @@ func TestStaleSnapshotWriteIsFenced(t *testing.T) {
 			}
 		})
 	})
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h := started(t, m, id)
 	testenv.Eventually(t, 10*time.Second, "the snapshot ran", func() bool { return e.prov.Snapshots() == 1 && !h.Status().RuntimeReady })
 	s := e.get(t, id)
 	if s.Status != sessions.StatusRunning || s.SandboxID == nil || *s.SandboxID != "elsewhere" {
@@ -410,13 +387,7 @@ func TestUnrestorableSnapshotStartsFresh(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, idleDeps(e))
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	h := started(t, m, id)
 	s := e.waitStatus(t, id, sessions.StatusPaused)
 	e.prov.LoseSnapshot(*s.SnapshotID)
 	c := &recClient{}
@@ -450,13 +421,7 @@ func TestSnapshotCircuitBreaker(t *testing.T) {
 	d.IdleGrace = 50 * time.Millisecond
 	m := e.manager(t, d)
 	e.prov.FailSnapshots(3)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m, id)
 	testenv.Eventually(t, 10*time.Second, "a failure counted", func() bool { return e.get(t, id).IdleSnapshotFailures >= 1 })
 	s := e.waitStatus(t, id, sessions.StatusStopped)
 	if s.Outcome == nil || *s.Outcome != "failed" || s.StopReason == nil || *s.StopReason != sessions.StopSnapshotFailed {
@@ -479,13 +444,7 @@ func TestFailedIdleSnapshotKeepsRunning(t *testing.T) {
 	d.IdleGrace = 50 * time.Millisecond
 	m := e.manager(t, d)
 	e.prov.FailSnapshots(1)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	started(t, m, id)
 	s := e.waitStatus(t, id, sessions.StatusPaused)
 	if !isPausedIdle(s) || s.IdleSnapshotFailures != 0 {
 		t.Fatalf("%+v", s)

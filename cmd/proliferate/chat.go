@@ -16,20 +16,30 @@ import (
 	"github.com/proliferate/proliferate/internal/config"
 )
 
+// sessionArgs parses what every session client takes: --gateway, --token
+// (default $PROLIFERATE_TOKEN) and the session id.
+func sessionArgs(name string, cfg *config.Config, args []string, stderr io.Writer) (gateway, token, session string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	gw := fs.String("gateway", cfg.GatewayPublicURL, "gateway base URL")
+	tok := fs.String("token", os.Getenv("PROLIFERATE_TOKEN"), "access token or API key (default $PROLIFERATE_TOKEN)")
+	if err := fs.Parse(args); err != nil {
+		return "", "", "", usageError{err.Error()}
+	}
+	if fs.NArg() != 1 || *tok == "" {
+		return "", "", "", usageError{name + " needs a session id and a token: proliferate " + name + " --token $TOK SESSION_ID"}
+	}
+	return *gw, *tok, fs.Arg(0), nil
+}
+
 // chat connects to a session's WebSocket stream: each line read from stdin
 // is a prompt ("/cancel", "/status", "/snapshot" send those messages);
 // streamed tokens are printed as they come and every other server message
 // as one JSON line.
 func chat(ctx context.Context, cfg *config.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	gateway := fs.String("gateway", cfg.GatewayPublicURL, "gateway base URL")
-	token := fs.String("token", os.Getenv("PROLIFERATE_TOKEN"), "access token or API key (default $PROLIFERATE_TOKEN)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
-	}
-	if fs.NArg() != 1 || *token == "" {
-		return usageError{"chat needs a session id and a token: proliferate chat --token $TOK SESSION_ID"}
+	gateway, token, session, err := sessionArgs("chat", cfg, args, stderr)
+	if err != nil {
+		return err
 	}
 	out := bufio.NewWriter(stdout)
 	var mu sync.Mutex
@@ -39,8 +49,8 @@ func chat(ctx context.Context, cfg *config.Config, args []string, stdin io.Reade
 		fmt.Fprint(out, s)
 		_ = out.Flush()
 	}
-	c := client.New(*gateway, *token)
-	conn, err := c.Connect(ctx, fs.Arg(0), client.Handler{
+	c := client.New(gateway, token)
+	conn, err := c.Connect(ctx, session, client.Handler{
 		OnMessage: func(m client.Message) {
 			switch m.Type {
 			case hub.MsgToken:

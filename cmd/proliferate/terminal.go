@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/url"
@@ -25,17 +24,11 @@ import (
 // keystrokes (raw mode when stdin is a terminal), output comes back on
 // stdout, and the window size follows the local terminal (SIGWINCH).
 func terminal(ctx context.Context, cfg *config.Config, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("terminal", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	gateway := fs.String("gateway", cfg.GatewayPublicURL, "gateway base URL")
-	token := fs.String("token", os.Getenv("PROLIFERATE_TOKEN"), "access token or API key (default $PROLIFERATE_TOKEN)")
-	if err := fs.Parse(args); err != nil {
-		return usageError{err.Error()}
+	gateway, token, session, err := sessionArgs("terminal", cfg, args, stderr)
+	if err != nil {
+		return err
 	}
-	if fs.NArg() != 1 || *token == "" {
-		return usageError{"terminal needs a session id and a token: proliferate terminal --token $TOK SESSION_ID"}
-	}
-	u, err := url.Parse(strings.TrimRight(*gateway, "/"))
+	u, err := url.Parse(strings.TrimRight(gateway, "/"))
 	if err != nil {
 		return usageError{"invalid --gateway: " + err.Error()}
 	}
@@ -54,7 +47,7 @@ func terminal(ctx context.Context, cfg *config.Config, args []string, stdin io.R
 		}
 	}
 	base := strings.TrimRight(u.EscapedPath(), "/")
-	u.RawPath = base + "/proxy/" + url.PathEscape(fs.Arg(0)) + "/" + url.PathEscape(*token) + "/terminal"
+	u.RawPath = base + "/proxy/" + url.PathEscape(session) + "/" + url.PathEscape(token) + "/terminal"
 	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
 		return usageError{"invalid --gateway path"}
 	}

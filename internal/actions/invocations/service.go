@@ -1,0 +1,748 @@
+package invocations
+
+// service.go implements Service.
+//
+// Design:
+//
+//   - Every state change is one UPDATE (or INSERT) guarded by the status it
+//     starts from, plus one actions.invocations event through the outbox in
+//     the same transaction, so Postgres and the topic never disagree and a
+//     row changes state at most once per transition whatever the number of
+//     gateway or API replicas.
+//   - Limits that must hold across instances live in shared stores: the
+//     per-minute rate in Redis (fixed window INCR+EXPIRE), the pending cap in
+//     Postgres (count under a per-session transaction-scoped advisory lock).
+//   - Execution happens outside any transaction, after the row is committed
+//     as executing; it runs detached from the caller's context (bounded by
+//     ExecTimeout) so a disconnecting agent never leaves a row executing.
+//   - What is stored and published is shaped (redacted, ≤ 10 KiB). When the
+//     shaped params differ from the ones the agent sent (a redacted or cut
+//     member), a pending invocation keeps the original params in Redis until
+//     it is resolved, so approving it executes what was asked; if Redis lost
+//     them, the approved invocation fails with a clear error instead of
+//     executing redacted values.
+//   - Unattended runs: RunHooks move the session's run to needs_human while
+//     an approval is pending and back to running when it is resolved, in the
+//     invocation's transaction.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// ExecTimeout bounds one execution of an action (actions.md §5).
+const ExecTimeout = 30 * time.Second
+
+// MaxAgentResultBytes bounds the (redacted) result returned to the agent;
+// the stored and published result is bounded by
+// actions.DefaultMaxResultBytes.
+const MaxAgentResultBytes = 256 << 10
+
+// Deps are the service's collaborators. Pool and Codec are required; the
+// API role (lists, approve, deny, expire) may leave Sources, Validator and
+// Redis nil. Without Redis the rate limit is not enforced.
+type Deps struct {
+	Pool      *pgxpool.Pool
+	Redis     *redis.Client
+	Codec     *schemas.Codec
+	Sources   Sources
+	Validator *actions.Validator
+	Notifier  Notifier
+	RunHooks  RunHooks
+	// Now is the clock (expiry, rate windows); time.Now when nil.
+	Now func() time.Time
+	Log *slog.Logger
+	// ExecTimeout overrides the default ExecTimeout (tests).
+	ExecTimeout time.Duration
+}
+
+// Svc implements Service.
+type Svc struct {
+	d Deps
+}
+
+var _ Service = (*Svc)(nil)
+
+// New returns the service.
+func New(d Deps) *Svc {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.ExecTimeout <= 0 {
+		d.ExecTimeout = ExecTimeout
+	}
+	d.Log = d.Log.With("module", "actions")
+	return &Svc{d: d}
+}
+
+func (s *Svc) now() time.Time { return s.d.Now().UTC() }
+
+// Available implements Service.
+func (s *Svc) Available(ctx context.Context, sess sessions.Session) ([]Available, error) {
+	if s.d.Sources == nil {
+		return nil, errors.New("invocations: no action sources configured")
+	}
+	out, err := s.d.Sources.List(ctx, sess)
+	if err != nil {
+		return nil, fmt.Errorf("list action sources of session %s: %w", sess.ID, err)
+	}
+	return out, nil
+}
+
+// Guide implements Service.
+func (s *Svc) Guide(ctx context.Context, sess sessions.Session, integration string) (string, error) {
+	if s.d.Sources == nil {
+		return "", ErrUnknownIntegration
+	}
+	src, ec, _, err := s.d.Sources.Get(ctx, sess, integration)
+	if err != nil {
+		return "", err
+	}
+	g, err := src.Guide(ctx, ec)
+	if err != nil {
+		return "", fmt.Errorf("guide of %s: %w", integration, err)
+	}
+	return g, nil
+}
+
+// sessionPolicy is what the mode cascade and the TTL read about a session.
+type sessionPolicy struct {
+	orgModes, automationModes map[string]string
+	automationID, runID       *string
+}
+
+func (s *Svc) loadPolicy(ctx context.Context, tx pgx.Tx, sess sessions.Session) (sessionPolicy, error) {
+	var p sessionPolicy
+	var orgRaw, autoRaw []byte
+	err := tx.QueryRow(ctx, `SELECT o.action_modes, a.action_modes, s.automation_id::text, s.run_id::text
+		FROM sessions s JOIN organizations o ON o.id = s.org_id
+		LEFT JOIN automations a ON a.id = s.automation_id
+		WHERE s.id = $1 AND s.org_id = $2`, sess.ID, sess.OrgID).Scan(&orgRaw, &autoRaw, &p.automationID, &p.runID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, fmt.Errorf("session %s: %w", sess.ID, ErrNotFound)
+	}
+	if err != nil {
+		return p, fmt.Errorf("read action modes of session %s: %w", sess.ID, err)
+	}
+	if p.orgModes, err = decodeModes(orgRaw); err != nil {
+		return p, fmt.Errorf("organizations.action_modes of %s: %w", sess.OrgID, err)
+	}
+	if p.automationModes, err = decodeModes(autoRaw); err != nil {
+		return p, fmt.Errorf("automations.action_modes of %v: %w", p.automationID, err)
+	}
+	return p, nil
+}
+
+// decodeModes reads an action_modes object; a non-string value is kept as
+// its JSON text so the cascade denies it as unknown_mode:<value>.
+func decodeModes(raw []byte) (map[string]string, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		var str string
+		if json.Unmarshal(v, &str) == nil {
+			out[k] = str
+		} else {
+			out[k] = string(v)
+		}
+	}
+	return out, nil
+}
+
+// Invoke implements Service.
+func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput) (Outcome, error) {
+	if err := s.allow(ctx, sess.ID); err != nil {
+		return Outcome{}, err
+	}
+	if s.d.Sources == nil {
+		return Outcome{}, ErrUnknownIntegration
+	}
+	src, ec, integrationID, err := s.d.Sources.Get(ctx, sess, in.Integration)
+	if err != nil {
+		return Outcome{}, err
+	}
+	defs, err := src.ListActions(ctx, ec)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("list actions of %s: %w", in.Integration, err)
+	}
+	var def actions.Definition
+	found := false
+	for _, d := range defs {
+		if d.ID == in.Action {
+			def, found = d, true
+			break
+		}
+	}
+	if !found {
+		return Outcome{}, ErrUnknownAction
+	}
+	params := in.Params
+	if len(strings.TrimSpace(string(params))) == 0 || string(params) == "null" {
+		params = json.RawMessage(`{}`)
+	}
+	if s.d.Validator != nil {
+		err = s.d.Validator.Validate(def, params)
+	} else {
+		err = actions.Validate(def, params)
+	}
+	if err != nil {
+		return Outcome{}, err // *actions.ParamsError (400) or a broken schema
+	}
+	drifted := false
+	if strings.HasPrefix(src.ID(), actions.ConnectorPrefix) {
+		if drifted, err = s.d.Sources.Drifted(ctx, sess, src.ID(), def); err != nil {
+			return Outcome{}, fmt.Errorf("drift check of %s:%s: %w", src.ID(), def.ID, err)
+		}
+	}
+	storedParams, paramsCut := actions.ShapeResult(params, actions.DefaultMaxResultBytes)
+	exact := !paramsCut && jsonEqualCompact(storedParams, params)
+
+	var inv Invocation
+	err = pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
+		pol, err := s.loadPolicy(ctx, tx, sess)
+		if err != nil {
+			return err
+		}
+		res := actions.ResolveMode(actions.ModeInput{SourceID: src.ID(), ActionID: def.ID, Risk: def.Risk,
+			AutomationModes: pol.automationModes, OrgModes: pol.orgModes, Drifted: drifted})
+		row := newRow{orgID: sess.OrgID, sessionID: sess.ID, integrationID: integrationID, integration: src.ID(),
+			action: def.ID, risk: string(def.Risk), mode: string(res.Mode), modeSource: string(res.Source),
+			drifted: res.Drifted, params: storedParams, automationID: pol.automationID, runID: pol.runID}
+		now := s.now()
+		switch res.Mode {
+		case actions.ModeDeny:
+			row.status, row.deniedReason, row.completedAt = StatusDenied, &res.DeniedReason, &now
+			if inv, err = insert(ctx, tx, row); err != nil {
+				return err
+			}
+			return s.emit(ctx, tx, inv, "")
+		case actions.ModeAllow:
+			// approved → executing in one transaction: two state changes,
+			// two events; nobody can observe the row in between.
+			row.status = StatusExecuting
+			if inv, err = insert(ctx, tx, row); err != nil {
+				return err
+			}
+			approved := inv
+			approved.Status = StatusApproved
+			return s.emitAll(ctx, tx, change{approved, ""}, change{inv, StatusApproved})
+		default: // require_approval
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('action_invocations:pending:' || $1, 0))`, sess.ID); err != nil {
+				return fmt.Errorf("lock pending invocations of session %s: %w", sess.ID, err)
+			}
+			var pending int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM action_invocations
+				WHERE session_id = $1 AND status = 'pending' AND expires_at > $2`, sess.ID, now).Scan(&pending); err != nil {
+				return fmt.Errorf("count pending invocations of session %s: %w", sess.ID, err)
+			}
+			if pending >= MaxPendingPerSession {
+				return ErrPendingLimit
+			}
+			ttl := InteractiveTTL
+			if pol.runID != nil {
+				ttl = UnattendedTTL
+			}
+			exp := now.Add(ttl)
+			row.status, row.expiresAt = StatusPending, &exp
+			if inv, err = insert(ctx, tx, row); err != nil {
+				return err
+			}
+			if !exact {
+				if err := s.keepParams(ctx, inv.ID, params, ttl); err != nil {
+					return err
+				}
+			}
+			if inv.RunID != nil && s.d.RunHooks != nil {
+				if err := s.d.RunHooks.AwaitingApproval(ctx, tx, inv); err != nil {
+					return fmt.Errorf("pause run of invocation %s: %w", inv.ID, err)
+				}
+			}
+			return s.emit(ctx, tx, inv, "")
+		}
+	})
+	if err != nil {
+		if errors.Is(err, ErrPendingLimit) || errors.Is(err, ErrNotFound) {
+			return Outcome{}, err
+		}
+		return Outcome{}, fmt.Errorf("invoke %s:%s: %w", in.Integration, in.Action, err)
+	}
+	s.notify(ctx, inv)
+	s.d.Log.InfoContext(ctx, "action invocation", "session_id", inv.SessionID, "organization_id", inv.OrgID,
+		"invocation_id", inv.ID, "source_id", inv.Integration, "action_id", inv.Action, "mode", inv.Mode,
+		"mode_source", inv.ModeSource, "drifted", inv.Drifted, "status", inv.Status)
+	if inv.Status != StatusExecuting {
+		return Outcome{Invocation: inv}, nil
+	}
+	return s.execute(ctx, inv, src, ec, params)
+}
+
+// execute runs an invocation committed as executing and records the
+// outcome. It is detached from ctx's cancellation (bounded by ExecTimeout)
+// so the row always ends completed or failed.
+func (s *Svc) execute(ctx context.Context, inv Invocation, src actions.Source, ec actions.ExecContext, params json.RawMessage) (Outcome, error) {
+	ctx = context.WithoutCancel(ctx)
+	ectx, cancel := context.WithTimeout(ctx, s.d.ExecTimeout)
+	start := time.Now()
+	raw, execErr := src.Execute(ectx, inv.Action, params, ec)
+	cancel()
+	dur := time.Since(start).Milliseconds()
+	return s.finish(ctx, inv, raw, execErr, dur)
+}
+
+// finish stores the outcome of an execution (executing → completed|failed).
+func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, execErr error, durMs int64) (Outcome, error) {
+	var stored, agent json.RawMessage
+	var errText *string
+	status := StatusCompleted
+	if execErr != nil {
+		status = StatusFailed
+		msg := safeError(execErr, s.d.ExecTimeout)
+		errText = &msg
+		s.d.Log.WarnContext(ctx, "action failed", "invocation_id", inv.ID, "source_id", inv.Integration,
+			"action_id", inv.Action, "duration_ms", durMs, "error", msg)
+	} else {
+		if len(raw) == 0 {
+			raw = json.RawMessage(`null`)
+		}
+		var cut bool
+		stored, cut = actions.ShapeResult(raw, actions.DefaultMaxResultBytes)
+		agent = stored
+		if cut && len(raw) > actions.DefaultMaxResultBytes {
+			agent, _ = actions.ShapeResult(raw, MaxAgentResultBytes)
+		}
+	}
+	now := s.now()
+	var out Invocation
+	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = $2, result = $3, error = $4,
+				duration_ms = $5, completed_at = $6, updated_at = now()
+			WHERE id = $1 AND status = 'executing' RETURNING `+Cols,
+			inv.ID, status, nullJSON(stored), errText, durMs, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("invocation %s is no longer executing: %w", inv.ID, ErrConflict)
+		}
+		if err != nil {
+			return fmt.Errorf("record outcome of invocation %s: %w", inv.ID, err)
+		}
+		return s.emit(ctx, tx, out, StatusExecuting)
+	})
+	if err != nil {
+		return Outcome{}, err
+	}
+	s.notify(ctx, out)
+	s.d.Log.InfoContext(ctx, "action executed", "invocation_id", out.ID, "session_id", out.SessionID,
+		"source_id", out.Integration, "action_id", out.Action, "status", out.Status, "duration_ms", durMs)
+	return Outcome{Invocation: out, Result: agent}, nil
+}
+
+// safeError is the text stored and shown for a failed execution: the
+// remote's message (sources keep credentials out of it), or a generic
+// description for anything else (whose text is only logged).
+func safeError(err error, timeout time.Duration) string {
+	var ee *actions.ExecError
+	var pe *actions.ParamsError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Error()
+	case errors.As(err, &pe):
+		return pe.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("action timed out after %s", timeout)
+	case errors.Is(err, actions.ErrUnknownAction):
+		return "unknown action"
+	}
+	return "action failed"
+}
+
+// Approve implements Service.
+func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string) (Outcome, error) {
+	if mode == "" {
+		mode = ApproveOnce
+	}
+	if mode != ApproveOnce && mode != ApproveAlways {
+		return Outcome{}, fmt.Errorf("invocations: approve mode %q: %w", mode, ErrInvalidQuery)
+	}
+	var inv Invocation
+	expired := false
+	err := s.resolve(ctx, a, invocationID, func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error) {
+		approved, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'approved', approved_by = $2,
+				approved_at = $3, updated_at = now()
+			WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, a.UserID, now))
+		if err != nil {
+			return cur, fmt.Errorf("approve invocation %s: %w", cur.ID, err)
+		}
+		if err := s.emit(ctx, tx, approved, StatusPending); err != nil {
+			return cur, err
+		}
+		if mode == ApproveAlways {
+			if err := setAllow(ctx, tx, approved); err != nil {
+				return cur, err
+			}
+		}
+		if approved.RunID != nil && s.d.RunHooks != nil {
+			if err := s.d.RunHooks.ApprovalResolved(ctx, tx, approved); err != nil {
+				return cur, fmt.Errorf("resume run of invocation %s: %w", cur.ID, err)
+			}
+		}
+		executing, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'executing', updated_at = now()
+			WHERE id = $1 AND status = 'approved' RETURNING `+Cols, cur.ID))
+		if err != nil {
+			return cur, fmt.Errorf("start invocation %s: %w", cur.ID, err)
+		}
+		return executing, s.emit(ctx, tx, executing, StatusApproved)
+	}, &inv, &expired)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if expired {
+		return Outcome{Invocation: inv}, ErrExpired
+	}
+	s.d.Log.InfoContext(ctx, "action approved", "invocation_id", inv.ID, "session_id", inv.SessionID,
+		"source_id", inv.Integration, "action_id", inv.Action, "approve_mode", mode)
+	return s.executeApproved(ctx, inv)
+}
+
+// executeApproved executes an invocation an approver just moved to
+// executing: it builds the source for the invocation's session (the
+// credential is resolved now) and recovers the original params.
+func (s *Svc) executeApproved(ctx context.Context, inv Invocation) (Outcome, error) {
+	fail := func(msg string) (Outcome, error) {
+		return s.finish(context.WithoutCancel(ctx), inv, nil, &actions.ExecError{Message: msg}, 0)
+	}
+	if s.d.Sources == nil {
+		return fail("action sources are not available to this service")
+	}
+	sess := sessions.Session{ID: inv.SessionID, OrgID: inv.OrgID, AutomationID: inv.AutomationID, RunID: inv.RunID}
+	if err := s.d.Pool.QueryRow(ctx, `SELECT title FROM sessions WHERE id = $1`, inv.SessionID).Scan(&sess.Title); err != nil {
+		s.d.Log.WarnContext(ctx, "read session of approved invocation", "invocation_id", inv.ID, "error", err)
+	}
+	src, ec, _, err := s.d.Sources.Get(ctx, sess, inv.Integration)
+	if err != nil {
+		s.d.Log.WarnContext(ctx, "source of approved invocation unavailable", "invocation_id", inv.ID, "error", err)
+		return fail("integration " + inv.Integration + " is no longer available to this session")
+	}
+	params, err := s.originalParams(ctx, inv)
+	if err != nil {
+		s.d.Log.WarnContext(ctx, "original params of approved invocation unavailable", "invocation_id", inv.ID, "error", err)
+		return fail("the original parameters of this invocation are no longer available; invoke the action again")
+	}
+	return s.execute(ctx, inv, src, ec, params)
+}
+
+// Deny implements Service.
+func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invocation, error) {
+	var inv Invocation
+	expired := false
+	err := s.resolve(ctx, a, invocationID, func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error) {
+		denied, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'denied', denied_reason = 'human',
+				approved_by = $2, approved_at = $3, completed_at = $3, updated_at = now()
+			WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, a.UserID, now))
+		if err != nil {
+			return cur, fmt.Errorf("deny invocation %s: %w", cur.ID, err)
+		}
+		if err := s.emit(ctx, tx, denied, StatusPending); err != nil {
+			return cur, err
+		}
+		if denied.RunID != nil && s.d.RunHooks != nil {
+			if err := s.d.RunHooks.ApprovalResolved(ctx, tx, denied); err != nil {
+				return cur, fmt.Errorf("resume run of invocation %s: %w", cur.ID, err)
+			}
+		}
+		return denied, nil
+	}, &inv, &expired)
+	if err != nil {
+		return Invocation{}, err
+	}
+	if expired {
+		return inv, ErrExpired
+	}
+	s.dropParams(ctx, inv.ID)
+	s.d.Log.InfoContext(ctx, "action denied", "invocation_id", inv.ID, "session_id", inv.SessionID,
+		"source_id", inv.Integration, "action_id", inv.Action)
+	return inv, nil
+}
+
+// resolve runs the checks shared by Approve and Deny and then apply, in one
+// transaction holding the invocation's row lock. An overdue invocation is
+// expired instead (*expired = true, the expired row in *out).
+func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
+	apply func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error), out *Invocation, expired *bool) error {
+	if a.Role != "owner" && a.Role != "admin" {
+		return ErrForbidden
+	}
+	if !isUUID(invocationID) || !isUUID(a.OrgID) {
+		return ErrNotFound
+	}
+	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
+		cur, err := Scan(tx.QueryRow(ctx, `SELECT `+Cols+` FROM action_invocations
+			WHERE id = $1 AND org_id = $2 FOR UPDATE`, invocationID, a.OrgID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock invocation %s: %w", invocationID, err)
+		}
+		if cur.Status != StatusPending {
+			return ErrConflict
+		}
+		now := s.now()
+		if cur.ExpiresAt != nil && !cur.ExpiresAt.After(now) {
+			exp, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'expired', denied_reason = 'expired',
+					completed_at = $2, updated_at = now()
+				WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, now))
+			if err != nil {
+				return fmt.Errorf("expire invocation %s: %w", cur.ID, err)
+			}
+			if err := s.afterExpire(ctx, tx, exp); err != nil {
+				return err
+			}
+			*out, *expired = exp, true
+			return nil
+		}
+		*out, err = apply(tx, cur, now)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.notify(ctx, *out)
+	if *expired {
+		s.dropParams(ctx, out.ID)
+	}
+	return nil
+}
+
+// afterExpire writes the event of an expired invocation and tells its run.
+func (s *Svc) afterExpire(ctx context.Context, tx pgx.Tx, inv Invocation) error {
+	if err := s.emit(ctx, tx, inv, StatusPending); err != nil {
+		return err
+	}
+	if inv.RunID != nil && s.d.RunHooks != nil {
+		if err := s.d.RunHooks.ApprovalResolved(ctx, tx, inv); err != nil {
+			return fmt.Errorf("tell run of expired invocation %s: %w", inv.ID, err)
+		}
+	}
+	return nil
+}
+
+// setAllow records "always allow" for the invocation's integration:action
+// at the automation scope for automation sessions, else the org scope.
+func setAllow(ctx context.Context, tx pgx.Tx, inv Invocation) error {
+	key := actions.ModeKey(inv.Integration, inv.Action)
+	if inv.AutomationID != nil {
+		tag, err := tx.Exec(ctx, `UPDATE automations SET action_modes = jsonb_set(action_modes, ARRAY[$2::text], '"allow"'),
+			updated_at = now() WHERE id = $1 AND org_id = $3`, *inv.AutomationID, key, inv.OrgID)
+		if err != nil {
+			return fmt.Errorf("set automation action mode %s: %w", key, err)
+		}
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+		// The automation is gone: fall back to the org scope.
+	}
+	if _, err := tx.Exec(ctx, `UPDATE organizations SET action_modes = jsonb_set(action_modes, ARRAY[$2::text], '"allow"'),
+		updated_at = now() WHERE id = $1`, inv.OrgID, key); err != nil {
+		return fmt.Errorf("set org action mode %s: %w", key, err)
+	}
+	return nil
+}
+
+// ExpireBatch bounds the rows one ExpirePending statement expires.
+const ExpireBatch = 1000
+
+// ExpirePending implements Service. Rows locked by a concurrent Approve or
+// Deny are skipped (that call resolves or expires them itself); rows of a
+// concurrent ExpirePending are skipped too, so each row is expired by
+// exactly one statement.
+func (s *Svc) ExpirePending(ctx context.Context) (int, error) {
+	var expired []Invocation
+	now := s.now()
+	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE action_invocations SET status = 'expired', denied_reason = 'expired',
+				completed_at = $1, updated_at = now()
+			WHERE id IN (SELECT id FROM action_invocations WHERE status = 'pending' AND expires_at <= $1
+				ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
+			RETURNING `+Cols, now, ExpireBatch)
+		if err != nil {
+			return fmt.Errorf("expire pending invocations: %w", err)
+		}
+		expired, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) { return Scan(r) })
+		if err != nil {
+			return fmt.Errorf("expire pending invocations: %w", err)
+		}
+		for _, inv := range expired {
+			if err := s.afterExpire(ctx, tx, inv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, inv := range expired {
+		s.notify(ctx, inv)
+		s.dropParams(ctx, inv.ID)
+	}
+	if len(expired) > 0 {
+		s.d.Log.InfoContext(ctx, "expired pending action invocations", "count", len(expired))
+	}
+	return len(expired), nil
+}
+
+func (s *Svc) notify(ctx context.Context, inv Invocation) {
+	if s.d.Notifier != nil {
+		s.d.Notifier.InvocationChanged(ctx, inv)
+	}
+}
+
+// emit adds the actions.invocations event describing inv after a change
+// from previous ("" for a new invocation).
+func (s *Svc) emit(ctx context.Context, tx pgx.Tx, inv Invocation, previous string) error {
+	return outbox.AddEvent(ctx, tx, s.d.Codec, topics.ActionsInvocations, inv.ID, Event(inv, previous))
+}
+
+// change is one state change to publish.
+type change struct {
+	inv      Invocation
+	previous string
+}
+
+// emitAll adds the events of several changes, in order, in one round trip.
+func (s *Svc) emitAll(ctx context.Context, tx pgx.Tx, changes ...change) error {
+	msgs := make([]outbox.Message, 0, len(changes))
+	for _, c := range changes {
+		rec, err := kafka.EventRecord(s.d.Codec, topics.ActionsInvocations, c.inv.ID, Event(c.inv, c.previous))
+		if err != nil {
+			return err
+		}
+		h := make(map[string]string, len(rec.Headers))
+		for _, kv := range rec.Headers {
+			h[kv.Key] = string(kv.Value)
+		}
+		msgs = append(msgs, outbox.Message{Topic: rec.Topic, Key: string(rec.Key), Value: rec.Value, Headers: h})
+	}
+	return outbox.Add(ctx, tx, msgs...)
+}
+
+// Event is the actions.invocations event describing inv after a change
+// from previous ("" for a new invocation). Params and result are the
+// stored (redacted, bounded) ones.
+func Event(inv Invocation, previous string) *schemas.Event {
+	p := &schemas.ActionInvocation{
+		InvocationID: inv.ID, SessionID: inv.SessionID, Integration: inv.Integration, IntegrationID: inv.IntegrationID,
+		Action: inv.Action, RiskLevel: inv.RiskLevel, Mode: inv.Mode, ModeSource: nonEmpty(inv.ModeSource),
+		Status: inv.Status, PreviousStatus: nonEmpty(previous), Error: inv.Error, DeniedReason: inv.DeniedReason,
+		ApprovedBy: inv.ApprovedBy, ApprovedAt: inv.ApprovedAt, ExpiresAt: inv.ExpiresAt, CompletedAt: inv.CompletedAt,
+		DurationMs: inv.DurationMs, AutomationID: inv.AutomationID, RunID: inv.RunID,
+	}
+	if len(inv.Params) > 0 {
+		p.ParamsJSON = nonEmpty(compactJSON(inv.Params))
+	}
+	if len(inv.Result) > 0 {
+		p.ResultJSON = nonEmpty(compactJSON(inv.Result))
+	}
+	ev := schemas.New(inv.OrgID, p)
+	if inv.RunID != nil {
+		ev.CorrelationID = *inv.RunID
+	}
+	return ev
+}
+
+// compactJSON drops the whitespace Postgres' jsonb output adds.
+func compactJSON(b json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return string(b)
+	}
+	return buf.String()
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullJSON(b json.RawMessage) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return []byte(b)
+}
+
+// StaleExecutingAfter is how long an invocation may stay executing before
+// FailStale fails it: its execution is bounded by ExecTimeout, so a row
+// older than this lost its gateway (crash, kill) before the outcome was
+// recorded.
+const StaleExecutingAfter = ExecTimeout + time.Minute
+
+// StaleError is the error text of an invocation failed by FailStale.
+const StaleError = "execution interrupted: the gateway stopped before the result was recorded; the action may or may not have run"
+
+// FailStale fails invocations left executing by a gateway that stopped
+// mid-execution (the original left them executing forever). Run it beside
+// ExpirePending; like it, each row is failed by exactly one statement on
+// any number of replicas.
+func (s *Svc) FailStale(ctx context.Context) (int, error) {
+	var failed []Invocation
+	now := s.now()
+	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `UPDATE action_invocations SET status = 'failed', error = $3,
+				completed_at = $1, updated_at = now()
+			WHERE id IN (SELECT id FROM action_invocations WHERE status = 'executing' AND updated_at <= $1::timestamptz - $2::interval
+				LIMIT $4 FOR UPDATE SKIP LOCKED)
+			RETURNING `+Cols, now, StaleExecutingAfter.String(), StaleError, ExpireBatch)
+		if err != nil {
+			return fmt.Errorf("fail stale invocations: %w", err)
+		}
+		failed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) { return Scan(r) })
+		if err != nil {
+			return fmt.Errorf("fail stale invocations: %w", err)
+		}
+		for _, inv := range failed {
+			if err := s.emit(ctx, tx, inv, StatusExecuting); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, inv := range failed {
+		s.notify(ctx, inv)
+	}
+	if len(failed) > 0 {
+		s.d.Log.WarnContext(ctx, "failed interrupted action invocations", "count", len(failed))
+	}
+	return len(failed), nil
+}

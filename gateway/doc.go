@@ -11,6 +11,7 @@
 //	POST /proliferate/{id}/pause          snapshot + stop the sandbox, mark paused
 //	POST /proliferate/{id}/snapshot       snapshot the running sandbox
 //	POST /proliferate/{id}/heartbeat      UI heartbeat: keeps the session from idling (204)
+//	…    /proliferate/{id}/actions/…      action catalog, invoke, approvals (actions.go)
 //	GET  /proliferate/{id}/git/…          git status/branch/commit/push/PR (git_routes.go)
 //	ANY  /proxy/{sid}/{token}/opencode/…  the sandbox's OpenCode API (SSE included)
 //	GET  /proxy/{sid}/{token}/terminal    terminal WebSocket (protocol in terminal.go)

@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/tools"
+	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -46,6 +47,9 @@ type Deps struct {
 	MaxBodyBytes int64
 	// WSMaxBufferedBytes is a WebSocket client's outbound budget [1 MiB].
 	WSMaxBufferedBytes int
+	// Actions is the action invocation lifecycle behind the action routes
+	// (actions.go); nil answers them with 503.
+	Actions invocations.Service
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -61,6 +65,8 @@ type Server struct {
 	bg     sync.WaitGroup
 	bgCtx  context.Context
 	bgStop context.CancelFunc
+
+	frames *frameRelay // cross-instance session frames (broadcast.go)
 }
 
 // New builds the server.
@@ -105,6 +111,7 @@ func (s *Server) Tools() *tools.Registry { return s.tools }
 // Close waits for background work (immediate sandbox starts, post-tool
 // hooks) to finish, cancelling it when ctx ends.
 func (s *Server) Close(ctx context.Context) {
+	s.frames.stop()
 	done := make(chan struct{})
 	go func() { s.bg.Wait(); close(done) }()
 	select {
@@ -258,6 +265,7 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/{id}/snapshot", s.postSnapshot)
 	s.gitRoutes()
 	s.proxyRoutes()
+	s.actionRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil

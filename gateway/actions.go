@@ -1,0 +1,416 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/invocations"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// Action routes (actions.md §6.2–6.4, §7):
+//
+//	GET  /proliferate/{id}/actions/available                          sandbox, people of the org
+//	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, people of the org
+//	POST /proliferate/{id}/actions/invoke                             the session's sandbox only
+//	GET  /proliferate/{id}/actions/invocations                        sandbox, people of the org
+//	GET  /proliferate/{id}/actions/invocations/{invocationId}         sandbox, people of the org
+//	POST /proliferate/{id}/actions/invocations/{invocationId}/approve org admins and owners
+//	POST /proliferate/{id}/actions/invocations/{invocationId}/deny    org admins and owners
+//
+// The lifecycle itself (validation, the mode cascade, the Redis rate limit
+// shared by every instance, the pending cap, execution, expiry) is the
+// invocations.Service; these handlers authenticate, scope everything to
+// the session in the path (an invocation of another session is 404, as is
+// a session of another organization) and map outcomes and errors to
+// statuses:
+//
+//	invoke:  200 {invocation, result} executed · 202 {invocation, message} pending ·
+//	         403 {invocation, error} denied · 502 {invocation, error} failed
+//	errors:  400 invalid_params (details: JSON pointers) · 404 unknown integration,
+//	         action or invocation · 409 not pending · 410 expired ·
+//	         429 rate_limited / pending_limit
+//
+// Platform services get 403 on every action route: they neither act as
+// the agent nor approve on a person's behalf (an approval records who
+// approved; a service is nobody).
+
+// CodePendingLimit is the 429 code when a session has too many pending
+// invocations (CodeRateLimited is the per-minute limit).
+const CodePendingLimit = "pending_limit"
+
+// CodeInvalidParams is the 400 code of parameters that fail the action's
+// schema; details lists {pointer, message}.
+const CodeInvalidParams = "invalid_params"
+
+const (
+	defaultInvocationList = 50
+	maxInvocationList     = 100
+)
+
+// actionRoutes registers the action routes and starts this instance's
+// relay of cross-instance session frames (broadcast.go; Close stops it).
+func (s *Server) actionRoutes() {
+	s.frames = startFrameRelay(NewSessionFrames(s.d.Hubs, s.d.Redis, s.d.Log))
+	s.handle("GET /proliferate/{id}/actions/available", s.actionsAvailable)
+	s.handle("GET /proliferate/{id}/actions/guide/{integration}", s.actionsGuide)
+	s.handle("POST /proliferate/{id}/actions/invoke", s.actionsInvoke)
+	s.handle("GET /proliferate/{id}/actions/invocations", s.actionsList)
+	s.handle("GET /proliferate/{id}/actions/invocations/{invocationId}", s.actionsGet)
+	s.handle("POST /proliferate/{id}/actions/invocations/{invocationId}/approve", s.actionsApprove)
+	s.handle("POST /proliferate/{id}/actions/invocations/{invocationId}/deny", s.actionsDeny)
+}
+
+// Wire forms of the action routes.
+type (
+	// AvailableResponse lists the session's integrations and actions.
+	AvailableResponse struct {
+		Integrations []invocations.Available `json:"integrations"`
+	}
+	// GuideResponse is an integration's markdown guide.
+	GuideResponse struct {
+		Integration string `json:"integration"`
+		Guide       string `json:"guide"`
+	}
+	// InvocationResponse carries one invocation and, depending on the
+	// outcome, its result (executed), a message (pending) or an error
+	// (denied, failed).
+	InvocationResponse struct {
+		Invocation invocations.Invocation `json:"invocation"`
+		Result     json.RawMessage        `json:"result,omitempty"`
+		Message    string                 `json:"message,omitempty"`
+		Error      string                 `json:"error,omitempty"`
+	}
+	// InvocationsResponse lists a session's invocations, newest first.
+	InvocationsResponse struct {
+		Invocations []invocations.Invocation `json:"invocations"`
+	}
+	// ApproveRequest is the approve body; Mode is once (default) or always.
+	ApproveRequest struct {
+		Mode string `json:"mode"`
+	}
+)
+
+// actionsService is the configured service or a 503.
+func (s *Server) actionsService(w http.ResponseWriter) (invocations.Service, error) {
+	if s.d.Actions == nil {
+		return nil, unavailable(w, "actions are not configured on this gateway")
+	}
+	return s.d.Actions, nil
+}
+
+// actionReader authenticates a reader of the session's actions: the
+// session's own sandbox or a person of its organization.
+func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Session, error) {
+	p, err := s.principal(r, false)
+	if err != nil {
+		return nil, sessions.Session{}, err
+	}
+	if p.Kind != auth.KindSandbox && !p.IsPerson() {
+		return nil, sessions.Session{}, api.Forbidden("only the session's sandbox and people of its organization can use action routes")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	return p, sess, err
+}
+
+// approver authenticates an admin or owner of the session's organization.
+func (s *Server) approver(r *http.Request) (invocations.Approver, sessions.Session, error) {
+	p, err := s.principal(r, false)
+	if err != nil {
+		return invocations.Approver{}, sessions.Session{}, err
+	}
+	if !p.IsPerson() {
+		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only people can approve or deny actions")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	if err != nil {
+		return invocations.Approver{}, sessions.Session{}, err
+	}
+	if !p.Role.AtLeast(auth.RoleAdmin) {
+		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only org admins and owners can approve or deny actions")
+	}
+	return invocations.Approver{UserID: p.UserID, OrgID: p.OrgID, Role: string(p.Role)}, sess, nil
+}
+
+// sessionInvocation loads an invocation of the session in the path (404
+// for another session's, or a malformed id).
+func (s *Server) sessionInvocation(r *http.Request, svc invocations.Service, sessionID string) (invocations.Invocation, error) {
+	id := r.PathValue("invocationId")
+	if !uuidRE.MatchString(id) {
+		return invocations.Invocation{}, api.NotFound("invocation")
+	}
+	inv, err := svc.Get(r.Context(), sessionID, id)
+	if err != nil {
+		return invocations.Invocation{}, actionError(nil, err)
+	}
+	if inv.SessionID != sessionID {
+		return invocations.Invocation{}, api.NotFound("invocation")
+	}
+	return inv, nil
+}
+
+func (s *Server) actionsAvailable(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	_, sess, err := s.actionReader(r)
+	if err != nil {
+		return err
+	}
+	list, err := svc.Available(r.Context(), sess)
+	if err != nil {
+		return actionError(w, err)
+	}
+	if list == nil {
+		list = []invocations.Available{}
+	}
+	writeJSON(w, http.StatusOK, AvailableResponse{Integrations: list})
+	return nil
+}
+
+func (s *Server) actionsGuide(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	_, sess, err := s.actionReader(r)
+	if err != nil {
+		return err
+	}
+	integration := r.PathValue("integration")
+	guide, err := svc.Guide(r.Context(), sess, integration)
+	if err != nil {
+		return actionError(w, err)
+	}
+	writeJSON(w, http.StatusOK, GuideResponse{Integration: integration, Guide: guide})
+	return nil
+}
+
+func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	p, err := s.principal(r, false)
+	if err != nil {
+		return err
+	}
+	if p.Kind != auth.KindSandbox {
+		return api.Forbidden("only the session's sandbox can invoke actions")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	if sess.Status == sessions.StatusStopped || sess.Status == sessions.StatusFailed {
+		// A sandbox token outlives its sandbox; an ended session acts no more.
+		return api.Conflict("session_ended", "the session has ended")
+	}
+	var in invocations.InvokeInput
+	if err := decode(r, &in); err != nil {
+		return err
+	}
+	switch {
+	case in.Integration == "":
+		return invalid("integration", "required")
+	case in.Action == "":
+		return invalid("action", "required")
+	}
+	if len(bytes.TrimSpace(in.Params)) == 0 || bytes.Equal(bytes.TrimSpace(in.Params), []byte("null")) {
+		in.Params = json.RawMessage(`{}`)
+	}
+	out, err := svc.Invoke(r.Context(), sess, in)
+	if err != nil {
+		return actionError(w, err)
+	}
+	writeOutcome(w, out)
+	return nil
+}
+
+// writeOutcome answers an invoke or approve outcome by the invocation's
+// status.
+func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
+	inv := out.Invocation
+	switch inv.Status {
+	case invocations.StatusPending:
+		writeJSON(w, http.StatusAccepted, InvocationResponse{Invocation: inv, Message: "Action requires approval"})
+	case invocations.StatusDenied:
+		msg := "action denied"
+		if inv.DeniedReason != nil && *inv.DeniedReason == "policy" {
+			msg = "action denied by policy"
+		} else if inv.DeniedReason != nil {
+			msg = "action denied: " + *inv.DeniedReason
+		}
+		writeJSON(w, http.StatusForbidden, InvocationResponse{Invocation: inv, Error: msg})
+	case invocations.StatusFailed:
+		msg := "action failed"
+		if inv.Error != nil && *inv.Error != "" {
+			msg = *inv.Error
+		}
+		writeJSON(w, http.StatusBadGateway, InvocationResponse{Invocation: inv, Error: msg})
+	default:
+		writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv, Result: out.Result})
+	}
+}
+
+func (s *Server) actionsList(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	_, sess, err := s.actionReader(r)
+	if err != nil {
+		return err
+	}
+	limit := defaultInvocationList
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxInvocationList {
+			return invalid("limit", "an integer from 1 to "+strconv.Itoa(maxInvocationList))
+		}
+		limit = n
+	}
+	list, err := svc.ListSession(r.Context(), sess.ID, limit)
+	if err != nil {
+		return actionError(w, err)
+	}
+	if list == nil {
+		list = []invocations.Invocation{}
+	}
+	writeJSON(w, http.StatusOK, InvocationsResponse{Invocations: list})
+	return nil
+}
+
+func (s *Server) actionsGet(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	_, sess, err := s.actionReader(r)
+	if err != nil {
+		return err
+	}
+	inv, err := s.sessionInvocation(r, svc, sess.ID)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
+	return nil
+}
+
+func (s *Server) actionsApprove(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	a, sess, err := s.approver(r)
+	if err != nil {
+		return err
+	}
+	req, err := decodeApprove(r)
+	if err != nil {
+		return err
+	}
+	inv, err := s.sessionInvocation(r, svc, sess.ID)
+	if err != nil {
+		return err
+	}
+	out, err := svc.Approve(r.Context(), a, inv.ID, req.Mode)
+	if err != nil {
+		return actionError(w, err)
+	}
+	writeOutcome(w, out)
+	return nil
+}
+
+// decodeApprove reads the optional approve body (empty = once).
+func decodeApprove(r *http.Request) (ApproveRequest, error) {
+	req := ApproveRequest{Mode: invocations.ApproveOnce}
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return req, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		}
+		return req, api.BadRequest("unreadable request body")
+	}
+	if len(bytes.TrimSpace(b)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, api.BadRequest("malformed JSON body: " + err.Error())
+		}
+	}
+	switch req.Mode {
+	case "":
+		req.Mode = invocations.ApproveOnce
+	case invocations.ApproveOnce, invocations.ApproveAlways:
+	default:
+		return req, invalid("mode", "once or always")
+	}
+	return req, nil
+}
+
+func (s *Server) actionsDeny(w http.ResponseWriter, r *http.Request) error {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return err
+	}
+	a, sess, err := s.approver(r)
+	if err != nil {
+		return err
+	}
+	inv, err := s.sessionInvocation(r, svc, sess.ID)
+	if err != nil {
+		return err
+	}
+	inv, err = svc.Deny(r.Context(), a, inv.ID)
+	if err != nil {
+		return actionError(w, err)
+	}
+	writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
+	return nil
+}
+
+// actionError maps the invocations service's errors to API errors (w, when
+// set, receives Retry-After on 429s); anything else passes through (500).
+func actionError(w http.ResponseWriter, err error) error {
+	var pe *actions.ParamsError
+	switch {
+	case errors.As(err, &pe):
+		return &api.Error{Status: http.StatusBadRequest, Code: CodeInvalidParams, Message: "invalid params", Details: pe.Details}
+	case errors.Is(err, invocations.ErrNotFound):
+		return api.NotFound("invocation")
+	case errors.Is(err, invocations.ErrUnknownIntegration):
+		return api.NotFound("integration")
+	case errors.Is(err, invocations.ErrUnknownAction):
+		return api.NotFound("action")
+	case errors.Is(err, invocations.ErrRateLimited):
+		if w != nil {
+			w.Header().Set("Retry-After", "60")
+		}
+		return &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited,
+			Message: "too many action invocations for this session; retry in a minute"}
+	case errors.Is(err, invocations.ErrPendingLimit):
+		if w != nil {
+			w.Header().Set("Retry-After", "30")
+		}
+		return &api.Error{Status: http.StatusTooManyRequests, Code: CodePendingLimit,
+			Message: "too many action invocations of this session await approval"}
+	case errors.Is(err, invocations.ErrConflict):
+		return api.Conflict(api.CodeConflict, "the invocation is not pending")
+	case errors.Is(err, invocations.ErrExpired):
+		return &api.Error{Status: http.StatusGone, Code: "expired", Message: "the invocation expired before it was approved"}
+	case errors.Is(err, invocations.ErrForbidden):
+		return api.Forbidden("only org admins and owners can approve or deny actions")
+	}
+	return err
+}

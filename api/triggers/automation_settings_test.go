@@ -40,7 +40,7 @@ func TestAutomationEverySetting(t *testing.T) {
 		"model_id": "claude-opus-4-1", "default_configuration_id": c1, "config_selection_strategy": "agent_decide",
 		"allowed_configuration_ids": []string{c2, c3, c2}, "fallback_configuration_id": c3,
 		"enabled_tools":     map[string]any{"slack_notify": map[string]any{"enabled": true}},
-		"action_modes":      map[string]string{"linear.create_issue": "allow", "github.merge_pr": "require_approval", "sentry.resolve": "deny"},
+		"action_modes":      map[string]string{"linear:create_issue": "allow", "github:merge_pr": "require_approval", "sentry:resolve": "deny"},
 		"llm_filter_prompt": "only bugs", "llm_analysis_prompt": "analyse",
 		"notification_destination_type": "slack_channel", "notification_slack_installation_id": inst,
 		"notification_channel_id": "C0123ABC", "run_deadline_seconds": 900,
@@ -51,7 +51,7 @@ func TestAutomationEverySetting(t *testing.T) {
 		if a.Name != "Triage" || a.Enabled || a.ModelID != "claude-opus-4-1" || a.AgentType != "opencode" ||
 			a.DefaultConfigurationID == nil || *a.DefaultConfigurationID != c1 || a.ConfigSelectionStrategy != "agent_decide" ||
 			!slices.Equal(a.AllowedConfigurationIDs, []string{c2, c3}) || a.FallbackConfigurationID == nil || *a.FallbackConfigurationID != c3 ||
-			a.EnabledTools["slack_notify"] == nil || len(a.ActionModes) != 3 || a.ActionModes["github.merge_pr"] != "require_approval" ||
+			a.EnabledTools["slack_notify"] == nil || len(a.ActionModes) != 3 || a.ActionModes["github:merge_pr"] != "require_approval" ||
 			a.LLMFilterPrompt == nil || *a.LLMFilterPrompt != "only bugs" || a.LLMAnalysisPrompt == nil ||
 			a.NotificationDestinationType != "slack_channel" || a.NotificationSlackInstallationID == nil || *a.NotificationSlackInstallationID != inst ||
 			a.NotificationChannelID == nil || *a.NotificationChannelID != "C0123ABC" || a.NotificationSlackUserID != nil || a.RunDeadlineSeconds != 900 {
@@ -152,8 +152,8 @@ func TestAutomationSettingsInvalid(t *testing.T) {
 		{"fallback other org", with("fallback_configuration_id", theirs), []string{"fallback_configuration_id"}},
 		{"default other org", with("default_configuration_id", theirs), []string{"default_configuration_id"}},
 		{"action key", with("action_modes", map[string]string{"create_issue": "allow"}), []string{"action_modes"}},
-		{"action value", with("action_modes", map[string]string{"linear.create_issue": "maybe"}), []string{"action_modes.linear.create_issue"}},
-		{"action type", with("action_modes", map[string]any{"linear.create_issue": true}), []string{"action_modes"}},
+		{"action value", with("action_modes", map[string]string{"linear:create_issue": "maybe"}), []string{"action_modes.linear:create_issue"}},
+		{"action type", with("action_modes", map[string]any{"linear:create_issue": true}), []string{"action_modes"}},
 		{"enabled tools array", with("enabled_tools", []int{1}), []string{"enabled_tools"}},
 		{"enabled tools NUL", with("enabled_tools", map[string]any{"a": "x\x00"}), []string{"enabled_tools.a"}},
 		{"long prompt", with("llm_filter_prompt", strings.Repeat("p", 20001)), []string{"llm_filter_prompt"}},

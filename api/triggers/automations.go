@@ -24,8 +24,10 @@ const (
 
 var (
 	modelIDRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,199}$`)
-	// actionKeyRE is "<integration>.<action>", e.g. linear.create_issue.
-	actionKeyRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}\.[A-Za-z][A-Za-z0-9_.-]{0,127}$`)
+	// actionKeyRE is "<integration>:<action>" (actions.ModeKey, what the
+	// mode cascade reads), e.g. linear:create_issue or
+	// connector:<uuid>:search_docs.
+	actionKeyRE = regexp.MustCompile(`^(?:[a-z][a-z0-9_-]{0,63}|connector:[0-9a-f-]{36}):[A-Za-z][A-Za-z0-9_.-]{0,127}$`)
 	// Slack ids: channels C…/G…/D…, users U…/W….
 	slackChannelRE = regexp.MustCompile(`^[CGD][A-Z0-9]{1,63}$`)
 	slackUserRE    = regexp.MustCompile(`^[UW][A-Z0-9]{1,63}$`)
@@ -72,7 +74,7 @@ type AutomationFields struct {
 	AllowedConfigurationIDs []string          `json:"allowed_configuration_ids" binding:"max=50" doc:"agent_decide allowlist: configurations of the organization"`
 	FallbackConfigurationID *string           `json:"fallback_configuration_id" doc:"agent_decide fallback: a configuration of the organization"`
 	EnabledTools            map[string]any    `json:"enabled_tools"`
-	ActionModes             map[string]string `json:"action_modes" doc:"\"<integration>.<action>\" → allow | deny | require_approval"`
+	ActionModes             map[string]string `json:"action_modes" doc:"\"<integration>:<action>\" → allow | deny | require_approval"`
 	LLMFilterPrompt         *string           `json:"llm_filter_prompt" binding:"omitempty,max=20000"`
 	LLMAnalysisPrompt       *string           `json:"llm_analysis_prompt" binding:"omitempty,max=20000"`
 	// Notifications: slack_channel needs notification_slack_installation_id
@@ -330,7 +332,7 @@ func (c *checker) actionModes(m map[string]string) {
 	}
 	for k, v := range m {
 		if !actionKeyRE.MatchString(k) {
-			c.add("action_modes", fmt.Sprintf("key %q must be \"<integration>.<action>\" such as linear.create_issue", truncate(k, 80)))
+			c.add("action_modes", fmt.Sprintf("key %q must be \"<integration>:<action>\" such as linear:create_issue", truncate(k, 80)))
 			continue
 		}
 		switch v {

@@ -6,6 +6,7 @@ import (
 	"net"
 
 	"github.com/proliferate/proliferate/api"
+	actionsapi "github.com/proliferate/proliferate/api/actions"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/api/integrations"
 	"github.com/proliferate/proliferate/api/orgs"
@@ -30,6 +31,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 		integrations.Register,
 		triggers.RegisterWith(triggers.Options{IngestURL: a.Cfg.IngestPublicURL}),
 		runsapi.Register,
+		actionsapi.Register,
 		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
 			Runtime: client.NewSessionRuntime(a.gatewayClient("api"))}),
 		// The API role has no sandbox provider: storage of snapshots

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -201,8 +202,14 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	cat, err := a.ActionCatalog(ctx)
+	if err != nil {
+		return Role{}, err
+	}
+	frames := gateway.NewSessionFrames(hubs, a.Redis, a.Log.With("component", "session-frames"))
+	actionsSvc := a.actionService(cat, gateway.NewActionNotifier(frames, a.Log.With("component", "actions")))
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
-		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer})
+		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc})
 	if err != nil {
 		return Role{}, err
 	}
@@ -222,12 +229,15 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		var bg sync.WaitGroup
 		bg.Go(func() { _ = sw.Run(swCtx) })
 		bg.Go(func() { _ = cleaner.Run(swCtx) })
+		// Pending action approvals expire (5 min interactive, 24 h runs).
+		bg.Go(func() { a.sweepInvocations(swCtx, actionsSvc, 30*time.Second) })
 		err := serve.Run(ctx)
 		stopSweep()
 		bg.Wait()
 		sctx, cancel := context.WithTimeout(context.Background(), a.Cfg.ShutdownTimeout)
 		defer cancel()
 		hubs.Shutdown(sctx)
+		gw.Close(sctx)
 		prov.Close()
 		return err
 	}}, nil

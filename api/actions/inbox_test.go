@@ -1,0 +1,101 @@
+package actions_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/actions/invocations"
+)
+
+func TestInboxFilterPagesTitlesAndTenancy(t *testing.T) {
+	e := newEnv(t)
+	a, b := newOrg(t, e), newOrg(t, e)
+	s1 := session(t, e, a.ID, "Fix the login bug")
+	s2 := session(t, e, a.ID, "Triage Sentry issues")
+	base := time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond)
+	statuses := []string{"pending", "completed", "pending", "denied", "failed", "pending", "expired", "completed"}
+	var ids []string // oldest first
+	for i, st := range statuses {
+		sess := s1
+		if i%2 == 1 {
+			sess = s2
+		}
+		ids = append(ids, invocation(t, e, a.ID, sess, st, base.Add(time.Duration(i)*time.Minute)))
+	}
+	other := invocation(t, e, b.ID, session(t, e, b.ID, "Other org"), "pending", base)
+
+	walk := func(query string, limit string) []invocations.Invocation {
+		t.Helper()
+		var all []invocations.Invocation
+		cursor := ""
+		for pages := 0; ; pages++ {
+			if pages > 10 {
+				t.Fatal("pagination does not end")
+			}
+			var p api.Page[invocations.Invocation]
+			e.Do(t, http.MethodGet, "/actions?limit="+limit+query+cursor, a.Member.Token, nil).Expect(t, http.StatusOK, &p)
+			all = append(all, p.Items...)
+			if p.NextCursor == "" {
+				return all
+			}
+			cursor = "&cursor=" + p.NextCursor
+		}
+	}
+	all := walk("", "3")
+	if len(all) != len(ids) {
+		t.Fatalf("%d invocations listed, want %d", len(all), len(ids))
+	}
+	for i, inv := range all {
+		want := ids[len(ids)-1-i]
+		if inv.ID != want {
+			t.Fatalf("item %d is %s, want %s (newest first)", i, inv.ID, want)
+		}
+		wantTitle := "Fix the login bug"
+		if inv.SessionID != s1 {
+			wantTitle = "Triage Sentry issues"
+		}
+		if inv.SessionTitle != wantTitle || inv.OrgID != a.ID || inv.Integration != "linear" || inv.Action != "create_issue" ||
+			string(inv.Params) != `{"title":"x"}` {
+			t.Fatalf("item %d: %+v", i, inv)
+		}
+	}
+	pending := walk("&status=pending", "2")
+	if len(pending) != 3 {
+		t.Fatalf("%d pending, want 3", len(pending))
+	}
+	for _, inv := range pending {
+		if inv.Status != invocations.StatusPending || inv.ExpiresAt == nil {
+			t.Fatalf("pending filter returned %+v", inv)
+		}
+	}
+	if got := walk("&status=approved", "100"); len(got) != 0 {
+		t.Fatalf("approved: %d", len(got))
+	}
+
+	// Bad input is 422 naming the field.
+	assertField(t, e.Do(t, http.MethodGet, "/actions?status=done", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "status")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=101", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "limit")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=0", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "limit")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?cursor=nope", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "cursor")
+	e.Do(t, http.MethodGet, "/actions", "", nil).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+
+	// One invocation, with its title; another org's is 404.
+	var got invocations.Invocation
+	e.Do(t, http.MethodGet, "/actions/"+ids[0], a.Member.Token, nil).Expect(t, http.StatusOK, &got)
+	if got.ID != ids[0] || got.SessionTitle != "Fix the login bug" || got.Status != "pending" || got.Mode != "require_approval" ||
+		got.ModeSource != "inferred_default" {
+		t.Fatalf("get: %+v", got)
+	}
+	e.Do(t, http.MethodGet, "/actions/"+other, a.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/actions/"+ids[0], b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/actions/not-a-uuid", a.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+
+	// The other org's inbox holds only its own invocation.
+	var pb api.Page[invocations.Invocation]
+	e.Do(t, http.MethodGet, "/actions", b.Owner.Token, nil).Expect(t, http.StatusOK, &pb)
+	if len(pb.Items) != 1 || pb.Items[0].ID != other || pb.Items[0].SessionTitle != "Other org" {
+		t.Fatalf("org b inbox: %+v", pb.Items)
+	}
+}

@@ -1,0 +1,156 @@
+package actions_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proliferate/proliferate/api"
+	actionsapi "github.com/proliferate/proliferate/api/actions"
+	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/runs/runstest"
+	"github.com/proliferate/proliferate/internal/secrets"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func newEnv(t *testing.T) *apitest.Env {
+	t.Helper()
+	return apitest.New(t, []func(*api.Server) error{actionsapi.RegisterWith(actionsapi.Options{
+		ConnectorTimeout: 3 * time.Second, ValidateTimeout: 5 * time.Second})})
+}
+
+// org is an organization with an owner, an admin, a member and an
+// automation.
+type org struct {
+	ID                   string
+	Owner, Admin, Member *apitest.User
+	AutomationID         string
+}
+
+func newOrg(t *testing.T, e *apitest.Env) *org {
+	t.Helper()
+	owner := e.NewUser(t)
+	admin, member := e.NewUser(t), e.NewUser(t)
+	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
+	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
+	return &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member,
+		AutomationID: runstest.Automation(t, e.Deps.Pool, owner.OrgID)}
+}
+
+func exec(t *testing.T, e *apitest.Env, sql string, args ...any) {
+	t.Helper()
+	if _, err := e.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func scalar[T any](t *testing.T, e *apitest.Env, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := e.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// session inserts a session of org with a title.
+func session(t *testing.T, e *apitest.Env, orgID, title string) string {
+	t.Helper()
+	return scalar[string](t, e, `INSERT INTO sessions (org_id, title) VALUES ($1, $2) RETURNING id::text`, orgID, title)
+}
+
+// invocation inserts an invocation of a session with a status, created at
+// a distinct time (at) so the order is known.
+func invocation(t *testing.T, e *apitest.Env, orgID, sessionID, status string, at time.Time) string {
+	t.Helper()
+	var expires *time.Time
+	if status == "pending" {
+		x := at.Add(time.Hour)
+		expires = &x
+	}
+	return scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
+			mode_source, params, status, expires_at, created_at)
+		VALUES ($1, $2, 'linear', 'create_issue', 'write', 'require_approval', 'inferred_default', '{"title":"x"}', $3, $4, $5)
+		RETURNING id::text`, orgID, sessionID, status, expires, at)
+}
+
+// connector inserts an MCP connector of org.
+func connector(t *testing.T, e *apitest.Env, orgID, name, url string, authJSON string, enabled bool) string {
+	t.Helper()
+	if authJSON == "" {
+		authJSON = `{"type":"none"}`
+	}
+	return scalar[string](t, e, `INSERT INTO org_connectors (org_id, name, url, auth, enabled) VALUES ($1, $2, $3, $4, $5)
+		RETURNING id::text`, orgID, name, url, authJSON, enabled)
+}
+
+// secret stores an org-wide secret.
+func secret(t *testing.T, e *apitest.Env, orgID, key, value string) {
+	t.Helper()
+	if _, err := secrets.Create(context.Background(), e.Deps.Pool, e.Deps.Box, secrets.CreateInput{OrgID: orgID, Key: key,
+		Value: value}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mcpServer is a real MCP server (the official SDK's, streamable HTTP)
+// that demands "X-Api-Key: <key>".
+type mcpServer struct {
+	*httptest.Server
+	lists atomic.Int32
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+func newMCPServer(t *testing.T, key string) *mcpServer {
+	t.Helper()
+	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
+	schema := func(s string) map[string]any {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(s), &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ok := func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
+	}
+	srv.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}, ok)
+	srv.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true)},
+		InputSchema: schema(`{"type":"object","properties":{"id":{"type":"string"}}}`)}, ok)
+	srv.AddTool(&sdk.Tool{Name: "create_page", InputSchema: schema(`{"type":"object"}`)}, ok)
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	s := &mcpServer{}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != key {
+			http.Error(w, "bad key", http.StatusUnauthorized)
+			return
+		}
+		s.lists.Add(1)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// assertField checks a validation error names field.
+func assertField(t *testing.T, body api.ErrorBody, field string) {
+	t.Helper()
+	fes, _ := body.Error.Details.([]any)
+	for _, fe := range fes {
+		if m, ok := fe.(map[string]any); ok && m["field"] == field {
+			return
+		}
+	}
+	t.Fatalf("error does not name field %q: %+v", field, body.Error)
+}

@@ -52,6 +52,8 @@ Commands:
   terminal --token T SESSION
                           a shell in the session's sandbox workspace (the gateway's
                           terminal WebSocket; starts or resumes the sandbox)
+  actions list|guide|run  (inside a sandbox) act on connected integrations through the
+                          gateway: proliferate actions --help
   llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
   service-token NAME [--ttl=1h]
                           mint a service token (svc_…) for an operator or a role,
@@ -64,6 +66,10 @@ Every setting is an environment variable; see 'proliferate config'.
 `
 
 func main() {
+	// Inside a sandbox: no platform config, database or broker needed.
+	if len(os.Args) > 1 && os.Args[1] == "actions" {
+		os.Exit(actionsMain(os.Args[2:]))
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "proliferate:", err)
 		var uerr usageError

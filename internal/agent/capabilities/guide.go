@@ -38,12 +38,19 @@ Use the ` + "`proliferate actions`" + ` CLI to act on services connected to the
 organization (GitHub, Linear, Sentry, Slack…). Tokens are resolved by the
 platform: never ask the user for them and never print them.
 
-    proliferate actions list                       # integrations and their actions
+    proliferate actions list [--json]              # integrations and their actions
     proliferate actions guide --integration NAME   # how to use one integration
     proliferate actions run --integration NAME --action ACTION --params '{"key":"value"}'
 
-Write actions may need approval: the command then waits for it or reports
-that approval is pending. Read actions run at once.
+The integrations connected to this session are not listed here: run
+` + "`proliferate actions list`" + ` to find them, and the guide of one before using it.
+
+Read actions run at once. Write actions may need a person's approval:
+` + "`run`" + ` then prints "waiting for approval" and waits (up to --timeout,
+default 10m) until someone approves or denies. Exit status of ` + "`run`" + `:
+0 done (the result JSON is on stdout), 1 failed, 2 bad usage, 3 denied (do
+not retry it unchanged), 4 nobody approved in time, 5 rate limited (wait,
+then retry).
 
 ## Services
 

@@ -117,6 +117,10 @@ type Options struct {
 	// on disk: a later EnsureSandbox resumes on them. 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// CLIPath is the proliferate binary linked as `proliferate` into a bin
+	// directory prepended to the agent's PATH (cli.go). Empty means this
+	// process's executable when it is named proliferate, else no CLI.
+	CLIPath string
 	Logger  *slog.Logger
 }
 
@@ -173,6 +177,9 @@ func New(opts Options) (*Provider, error) {
 	opts.DataDir = abs
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
+	}
+	if opts.CLIPath, err = resolveCLI(opts.CLIPath); err != nil {
+		return nil, err
 	}
 	for _, d := range []string{"sandboxes", "snapshots"} {
 		if err := os.MkdirAll(filepath.Join(abs, d), 0o700); err != nil {
@@ -301,6 +308,10 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		return sandbox.Sandbox{}, err
 	}
 
+	binDir, err := p.linkCLI(filepath.Join(dir, "state"))
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	model := spec.ModelID
 	if model == "" {
 		model = spec.LLM.Model
@@ -317,7 +328,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		},
 		Model:        model,
 		ExtraConfig:  map[string]any{"instructions": []string{files.Instructions}},
-		Env:          agentEnv(spec, capSpec),
+		Env:          withPath(agentEnv(spec, capSpec), binDir),
 		ReadyTimeout: p.opts.ReadyTimeout,
 		Logger:       log,
 	}

@@ -108,6 +108,20 @@ func (s *Server) actionsService(w http.ResponseWriter) (invocations.Service, err
 
 // actionReader authenticates a reader of the session's actions: the
 // session's own sandbox or a person of its organization.
+// actionsRead is the prologue of the read routes: the service and the
+// session the caller (its sandbox or a person of its org) may read.
+func (s *Server) actionsRead(w http.ResponseWriter, r *http.Request) (invocations.Service, sessions.Session, error) {
+	svc, err := s.actionsService(w)
+	if err != nil {
+		return nil, sessions.Session{}, err
+	}
+	_, sess, err := s.actionReader(r)
+	if err != nil {
+		return nil, sessions.Session{}, err
+	}
+	return svc, sess, nil
+}
+
 func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Session, error) {
 	p, err := s.principal(r, false)
 	if err != nil {
@@ -157,11 +171,7 @@ func (s *Server) sessionInvocation(r *http.Request, svc invocations.Service, ses
 }
 
 func (s *Server) actionsAvailable(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.actionsService(w)
-	if err != nil {
-		return err
-	}
-	_, sess, err := s.actionReader(r)
+	svc, sess, err := s.actionsRead(w, r)
 	if err != nil {
 		return err
 	}
@@ -177,11 +187,7 @@ func (s *Server) actionsAvailable(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) actionsGuide(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.actionsService(w)
-	if err != nil {
-		return err
-	}
-	_, sess, err := s.actionReader(r)
+	svc, sess, err := s.actionsRead(w, r)
 	if err != nil {
 		return err
 	}
@@ -262,11 +268,7 @@ func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
 }
 
 func (s *Server) actionsList(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.actionsService(w)
-	if err != nil {
-		return err
-	}
-	_, sess, err := s.actionReader(r)
+	svc, sess, err := s.actionsRead(w, r)
 	if err != nil {
 		return err
 	}
@@ -290,11 +292,7 @@ func (s *Server) actionsList(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) actionsGet(w http.ResponseWriter, r *http.Request) error {
-	svc, err := s.actionsService(w)
-	if err != nil {
-		return err
-	}
-	_, sess, err := s.actionReader(r)
+	svc, sess, err := s.actionsRead(w, r)
 	if err != nil {
 		return err
 	}

@@ -123,6 +123,11 @@ type Move struct {
 	Outcome, Summary, CompletionID string
 	// Data is stored on the event-log row.
 	Data map[string]any
+	// Waiting marks a pause mid-execution for a person (an action waiting
+	// for approval: running → needs_human) and its resumption: the run has
+	// not ended, so its trigger event, execution start and completion time
+	// are left as they are.
+	Waiting bool
 }
 
 // Apply applies m to the run r, which the caller locked with Lock in tx: the
@@ -144,13 +149,13 @@ func Apply(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, r Run, m Move) 
 			error_message = coalesce($6, error_message),
 			enrichment_started_at = CASE WHEN $2 = 'enriching' THEN now() ELSE enrichment_started_at END,
 			enrichment_completed_at = CASE WHEN $2 = 'ready' THEN now() ELSE enrichment_completed_at END,
-			execution_started_at = CASE WHEN $2 = 'running' THEN now() ELSE execution_started_at END,
+			execution_started_at = CASE WHEN $2 = 'running' AND NOT $7 THEN now() ELSE execution_started_at END,
 			last_activity_at = CASE WHEN $2 IN ('running') THEN now() ELSE last_activity_at END,
-			completed_at = CASE WHEN $2 IN ('queued', 'enriching', 'ready', 'running') THEN NULL
+			completed_at = CASE WHEN $2 IN ('queued', 'enriching', 'ready', 'running') OR $7 THEN NULL
 			                    ELSE coalesce(completed_at, now()) END,
 			updated_at = now()
 		WHERE id = $1 RETURNING `+runCols,
-		r.ID, m.To, nullable(m.Reason), nullable(m.Stage), nullable(m.ErrorCode), nullable(m.ErrorMessage)))
+		r.ID, m.To, nullable(m.Reason), nullable(m.Stage), nullable(m.ErrorCode), nullable(m.ErrorMessage), m.Waiting))
 	if err != nil {
 		return r, fmt.Errorf("update run %s to %s: %w", r.ID, m.To, err)
 	}
@@ -167,7 +172,7 @@ func Apply(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, r Run, m Move) 
 	if err := LogEvent(ctx, tx, r.ID, "status_transition", r.Status, m.To, data); err != nil {
 		return r, err
 	}
-	if Terminal(m.To) {
+	if Terminal(m.To) && !m.Waiting {
 		// The trigger event that started the run ends with it.
 		ev := "completed"
 		if m.To != StatusSucceeded && m.To != StatusNeedsHuman {

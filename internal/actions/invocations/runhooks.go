@@ -62,7 +62,7 @@ func (h *runHooks) AwaitingApproval(ctx context.Context, tx pgx.Tx, inv Invocati
 		return nil
 	}
 	if _, err := runs.Apply(ctx, tx, h.codec, r, runs.Move{From: []string{runs.StatusRunning},
-		To: runs.StatusNeedsHuman, Reason: ReasonApprovalRequired, Data: data}); err != nil {
+		To: runs.StatusNeedsHuman, Reason: ReasonApprovalRequired, Data: data, Waiting: true}); err != nil {
 		return fmt.Errorf("run %s awaits approval: %w", r.ID, err)
 	}
 	return nil
@@ -96,7 +96,7 @@ func (h *runHooks) ApprovalResolved(ctx context.Context, tx pgx.Tx, inv Invocati
 		return runs.LogEvent(ctx, tx, r.ID, "approval_resolved", "", "", data)
 	}
 	if _, err := runs.Apply(ctx, tx, h.codec, r, runs.Move{From: []string{runs.StatusNeedsHuman},
-		To: runs.StatusRunning, Reason: ReasonApprovalResolved, Data: data}); err != nil {
+		To: runs.StatusRunning, Reason: ReasonApprovalResolved, Data: data, Waiting: true}); err != nil {
 		return fmt.Errorf("resume run %s: %w", r.ID, err)
 	}
 	return nil

@@ -463,6 +463,21 @@ func TestUnattendedRunPausesAndResumes(t *testing.T) {
 	if st := w.runStatus(t, run); st != runs.StatusNeedsHuman {
 		t.Fatalf("run = %s, want needs_human", st)
 	}
+	// A pause for approval is not the end of the run: its trigger event
+	// stays processing and it has no completion time.
+	waitingRun := func(what string) {
+		t.Helper()
+		var evStatus string
+		var completed *time.Time
+		if err := w.pool.QueryRow(ctx, `SELECT te.status, r.completed_at FROM automation_runs r
+			JOIN trigger_events te ON te.id = r.trigger_event_id WHERE r.id = $1`, run).Scan(&evStatus, &completed); err != nil {
+			t.Fatal(err)
+		}
+		if evStatus != "processing" || completed != nil {
+			t.Fatalf("%s: trigger event %s, completed_at %v", what, evStatus, completed)
+		}
+	}
+	waitingRun("paused for approval")
 	b, err := w.svc.Invoke(ctx, sess, createIssue("b"))
 	if err != nil {
 		t.Fatal(err)
@@ -489,6 +504,7 @@ func TestUnattendedRunPausesAndResumes(t *testing.T) {
 	if st := w.runStatus(t, run); st != runs.StatusRunning {
 		t.Fatalf("run = %s after all resolved, want running", st)
 	}
+	waitingRun("resumed")
 	// The automation override now allows it without a pause.
 	c, err := w.svc.Invoke(ctx, sess, createIssue("c"))
 	if err != nil || c.Invocation.Status != invocations.StatusCompleted || c.Invocation.ModeSource != "automation_override" {

@@ -45,8 +45,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/actions/catalog"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
-	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/integrations"
 )
 
 // Route tags.
@@ -109,7 +110,17 @@ func RegisterWith(o Options) func(*api.Server) error {
 		if log == nil {
 			log = slog.New(slog.DiscardHandler)
 		}
-		h := &handlers{pool: s.Pool, box: s.Box, log: log, o: o}
+		integ, err := integrations.New(integrations.Options{Cfg: s.Cfg, Pool: s.Pool, Redis: s.Redis, Box: s.Box, Log: log, Now: s.Now,
+			HTTPClient: o.HTTPClient})
+		if err != nil {
+			return fmt.Errorf("actions api: %w", err)
+		}
+		// The catalog lists and validates connectors (the API never
+		// executes actions): one cached MCP source per connector revision.
+		cat := catalog.New(catalog.Deps{Pool: s.Pool, Integrations: integ,
+			Secrets: catalog.OrgSecrets{Pool: s.Pool, Box: s.Box},
+			MCP:     catalog.MCPOptions{ListTimeout: o.ValidateTimeout, HTTPClient: o.HTTPClient}, Log: log})
+		h := &handlers{pool: s.Pool, integ: integ, cat: cat, log: log, o: o}
 		for _, r := range h.routes() {
 			s.Handle(r)
 		}
@@ -118,10 +129,11 @@ func RegisterWith(o Options) func(*api.Server) error {
 }
 
 type handlers struct {
-	pool *pgxpool.Pool
-	box  *secretbox.Box
-	log  *slog.Logger
-	o    Options
+	pool  *pgxpool.Pool
+	integ *integrations.Service
+	cat   *catalog.Catalog
+	log   *slog.Logger
+	o     Options
 }
 
 // Statuses are the invocation statuses ?status= accepts.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
-	"github.com/proliferate/proliferate/internal/actions/mcp"
 	"github.com/proliferate/proliferate/internal/actions/providers/linear"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentry"
 	"github.com/proliferate/proliferate/internal/actions/providers/slack"
+	"github.com/proliferate/proliferate/internal/integrations"
 )
 
 // provider is a code-defined source's static catalog.
@@ -143,7 +143,7 @@ func (h *handlers) integrationActions(c *api.Ctx) error {
 		out.Integrations = append(out.Integrations, ia)
 	}
 
-	conns, err := h.enabledConnectors(ctx, orgID)
+	conns, err := h.integ.ListEnabledConnectors(ctx, orgID)
 	if err != nil {
 		return err
 	}
@@ -172,13 +172,8 @@ func (h *handlers) integrationActions(c *api.Ctx) error {
 
 // listConnector runs tools/list against the connector within
 // ConnectorTimeout.
-func (h *handlers) listConnector(ctx context.Context, conn connector) ([]actions.Definition, error) {
-	src, err := mcp.New(h.mcpConfig(conn, h.o.ConnectorTimeout))
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = src.Close() }()
+func (h *handlers) listConnector(ctx context.Context, conn integrations.Connector) ([]actions.Definition, error) {
 	ctx, cancel := context.WithTimeout(ctx, h.o.ConnectorTimeout)
 	defer cancel()
-	return src.ListActions(ctx, actions.ExecContext{OrgID: conn.OrgID})
+	return h.cat.ConnectorActions(ctx, conn)
 }

@@ -130,7 +130,7 @@ func TestIntegrationActionsResolveTheCascade(t *testing.T) {
 		t.Fatalf("automation action_modes %s", got)
 	}
 	// The connector's own per-tool mode is the tool's inferred default.
-	exec(t, e, `UPDATE org_connectors SET tool_risk_overrides = '{"create_page": {"mode": "deny"}}' WHERE id = $1`, docs)
+	exec(t, e, `UPDATE org_connectors SET tool_risk_overrides = '{"create_page": {"mode": "deny"}}', updated_at = now() WHERE id = $1`, docs)
 	check("connector:"+docs, "create_page", "deny", "inferred_default")
 	// A stored value that is not a mode denies, and says why.
 	exec(t, e, `UPDATE organizations SET action_modes = '{"slack:send_message": "yes"}' WHERE id = $1`, a.ID)

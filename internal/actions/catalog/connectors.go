@@ -94,6 +94,17 @@ func (c *Catalog) ValidateConnector(ctx context.Context, conn integrations.Conne
 	return mcp.Validate(ctx, c.config(conn))
 }
 
+// ConnectorActions lists a connector's tools as actions (tools/list through
+// the cached source of this version of the row: the 5-minute cache
+// applies).
+func (c *Catalog) ConnectorActions(ctx context.Context, conn integrations.Connector) ([]actions.Definition, error) {
+	src, err := c.connectorSource(conn)
+	if err != nil {
+		return nil, err
+	}
+	return src.ListActions(ctx, actions.ExecContext{OrgID: conn.OrgID})
+}
+
 // connectorSource returns the cached source of this version of the row,
 // building it (and closing the previous version's) when needed.
 func (c *Catalog) connectorSource(conn integrations.Connector) (*mcp.Source, error) {

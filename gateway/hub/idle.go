@@ -224,7 +224,7 @@ func (h *Hub) dropRuntime(rt *runtimeState) {
 // snapshot (failure: nothing changed, the session keeps running), check
 // the lock is still ours, disconnect the event stream BEFORE stopping the
 // sandbox, terminate, and write paused/reason fenced on the sandbox id.
-func (h *Hub) snapshotAndPause(ctx context.Context, lock *MigrationLock, rt *runtimeState, sess sessions.Session, reason, kind string) error {
+func (h *Hub) snapshotAndPause(ctx context.Context, lock *Lock, rt *runtimeState, sess sessions.Session, reason, kind string) error {
 	d := h.m.d
 	snapID, err := h.takeSnapshot(ctx, rt, sess, kind)
 	if err != nil {

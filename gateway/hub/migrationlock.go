@@ -18,30 +18,29 @@ const DefaultMigrationLockTTL = 300 * time.Second
 
 func migrationKey(sessionID string) string { return "lock:migration:" + sessionID }
 
-// MigrationLock is the distributed per-session lock every actor takes
-// before it snapshots, stops or moves a session's sandbox: idle
-// snapshots, expiry migrations, the orphan sweeper and credit
-// enforcement. It is a Redis key lock:migration:{id} set with NX and a TTL
-// to a random token; Held and Release compare the token, so an actor whose
-// lock expired can neither release nor believe it still holds someone
-// else's. Destructive steps are additionally fenced in Postgres: the final
-// write is a compare-and-set on the sandbox id (sessions.PauseIfSandbox),
-// so a stale actor's write changes nothing.
-type MigrationLock struct {
+// Lock is a Redis key held with a random token (SET NX PX); Held and
+// Release compare the token, so an actor whose lock expired can neither
+// release nor believe it still holds someone else's.
+//
+// The migration lock (AcquireMigrationLock) is the per-session lock every
+// actor takes before it snapshots, stops or moves a session's sandbox:
+// idle snapshots, expiry migrations, the orphan sweeper and credit
+// enforcement. Destructive steps are additionally fenced in Postgres: the
+// final write is a compare-and-set on the sandbox id
+// (sessions.PauseIfSandbox), so a stale actor's write changes nothing.
+type Lock struct {
 	rdb   *redis.Client
 	key   string
 	token string
 }
 
-// AcquireMigrationLock takes the session's migration lock for ttl;
-// ok is false when another actor holds it.
-func AcquireMigrationLock(ctx context.Context, rdb *redis.Client, sessionID, holder string, ttl time.Duration) (*MigrationLock, bool, error) {
+func tryLock(ctx context.Context, rdb *redis.Client, key, holder string, ttl time.Duration) (*Lock, bool, error) {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
-	l := &MigrationLock{rdb: rdb, key: migrationKey(sessionID), token: holder + ":" + hex.EncodeToString(b[:])}
+	l := &Lock{rdb: rdb, key: key, token: holder + ":" + hex.EncodeToString(b[:])}
 	ok, err := rdb.SetNX(ctx, l.key, l.token, ttl).Result()
 	if err != nil {
-		return nil, false, fmt.Errorf("hub: acquire migration lock %s: %w", sessionID, err)
+		return nil, false, fmt.Errorf("hub: take %s: %w", key, err)
 	}
 	if !ok {
 		return nil, false, nil
@@ -49,8 +48,21 @@ func AcquireMigrationLock(ctx context.Context, rdb *redis.Client, sessionID, hol
 	return l, true, nil
 }
 
+// AcquireMigrationLock takes the session's migration lock for ttl;
+// ok is false when another actor holds it.
+func AcquireMigrationLock(ctx context.Context, rdb *redis.Client, sessionID, holder string, ttl time.Duration) (*Lock, bool, error) {
+	return tryLock(ctx, rdb, migrationKey(sessionID), holder, ttl)
+}
+
+// FenceOwner takes the session's owner lease for an actor that is not a
+// hub (the orphan sweeper), so no hub can take the session until it is
+// released; ok is false when a hub (or another actor) holds it.
+func FenceOwner(ctx context.Context, rdb *redis.Client, sessionID, holder string, ttl time.Duration) (*Lock, bool, error) {
+	return tryLock(ctx, rdb, ownerKey(sessionID), holder, ttl)
+}
+
 // Held reports whether the lock is still ours (it may have expired).
-func (l *MigrationLock) Held(ctx context.Context) (bool, error) {
+func (l *Lock) Held(ctx context.Context) (bool, error) {
 	v, err := l.rdb.Get(ctx, l.key).Result()
 	if errors.Is(err, redis.Nil) {
 		return false, nil
@@ -63,7 +75,7 @@ func (l *MigrationLock) Held(ctx context.Context) (bool, error) {
 
 // Release deletes the lock if it is still ours. It uses a fresh context
 // so a cancelled operation still releases.
-func (l *MigrationLock) Release(ctx context.Context) {
+func (l *Lock) Release(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = releaseScript.Run(rctx, l.rdb, []string{l.key}, l.token).Err()

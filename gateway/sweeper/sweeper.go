@@ -43,8 +43,6 @@ package sweeper
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -216,34 +214,6 @@ func (s *Sweeper) Pass(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// compareAndDelete deletes KEYS[1] only while it holds ARGV[1].
-var compareAndDelete = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
-
-// Redis keys: ours, and the hub's leases (gateway/hub/leases.go).
-func ownerKey(id string) string { return "lease:owner:" + id }
-
-// claim takes key with a random token (SET NX PX) and returns its release.
-func (s *Sweeper) claim(ctx context.Context, key, prefix string) (release func(), ok bool, err error) {
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	token := prefix + hex.EncodeToString(b[:])
-	ok, err = s.d.Redis.SetNX(ctx, key, token, s.d.LockTTL).Result()
-	if err != nil || !ok {
-		return nil, false, err
-	}
-	return func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := compareAndDelete.Run(rctx, s.d.Redis, []string{key}, token).Err(); err != nil {
-			s.log.Warn("release redis lock", "key", key, "err", err)
-		}
-	}, true, nil
-}
-
 // sweepOne pauses one candidate if it is still an orphan: true when it did.
 func (s *Sweeper) sweepOne(ctx context.Context, c candidate) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.d.LockTTL/2)
@@ -264,14 +234,14 @@ func (s *Sweeper) sweepOne(ctx context.Context, c candidate) (bool, error) {
 	// Fence hubs out: a hub that holds the owner lease is serving (or
 	// recovering) the session; otherwise we hold it and no hub can take it
 	// until we are done.
-	unfence, ok, err := s.claim(ctx, ownerKey(c.id), "sweeper:")
+	fence, ok, err := hub.FenceOwner(ctx, s.d.Redis, c.id, "sweeper", s.d.LockTTL)
 	if err != nil {
 		return false, fmt.Errorf("sweeper: fence %s: %w", c.id, err)
 	}
 	if !ok {
 		return false, nil
 	}
-	defer unfence()
+	defer fence.Release(ctx)
 	if alive, err := hub.RuntimeAlive(ctx, s.d.Redis, c.id); err != nil || alive {
 		return false, err
 	}

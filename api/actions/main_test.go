@@ -2,14 +2,12 @@ package actions_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
 
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
@@ -102,44 +100,19 @@ func secret(t *testing.T, e *apitest.Env, orgID, key, value string) {
 	}
 }
 
-// mcpServer is a real MCP server (the official SDK's, streamable HTTP)
-// that demands "X-Api-Key: <key>".
-type mcpServer struct {
-	*httptest.Server
-	lists atomic.Int32
-}
-
 func boolPtr(b bool) *bool { return &b }
 
-func newMCPServer(t *testing.T, key string) *mcpServer {
+// newMCPServer is a real MCP server demanding "X-Api-Key: <key>" with a
+// read-only, a destructive and an unannotated tool.
+func newMCPServer(t *testing.T, key string) *mcptest.Server {
 	t.Helper()
-	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
-	schema := func(s string) map[string]any {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(s), &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	ok := func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
-	}
-	srv.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}, ok)
-	srv.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true)},
-		InputSchema: schema(`{"type":"object","properties":{"id":{"type":"string"}}}`)}, ok)
-	srv.AddTool(&sdk.Tool{Name: "create_page", InputSchema: schema(`{"type":"object"}`)}, ok)
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	s := &mcpServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Api-Key") != key {
-			http.Error(w, "bad key", http.StatusUnauthorized)
-			return
-		}
-		s.lists.Add(1)
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(s.Close)
+	s := mcptest.New(t, key, nil)
+	ok := mcptest.Text("ok")
+	s.MCP.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)}, ok)
+	s.MCP.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true)},
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"id":{"type":"string"}}}`)}, ok)
+	s.MCP.AddTool(&sdk.Tool{Name: "create_page", InputSchema: mcptest.Schema(t, `{"type":"object"}`)}, ok)
 	return s
 }
 

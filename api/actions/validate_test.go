@@ -56,7 +56,7 @@ func TestValidateConnector(t *testing.T) {
 	if risks["search_docs"] != "read" || risks["delete_page"] != "danger" || risks["create_page"] != "write" {
 		t.Fatalf("risks %v", risks)
 	}
-	if srv.lists.Load() == 0 {
+	if srv.Lists.Load() == 0 {
 		t.Fatal("the MCP server was never called")
 	}
 

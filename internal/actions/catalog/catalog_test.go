@@ -1,18 +1,15 @@
 package catalog_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
+	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
 	"github.com/proliferate/proliferate/internal/actions/providers"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentryfake"
@@ -153,77 +151,22 @@ func (w *world) connector(t *testing.T, orgID, userID string, c integrations.Con
 	return out
 }
 
-// mcpServer is a real MCP server (the SDK's) requiring an API key header.
-type mcpServer struct {
-	*httptest.Server
-	key     atomic.Value // string
-	inits   atomic.Int32
-	lists   atomic.Int32
-	calls   atomic.Int32
-	deletes atomic.Int32
-	mu      sync.Mutex
-	seen    []string // every X-Api-Key received
-}
-
-func newMCPServer(t *testing.T, key string) *mcpServer {
+// newMCPServer is a real MCP server requiring an API key header, with a
+// read-only search tool and a delete tool.
+func newMCPServer(t *testing.T, key string) *mcptest.Server {
 	t.Helper()
-	s := &mcpServer{}
-	s.key.Store(key)
-	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, nil)
-	schema := func(js string) map[string]any {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(js), &m); err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	srv.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
-		InputSchema: schema(`{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)},
+	s := mcptest.New(t, key, nil)
+	s.MCP.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			var args struct{ Query string }
 			_ = json.Unmarshal(req.Params.Arguments, &args)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "results for " + args.Query}}}, nil
 		})
-	srv.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.",
-		InputSchema: schema(`{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)},
-		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil
-		})
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("X-Api-Key")
-		s.mu.Lock()
-		s.seen = append(s.seen, got)
-		s.mu.Unlock()
-		if got != s.key.Load().(string) {
-			http.Error(rw, "bad key", http.StatusUnauthorized)
-			return
-		}
-		if r.Method == http.MethodDelete {
-			s.deletes.Add(1)
-		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct{ Method string }
-		_ = json.Unmarshal(body, &msg)
-		switch msg.Method {
-		case "initialize":
-			s.inits.Add(1)
-		case "tools/list":
-			s.lists.Add(1)
-		case "tools/call":
-			s.calls.Add(1)
-		}
-		h.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(s.Close)
+	s.MCP.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.",
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}`)},
+		mcptest.Text("deleted"))
 	return s
-}
-
-func (s *mcpServer) keysSeen() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.seen)
 }
 
 func ids(av []invocations.Available) []string {
@@ -440,7 +383,7 @@ func TestConnectorSecretResolvedAtEveryCallAndNeverLeaks(t *testing.T) {
 	// Rotate: the server takes only the new key, the org secret is updated.
 	// The very next call (same cached source, no edit of the connector)
 	// sends the new value.
-	srv.key.Store("key-two-9c2d")
+	srv.SetKey("key-two-9c2d")
 	newVal := "key-two-9c2d"
 	if _, err := secrets.Update(ctx, w.pool, w.box, orgID, sec.ID, secrets.UpdateInput{Value: &newVal}); err != nil {
 		t.Fatal(err)
@@ -455,13 +398,13 @@ func TestConnectorSecretResolvedAtEveryCallAndNeverLeaks(t *testing.T) {
 	if _, err := src2.Execute(ctx, "search_docs", json.RawMessage(`{"query":"rotated"}`), ec); err != nil {
 		t.Fatalf("execute after rotation: %v", err)
 	}
-	keys := srv.keysSeen()
+	keys := srv.KeysSeen()
 	if keys[len(keys)-1] != "key-two-9c2d" {
 		t.Fatalf("last request carried the old key")
 	}
 
 	// A secret that no longer matches: the failure names neither value.
-	srv.key.Store("key-three-0000")
+	srv.SetKey("key-three-0000")
 	_, err = src2.Execute(ctx, "search_docs", json.RawMessage(`{"query":"x"}`), ec)
 	var ee *actions.ExecError
 	if !errors.As(err, &ee) || ee.Status != http.StatusUnauthorized {
@@ -471,7 +414,7 @@ func TestConnectorSecretResolvedAtEveryCallAndNeverLeaks(t *testing.T) {
 	if _, err := w.pool.Exec(ctx, `DELETE FROM secrets WHERE id = $1`, sec.ID); err != nil {
 		t.Fatal(err)
 	}
-	srv.key.Store("key-two-9c2d")
+	srv.SetKey("key-two-9c2d")
 	_, err2 := src2.Execute(ctx, "delete_page", json.RawMessage(`{"id":"p1"}`), ec)
 	if err2 == nil {
 		t.Fatal("a call without its secret succeeded")
@@ -521,7 +464,7 @@ func TestTenantIsolation(t *testing.T) {
 	if _, err := w.cat.Drifted(ctx, sessB, "connector:"+connA.ID, actions.Definition{ID: "search_docs"}); !errors.Is(err, invocations.ErrUnknownIntegration) {
 		t.Fatalf("org B drift on A's connector: %v", err)
 	}
-	if srv.inits.Load() != 0 {
+	if srv.Inits.Load() != 0 {
 		t.Fatal("org B's requests reached org A's MCP server")
 	}
 	// Org A has them all.
@@ -656,8 +599,8 @@ func TestConnectorSourcesCachedRebuiltOnEditAndClosed(t *testing.T) {
 		}
 	}
 	// One MCP session, one tools/list across requests and sessions.
-	if srv.inits.Load() != 1 || srv.lists.Load() != 1 {
-		t.Fatalf("inits %d lists %d", srv.inits.Load(), srv.lists.Load())
+	if srv.Inits.Load() != 1 || srv.Lists.Load() != 1 {
+		t.Fatalf("inits %d lists %d", srv.Inits.Load(), srv.Lists.Load())
 	}
 	src1, _, _, err := w.cat.Get(ctx, sess, sourceID)
 	if err != nil {
@@ -676,8 +619,8 @@ func TestConnectorSourcesCachedRebuiltOnEditAndClosed(t *testing.T) {
 	if a, _ := find(av, sourceID); a.DisplayName != "Docs v2" {
 		t.Fatalf("display name %q after edit", a.DisplayName)
 	}
-	if srv.inits.Load() != 2 || srv.lists.Load() != 2 || srv.deletes.Load() != 1 {
-		t.Fatalf("after edit: inits %d lists %d deletes %d", srv.inits.Load(), srv.lists.Load(), srv.deletes.Load())
+	if srv.Inits.Load() != 2 || srv.Lists.Load() != 2 || srv.Deletes.Load() != 1 {
+		t.Fatalf("after edit: inits %d lists %d deletes %d", srv.Inits.Load(), srv.Lists.Load(), srv.Deletes.Load())
 	}
 	src2, ec, _, err := w.cat.Get(ctx, sess, sourceID)
 	if err != nil || src2 == src1 {
@@ -694,8 +637,8 @@ func TestConnectorSourcesCachedRebuiltOnEditAndClosed(t *testing.T) {
 	if av, err := w.cat.List(ctx, sess); err != nil || len(av) != 0 {
 		t.Fatalf("after delete %v %v", ids(av), err)
 	}
-	if srv.deletes.Load() != 2 {
-		t.Fatalf("deleted connector's source not closed: deletes %d", srv.deletes.Load())
+	if srv.Deletes.Load() != 2 {
+		t.Fatalf("deleted connector's source not closed: deletes %d", srv.Deletes.Load())
 	}
 
 	// Close closes every cached source.
@@ -706,8 +649,8 @@ func TestConnectorSourcesCachedRebuiltOnEditAndClosed(t *testing.T) {
 	if err := w.cat.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if srv.deletes.Load() != 3 {
-		t.Fatalf("Close: deletes %d", srv.deletes.Load())
+	if srv.Deletes.Load() != 3 {
+		t.Fatalf("Close: deletes %d", srv.Deletes.Load())
 	}
 	if _, _, _, err := w.cat.Get(ctx, sess, "connector:"+other.ID); err == nil {
 		t.Fatal("a closed catalog served a connector")

@@ -1,12 +1,10 @@
 package mcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -18,34 +16,26 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
+
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/mcp"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// server is a real MCP server (the official SDK's) behind middleware that
-// plays the parts of a hosted connector: an API key header, and a restart
-// that forgets every session.
+// server is a real MCP server (mcptest: the official SDK's, behind an API
+// key header and a restart switch) with the tools these tests use; release
+// lets the "slow" tool finish.
 type server struct {
-	*httptest.Server
-	secret    atomic.Value // string
-	inits     atomic.Int32
-	lists     atomic.Int32
-	calls     atomic.Int32
-	deletes   atomic.Int32
-	mu        sync.Mutex
-	sessions  map[string]bool // seen
-	forgotten map[string]bool
-	release   chan struct{}
+	*mcptest.Server
+	release chan struct{}
 }
 
 func boolPtr(b bool) *bool { return &b }
 
 func newServer(t *testing.T, tools int) *server {
 	t.Helper()
-	s := &server{sessions: map[string]bool{}, forgotten: map[string]bool{}, release: make(chan struct{})}
-	s.secret.Store("key-1")
-	srv := sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, &sdk.ServerOptions{PageSize: 2})
+	s := &server{Server: mcptest.New(t, "key-1", &sdk.ServerOptions{PageSize: 2}), release: make(chan struct{})}
 	obj := func(props string, req ...string) map[string]any {
 		var m map[string]any
 		r, _ := json.Marshal(req)
@@ -57,7 +47,7 @@ func newServer(t *testing.T, tools int) *server {
 		}
 		return m
 	}
-	srv.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+	s.MCP.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 		InputSchema: obj(`"query":{"type":"string","description":"words to find"},"limit":{"type":"integer"}`, "query")},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			var args struct{ Query string }
@@ -65,20 +55,20 @@ func newServer(t *testing.T, tools int) *server {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "results for " + args.Query}},
 				StructuredContent: map[string]any{"hits": 2, "query": args.Query}}, nil
 		})
-	srv.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.",
+	s.MCP.AddTool(&sdk.Tool{Name: "delete_page", Description: "Delete a page.",
 		Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(true), ReadOnlyHint: true}, InputSchema: obj(`"id":{"type":"string"}`, "id")},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "deleted"}}}, nil
 		})
-	srv.AddTool(&sdk.Tool{Name: "create_page", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(false)}, InputSchema: obj(`"title":{"type":"string"}`)},
+	s.MCP.AddTool(&sdk.Tool{Name: "create_page", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolPtr(false)}, InputSchema: obj(`"title":{"type":"string"}`)},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "created"}}}, nil
 		})
-	srv.AddTool(&sdk.Tool{Name: "fail", Description: "Always fails.", InputSchema: obj(``)},
+	s.MCP.AddTool(&sdk.Tool{Name: "fail", Description: "Always fails.", InputSchema: obj(``)},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "boom: page not found"}}}, nil
 		})
-	srv.AddTool(&sdk.Tool{Name: "slow", Description: "Waits.", InputSchema: obj(``)},
+	s.MCP.AddTool(&sdk.Tool{Name: "slow", Description: "Waits.", InputSchema: obj(``)},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			select {
 			case <-ctx.Done():
@@ -88,68 +78,12 @@ func newServer(t *testing.T, tools int) *server {
 			}
 		})
 	for i := range tools {
-		srv.AddTool(&sdk.Tool{Name: fmt.Sprintf("extra_%02d", i), Description: "x", InputSchema: obj(``)},
+		s.MCP.AddTool(&sdk.Tool{Name: fmt.Sprintf("extra_%02d", i), Description: "x", InputSchema: obj(``)},
 			func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 				return &sdk.CallToolResult{}, nil
 			})
 	}
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("X-Api-Key") != s.secret.Load().(string) {
-			http.Error(w, "bad key", http.StatusUnauthorized)
-			return
-		}
-		id := r.Header.Get("Mcp-Session-Id")
-		s.mu.Lock()
-		dead := s.forgotten[id]
-		s.mu.Unlock()
-		if dead {
-			http.Error(w, "session not found", http.StatusNotFound)
-			return
-		}
-		if r.Method == http.MethodDelete {
-			s.deletes.Add(1)
-		}
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		var msg struct{ Method string }
-		_ = json.Unmarshal(body, &msg)
-		switch msg.Method {
-		case "initialize":
-			s.inits.Add(1)
-		case "tools/list":
-			s.lists.Add(1)
-		case "tools/call":
-			s.calls.Add(1)
-		}
-		rec := &headerSpy{ResponseWriter: w}
-		h.ServeHTTP(rec, r)
-		if sid := rec.Header().Get("Mcp-Session-Id"); sid != "" {
-			s.mu.Lock()
-			s.sessions[sid] = true
-			s.mu.Unlock()
-		}
-	}))
-	t.Cleanup(s.Close)
 	return s
-}
-
-// headerSpy passes everything through (Flush too, for SSE).
-type headerSpy struct{ http.ResponseWriter }
-
-func (h *headerSpy) Flush() {
-	if f, ok := h.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// forget makes the server lose every session it handed out, as a restart does.
-func (s *server) forget() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for id := range s.sessions {
-		s.forgotten[id] = true
-	}
 }
 
 type clock struct {
@@ -170,7 +104,7 @@ func newSource(t *testing.T, s *server, mod func(*mcp.Config)) (*mcp.Source, *at
 	cfg := mcp.Config{ID: "7d3c2a4e-0000-4000-8000-000000000001", Name: "Docs", URL: s.URL + "/mcp", Transport: "streamable_http",
 		Auth: mcp.Auth{Header: "X-Api-Key", Secret: func(ctx context.Context) (string, error) {
 			resolves.Add(1)
-			return s.secret.Load().(string), nil
+			return s.Key(), nil
 		}}}
 	if mod != nil {
 		mod(&cfg)
@@ -201,8 +135,8 @@ func TestListAndRisk(t *testing.T) {
 	if len(defs) != 10 {
 		t.Fatalf("%d tools over all pages, want 10", len(defs))
 	}
-	if s.lists.Load() < 5 {
-		t.Fatalf("%d tools/list requests: pages not followed", s.lists.Load())
+	if s.Lists.Load() < 5 {
+		t.Fatalf("%d tools/list requests: pages not followed", s.Lists.Load())
 	}
 	got := map[string]actions.Definition{}
 	for _, d := range defs {
@@ -305,13 +239,13 @@ func TestExecute(t *testing.T) {
 		t.Fatalf("unknown tool: %v", err)
 	}
 	// One session served everything.
-	if s.inits.Load() != 1 {
-		t.Fatalf("%d initializations for one source", s.inits.Load())
+	if s.Inits.Load() != 1 {
+		t.Fatalf("%d initializations for one source", s.Inits.Load())
 	}
 	if err := src.Close(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "the session DELETE", func() bool { return s.deletes.Load() == 1 })
+	testenv.Eventually(t, 5*time.Second, "the session DELETE", func() bool { return s.Deletes.Load() == 1 })
 	if _, err := src.Execute(ctx, "search_docs", json.RawMessage(`{"query":"x"}`), ec); err == nil {
 		t.Fatal("a closed source executed")
 	}
@@ -346,7 +280,7 @@ func TestAuthResolvedPerCall(t *testing.T) {
 	if _, err := src2.Execute(ctx, "search_docs", json.RawMessage(`{"query":"a"}`), ec); err != nil {
 		t.Fatal(err)
 	}
-	s.secret.Store("key-2")
+	s.SetKey("key-2")
 	_, err := src2.Execute(ctx, "search_docs", json.RawMessage(`{"query":"a"}`), ec)
 	var ee *actions.ExecError
 	if !errors.As(err, &ee) || ee.Status != http.StatusUnauthorized || strings.Contains(ee.Error(), "key-1") {
@@ -359,7 +293,7 @@ func TestAuthResolvedPerCall(t *testing.T) {
 	}
 
 	// No secret at all: refused by the server.
-	s.secret.Store("key-3")
+	s.SetKey("key-3")
 	src3, _ := newSource(t, s, func(c *mcp.Config) { c.Auth = mcp.Auth{} })
 	if _, err := src3.ListActions(ctx, ec); !errors.As(err, &ee) || ee.Status != http.StatusUnauthorized {
 		t.Fatalf("no auth header: %v", err)
@@ -373,11 +307,11 @@ func TestAuthResolvedPerCall(t *testing.T) {
 	src5, _ := newSource(t, s, func(c *mcp.Config) {
 		c.Auth.Secret = func(context.Context) (string, error) { return "", errors.New("secret DOCS_KEY not found") }
 	})
-	inits := s.inits.Load()
+	inits := s.Inits.Load()
 	if _, err := src5.ListActions(ctx, ec); err == nil || !strings.Contains(err.Error(), "could not be resolved") {
 		t.Fatalf("resolver failure: %v", err)
 	}
-	if s.inits.Load() != inits {
+	if s.Inits.Load() != inits {
 		t.Fatal("a request reached the server without its secret")
 	}
 }
@@ -399,7 +333,7 @@ func TestCacheTTL(t *testing.T) {
 		wg.Go(func() { list("org_1") })
 	}
 	wg.Wait()
-	if n := s.lists.Load(); n != 3 { // 5 tools in pages of 2
+	if n := s.Lists.Load(); n != 3 { // 5 tools in pages of 2
 		t.Fatalf("%d tools/list requests for 8 concurrent listings, want one fetch of 3 pages", n)
 	}
 	clk.Add(4*time.Minute + 59*time.Second)
@@ -408,21 +342,21 @@ func TestCacheTTL(t *testing.T) {
 	if _, err := src.Execute(ctx, "search_docs", json.RawMessage(`{"query":"q"}`), ec); err != nil {
 		t.Fatal(err)
 	}
-	if n := s.lists.Load(); n != 3 {
+	if n := s.Lists.Load(); n != 3 {
 		t.Fatalf("cached listing refetched: %d", n)
 	}
 	clk.Add(time.Second)
 	list("org_1")
-	if n := s.lists.Load(); n != 6 {
+	if n := s.Lists.Load(); n != 6 {
 		t.Fatalf("after 5 minutes: %d requests, want a refetch", n)
 	}
 	list("org_2") // another org has its own entry
-	if n := s.lists.Load(); n != 9 {
+	if n := s.Lists.Load(); n != 9 {
 		t.Fatalf("org_2 served from org_1's cache: %d", n)
 	}
 	src.Invalidate("org_2")
 	list("org_2")
-	if n := s.lists.Load(); n != 12 {
+	if n := s.Lists.Load(); n != 12 {
 		t.Fatalf("invalidate: %d", n)
 	}
 }
@@ -434,11 +368,11 @@ func TestSessionExpiredReinitialisesOnce(t *testing.T) {
 	if _, err := src.Execute(ctx, "search_docs", json.RawMessage(`{"query":"a"}`), ec); err != nil {
 		t.Fatal(err)
 	}
-	if s.inits.Load() != 1 {
-		t.Fatalf("inits %d", s.inits.Load())
+	if s.Inits.Load() != 1 {
+		t.Fatalf("inits %d", s.Inits.Load())
 	}
-	calls := s.calls.Load()
-	s.forget()
+	calls := s.Calls.Load()
+	s.Forget()
 	out, err := src.Execute(ctx, "search_docs", json.RawMessage(`{"query":"again"}`), ec)
 	if err != nil {
 		t.Fatalf("after the server forgot the session: %v", err)
@@ -446,11 +380,11 @@ func TestSessionExpiredReinitialisesOnce(t *testing.T) {
 	if !strings.Contains(string(out), "results for again") {
 		t.Fatalf("%s", out)
 	}
-	if s.inits.Load() != 2 {
-		t.Fatalf("%d initializations, want exactly one more", s.inits.Load())
+	if s.Inits.Load() != 2 {
+		t.Fatalf("%d initializations, want exactly one more", s.Inits.Load())
 	}
-	if s.calls.Load()-calls != 1 { // the 404 is refused before the MCP handler counts it
-		t.Fatalf("tools/call reached the handler %d times", s.calls.Load()-calls)
+	if s.Calls.Load()-calls != 1 { // the 404 is refused before the MCP handler counts it
+		t.Fatalf("tools/call reached the handler %d times", s.Calls.Load()-calls)
 	}
 
 	// A server that forgets every session at once: re-initialise once, then give up.
@@ -467,16 +401,16 @@ func TestSessionExpiredReinitialisesOnce(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				flaky.forget()
+				flaky.Forget()
 				runtime.Gosched()
 			}
 		}
 	}()
 	// The second attempt may or may not win the race with forget; what
 	// matters is that no call initialises more than twice.
-	before := flaky.inits.Load()
+	before := flaky.Inits.Load()
 	_, _ = src2.Execute(ctx, "search_docs", json.RawMessage(`{"query":"a"}`), ec)
-	if n := flaky.inits.Load() - before; n > 1 {
+	if n := flaky.Inits.Load() - before; n > 1 {
 		t.Fatalf("%d re-initialisations for one call, want at most 1", n)
 	}
 }
@@ -499,8 +433,8 @@ func TestTimeoutNoLeak(t *testing.T) {
 	if _, err := src.Execute(ctx, "search_docs", json.RawMessage(`{"query":"a"}`), ec); err != nil {
 		t.Fatal(err)
 	}
-	if s.inits.Load() != 1 {
-		t.Fatalf("a timeout dropped the session (%d inits)", s.inits.Load())
+	if s.Inits.Load() != 1 {
+		t.Fatalf("a timeout dropped the session (%d inits)", s.Inits.Load())
 	}
 	_ = src.Close()
 	s.CloseClientConnections()

@@ -51,11 +51,16 @@ func (a *App) agentLLM(ctx context.Context) (sandbox.LLM, error) {
 	if a.Cfg.Env == "production" {
 		return sandbox.LLM{}, errors.New("the gateway needs a model: set ANTHROPIC_API_KEY (or LLM_BASE_URL of a proxy); the scripted LLM is for development only")
 	}
+	sim := llmsim.New(llmsim.Options{Logger: a.Log.With("component", "llm-sim")})
+	if dir := a.Cfg.LLMSimScriptsDir; dir != "" {
+		if err := sim.LoadScripts(dir); err != nil {
+			return sandbox.LLM{}, fmt.Errorf("LLMSIM_SCRIPTS_DIR: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return sandbox.LLM{}, err
 	}
-	sim := llmsim.New(llmsim.Options{Logger: a.Log.With("component", "llm-sim")})
 	a.LLMSim = sim
 	srv := &http.Server{Handler: sim.Handler()}
 	go func() { _ = srv.Serve(ln) }()

@@ -118,6 +118,22 @@ type Config struct {
 	LLMSimScriptsDir        string        `env:"LLMSIM_SCRIPTS_DIR" doc:"directory of extra *.json scripts for the scripted LLM"`
 	RunFinalizerInterval    time.Duration `env:"RUN_FINALIZER_INTERVAL" default:"1m" check:"positive" doc:"how often the run finalizer looks for runs past their deadline, inactive or stalled"`
 	RunInactivityTimeout    time.Duration `env:"RUN_INACTIVITY_TIMEOUT" default:"30m" check:"positive" doc:"a running run with no session activity for this long fails (inactivity_timeout)"`
+	BillingEnabled          bool          `env:"BILLING_ENABLED" default:"true" doc:"meter, bill and gate sessions against organization credits; false allows every session and only records usage"`
+	MeterInterval           time.Duration `env:"METER_INTERVAL" default:"30s" check:"positive" doc:"how often the compute meter bills running sessions (one meter is active across replicas)"`
+	GracePeriod             time.Duration `env:"BILLING_GRACE_PERIOD" default:"5m" check:"positive" doc:"how long an active organization at zero credits keeps running before it is exhausted (at most 1h)"`
+	AutumnURL               string        `env:"AUTUMN_URL" default:"https://api.useautumn.com" check:"url=http|https" doc:"Autumn billing API base URL"`
+	AutumnSecretKey         string        `env:"AUTUMN_SECRET_KEY" secret:"true" doc:"Autumn secret key; empty keeps billing local (usage is not posted, checkout is unavailable)"`
+	BillingOutboxInterval   time.Duration `env:"BILLING_OUTBOX_INTERVAL" default:"1m" check:"positive" doc:"how often pending billing events are posted to Autumn"`
+	ReconcileAt             string        `env:"BILLING_RECONCILE_AT" default:"00:00" doc:"UTC time of day (HH:MM) of the nightly reconciliation of shadow balances with Autumn"`
+	LLMProxyAddr            string        `env:"LLM_PROXY_ADDR" default:"127.0.0.1:8060" check:"hostport" doc:"listen address of the LLM proxy role (Anthropic Messages API at /v1/messages)"`
+	LLMProxyURL             string        `env:"LLM_PROXY_URL" check:"url=http|https" doc:"base URL of the LLM proxy sandboxes call (ours or LiteLLM); set: every session gets its own virtual key"`
+	LLMProxyAdminURL        string        `env:"LLM_PROXY_ADMIN_URL" check:"url=http|https" doc:"LiteLLM admin API base URL (key and team management, spend logs); empty uses LLM_PROXY_URL"`
+	LLMProxyMasterKey       string        `env:"LLM_PROXY_MASTER_KEY" secret:"true" doc:"LiteLLM master key (admin API only; never given to sandboxes)"`
+	LLMProxyKind            string        `env:"LLM_PROXY_KIND" default:"builtin" check:"oneof=builtin|litellm" doc:"which proxy LLM_PROXY_URL is: builtin (proliferate llm-proxy) or litellm"`
+	LLMProxyKeyDuration     time.Duration `env:"LLM_PROXY_KEY_DURATION" default:"24h" check:"positive" doc:"lifetime of a session's virtual LLM key"`
+	LLMProxyRequired        bool          `env:"LLM_PROXY_REQUIRED" doc:"refuse to start sandboxes when no LLM proxy is configured"`
+	LLMUpstreamURL          string        `env:"LLM_UPSTREAM_URL" check:"url=http|https" doc:"where the built-in LLM proxy forwards (Anthropic API base); empty: api.anthropic.com with ANTHROPIC_API_KEY, the scripted LLM without"`
+	LLMSpendSyncInterval    time.Duration `env:"LLM_SPEND_SYNC_INTERVAL" default:"30s" check:"positive" doc:"how often LiteLLM spend logs are collected into llm.spend (LLM_PROXY_KIND=litellm)"`
 	ShutdownTimeout         time.Duration `env:"SHUTDOWN_TIMEOUT" default:"20s" check:"positive" doc:"grace period for in-flight work on SIGINT/SIGTERM"`
 }
 
@@ -285,6 +301,15 @@ func set(f reflect.Value, raw string) error {
 			return errors.New("must be an integer")
 		}
 		f.SetInt(int64(n))
+	case bool:
+		if raw == "" {
+			return nil
+		}
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		f.SetBool(b)
 	case time.Duration:
 		if raw == "" {
 			return nil

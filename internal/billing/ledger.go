@@ -1,0 +1,684 @@
+package billing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// GraceChannel is notified (payload: org id) when an organization enters
+// grace, so the grace clock re-arms for the new deadline.
+const GraceChannel = "billing_grace"
+
+// Errors of the ledger.
+var (
+	// ErrOrgNotFound: no such organization (a usage record for it can
+	// never apply: dead-letter it).
+	ErrOrgNotFound = errors.New("billing: organization not found")
+	// ErrInvalidTransition: the state machine has no such transition.
+	ErrInvalidTransition = errors.New("billing: invalid state transition")
+	// ErrInvalidUsage: a usage record that can never apply.
+	ErrInvalidUsage = errors.New("billing: invalid usage")
+)
+
+// Usage is one billable usage record (schemas.BillingUsage), applied once
+// per idempotency key.
+type Usage struct {
+	Key            string
+	Kind           string // schemas.UsageCompute | schemas.UsageLLM
+	QuantityMicros int64  // minutes (compute) or model dollars (llm), in micros
+	CreditsMicros  int64
+	SessionID      string
+	PeriodFrom     time.Time
+	PeriodTo       time.Time
+	Model          string
+	RequestID      string
+	EventID        string
+}
+
+// UsageFromEvent reads a billing.usage event.
+func UsageFromEvent(ev *schemas.Event) (orgID string, u Usage, err error) {
+	p, ok := ev.Payload.(*schemas.BillingUsage)
+	if !ok {
+		return "", Usage{}, fmt.Errorf("%w: event type %s is not billing.usage", ErrInvalidUsage, ev.EventType)
+	}
+	u = Usage{Key: p.IdempotencyKey, Kind: p.Kind, QuantityMicros: p.QuantityMicros, CreditsMicros: p.CreditsMicros,
+		PeriodFrom: p.PeriodFrom, PeriodTo: p.PeriodTo, EventID: ev.EventID}
+	if p.SessionID != nil {
+		u.SessionID = *p.SessionID
+	}
+	if p.Model != nil {
+		u.Model = *p.Model
+	}
+	if p.RequestID != nil {
+		u.RequestID = *p.RequestID
+	}
+	if err := u.Validate(); err != nil {
+		return "", Usage{}, err
+	}
+	if ev.OrgID == "" {
+		return "", Usage{}, fmt.Errorf("%w: %s has no organization", ErrInvalidUsage, u.Key)
+	}
+	return ev.OrgID, u, nil
+}
+
+// Validate checks what the ledger relies on.
+func (u Usage) Validate() error {
+	switch {
+	case u.Key == "" || len(u.Key) > 300:
+		return fmt.Errorf("%w: idempotency key must be 1..300 characters", ErrInvalidUsage)
+	case u.Kind != schemas.UsageCompute && u.Kind != schemas.UsageLLM:
+		return fmt.Errorf("%w: %s: kind %q", ErrInvalidUsage, u.Key, u.Kind)
+	case u.CreditsMicros < 0 || u.QuantityMicros < 0:
+		return fmt.Errorf("%w: %s: negative amount", ErrInvalidUsage, u.Key)
+	}
+	return nil
+}
+
+// Ledger applies usage and credits to organizations' shadow balances and
+// drives the billing state machine. Every balance change happens in a
+// transaction holding the organization's row lock, together with the
+// ledger rows that explain it and, on a state change, the billing.state
+// event (transactional outbox).
+type Ledger struct {
+	Pool  *pgxpool.Pool
+	Codec *schemas.Codec
+	// Grace is the grace window [DefaultGrace, at most MaxGrace].
+	Grace time.Duration
+	// Now [time.Now].
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+func (l *Ledger) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+func (l *Ledger) grace() time.Duration {
+	switch {
+	case l.Grace <= 0:
+		return DefaultGrace
+	case l.Grace > MaxGrace:
+		return MaxGrace
+	}
+	return l.Grace
+}
+
+// Account is an organization's billing row.
+type Account struct {
+	OrgID          string     `json:"org_id"`
+	State          string     `json:"state"`
+	BalanceMicros  int64      `json:"-"`
+	GraceExpiresAt *time.Time `json:"grace_expires_at"`
+	Plan           string     `json:"plan"`
+}
+
+// Change is one state transition.
+type Change struct {
+	OrgID          string     `json:"org_id"`
+	From           string     `json:"from"`
+	To             string     `json:"to"`
+	Event          Event      `json:"event"`
+	BalanceMicros  int64      `json:"-"`
+	GraceExpiresAt *time.Time `json:"grace_expires_at,omitempty"`
+}
+
+// ApplyResult is what one Apply did.
+type ApplyResult struct {
+	// Applied usages (new keys); Duplicates were already applied.
+	Applied, Duplicates int
+	// CreditsMicros deducted by this call.
+	CreditsMicros int64
+	// BalanceMicros and State after the call.
+	BalanceMicros int64
+	State         string
+	// Changes are the state transitions this call made, in order.
+	Changes []Change
+}
+
+// Querier is a pool or a transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+const accountCols = `billing_state, (shadow_balance * 1000000)::bigint, grace_expires_at, COALESCE(billing_plan, '')`
+
+// LockAccount reads and row-locks the organization in tx.
+func LockAccount(ctx context.Context, tx pgx.Tx, orgID string) (Account, error) {
+	return readAccount(ctx, tx, orgID, " FOR UPDATE")
+}
+
+// ReadAccount reads the organization's billing row.
+func ReadAccount(ctx context.Context, q Querier, orgID string) (Account, error) {
+	return readAccount(ctx, q, orgID, "")
+}
+
+func readAccount(ctx context.Context, q Querier, orgID, suffix string) (Account, error) {
+	a := Account{OrgID: orgID}
+	err := q.QueryRow(ctx, `SELECT `+accountCols+` FROM organizations WHERE id = $1`+suffix, orgID).
+		Scan(&a.State, &a.BalanceMicros, &a.GraceExpiresAt, &a.Plan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Account{}, ErrOrgNotFound
+	}
+	if err != nil {
+		return Account{}, fmt.Errorf("billing: read organization %s: %w", orgID, err)
+	}
+	return a, nil
+}
+
+// ReadGate reads what the gate needs for orgID: its billing row and its
+// live (starting or running) sessions.
+func ReadGate(ctx context.Context, q Querier, orgID string) (OrgBilling, error) {
+	var b OrgBilling
+	b.OrgID = orgID
+	err := q.QueryRow(ctx, `SELECT `+accountCols+`,
+			(SELECT count(*) FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running'))
+		FROM organizations WHERE id = $1`, orgID).
+		Scan(&b.State, &b.BalanceMicros, &b.GraceExpiresAt, &b.Plan, &b.LiveSessions)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return OrgBilling{}, ErrOrgNotFound
+	}
+	if err != nil {
+		return OrgBilling{}, fmt.Errorf("billing: read organization %s: %w", orgID, err)
+	}
+	return b, nil
+}
+
+// Apply applies usages of one organization in one transaction: each key at
+// most once ever (billing_event_keys), only the newly inserted credits
+// deducted, per-session totals advanced, the state machine evaluated.
+func (l *Ledger) Apply(ctx context.Context, orgID string, us []Usage) (ApplyResult, error) {
+	var res ApplyResult
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = l.ApplyTx(ctx, tx, orgID, us)
+		return err
+	})
+	return res, err
+}
+
+// ApplyTx is Apply inside the caller's transaction.
+func (l *Ledger) ApplyTx(ctx context.Context, tx pgx.Tx, orgID string, us []Usage) (ApplyResult, error) {
+	acct, err := LockAccount(ctx, tx, orgID)
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	res := ApplyResult{BalanceMicros: acct.BalanceMicros, State: acct.State}
+	// One row per key in the statement (a key repeated within the batch
+	// would otherwise join its new key row twice).
+	seen := make(map[string]struct{}, len(us))
+	n := len(us)
+	keys, kinds, sessions, metas := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	qty, credits := make([]int64, 0, n), make([]int64, 0, n)
+	var to []*time.Time
+	for _, u := range us {
+		if err := u.Validate(); err != nil {
+			return ApplyResult{}, err
+		}
+		if _, dup := seen[u.Key]; dup {
+			res.Duplicates++
+			continue
+		}
+		seen[u.Key] = struct{}{}
+		meta, err := json.Marshal(usageMeta(u))
+		if err != nil {
+			return ApplyResult{}, err
+		}
+		keys, kinds, sessions, metas = append(keys, u.Key), append(kinds, u.Kind), append(sessions, u.SessionID), append(metas, string(meta))
+		qty, credits = append(qty, u.QuantityMicros), append(credits, u.CreditsMicros)
+		var pt *time.Time
+		if !u.PeriodTo.IsZero() {
+			t := u.PeriodTo
+			pt = &t
+		}
+		to = append(to, pt)
+	}
+	status := "pending"
+	if !Billed(acct.State) {
+		status = "skipped"
+	}
+	var applied int
+	var sum int64
+	err = tx.QueryRow(ctx, `WITH input AS (
+			SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::jsonb[], $8::timestamptz[])
+				AS t(key, kind, qty, credits, session_id, meta, period_to)
+		), new_keys AS (
+			INSERT INTO billing_event_keys (idempotency_key, org_id) SELECT key, $1 FROM input
+			ON CONFLICT DO NOTHING RETURNING idempotency_key
+		), fresh AS (
+			SELECT input.* FROM input JOIN new_keys ON new_keys.idempotency_key = input.key
+		), ins AS (
+			INSERT INTO billing_events (organization_id, event_type, quantity, credits, idempotency_key, session_ids, status, metadata)
+			SELECT $1, kind, qty::numeric / 1000000, credits::numeric / 1000000, key,
+				CASE WHEN session_id = '' THEN '{}'::uuid[] ELSE ARRAY[session_id::uuid] END, $9, meta
+			FROM fresh
+		), sess AS (
+			INSERT INTO session_billing AS s (session_id, organization_id, compute_seconds, llm_cost_usd, credits, billed_through_at, updated_at)
+			SELECT session_id::uuid, $1,
+				sum(CASE WHEN kind = 'compute' THEN qty ELSE 0 END)::numeric * 60 / 1000000,
+				sum(CASE WHEN kind = 'llm' THEN qty ELSE 0 END)::numeric / 1000000,
+				sum(credits)::numeric / 1000000, max(period_to), now()
+			FROM fresh WHERE session_id <> '' GROUP BY session_id
+			ON CONFLICT (session_id) DO UPDATE SET
+				compute_seconds = s.compute_seconds + EXCLUDED.compute_seconds,
+				llm_cost_usd = s.llm_cost_usd + EXCLUDED.llm_cost_usd,
+				credits = s.credits + EXCLUDED.credits,
+				billed_through_at = GREATEST(s.billed_through_at, EXCLUDED.billed_through_at),
+				updated_at = now()
+		)
+		SELECT count(*), COALESCE(sum(credits), 0)::bigint FROM fresh`,
+		orgID, keys, kinds, qty, credits, sessions, metas, to, status).Scan(&applied, &sum)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("billing: apply %d usages of %s: %w", len(keys), orgID, err)
+	}
+	res.Applied = applied
+	res.Duplicates += len(keys) - applied
+	res.CreditsMicros = sum
+	if applied == 0 {
+		return res, nil
+	}
+	if err := tx.QueryRow(ctx, `UPDATE organizations SET shadow_balance = shadow_balance - $2::bigint::numeric / 1000000,
+			shadow_balance_updated_at = now() WHERE id = $1 RETURNING (shadow_balance * 1000000)::bigint`, orgID, sum).
+		Scan(&res.BalanceMicros); err != nil {
+		return ApplyResult{}, fmt.Errorf("billing: deduct from %s: %w", orgID, err)
+	}
+	acct.BalanceMicros = res.BalanceMicros
+	changes, err := l.settle(ctx, tx, &acct, "")
+	if err != nil {
+		return ApplyResult{}, err
+	}
+	res.Changes, res.State = changes, acct.State
+	return res, nil
+}
+
+func usageMeta(u Usage) map[string]any {
+	m := map[string]any{}
+	if !u.PeriodFrom.IsZero() {
+		m["period_from"] = u.PeriodFrom.UTC().Format(time.RFC3339Nano)
+	}
+	if !u.PeriodTo.IsZero() {
+		m["period_to"] = u.PeriodTo.UTC().Format(time.RFC3339Nano)
+	}
+	if u.Model != "" {
+		m["model"] = u.Model
+	}
+	if u.RequestID != "" {
+		m["request_id"] = u.RequestID
+	}
+	if u.EventID != "" {
+		m["event_id"] = u.EventID
+	}
+	return m
+}
+
+// settle applies the transitions the balance now implies (a deduction or a
+// credit), at most two (active → grace → exhausted on a burst past the
+// overdraft cap).
+func (l *Ledger) settle(ctx context.Context, tx pgx.Tx, acct *Account, by string) ([]Change, error) {
+	var out []Change
+	for range 2 {
+		ev, ok := AfterDeduct(acct.State, acct.BalanceMicros)
+		if !ok {
+			ev, ok = AfterCredit(acct.State, acct.BalanceMicros)
+		}
+		if !ok {
+			break
+		}
+		c, err := l.transition(ctx, tx, acct, ev, by)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// transition moves acct by ev in tx: the organization row, and the
+// billing.state event through the outbox.
+func (l *Ledger) transition(ctx context.Context, tx pgx.Tx, acct *Account, ev Event, by string) (Change, error) {
+	to, ok := Transition(acct.State, ev)
+	if !ok {
+		return Change{}, fmt.Errorf("%w: %s on %s", ErrInvalidTransition, ev, acct.State)
+	}
+	c := Change{OrgID: acct.OrgID, From: acct.State, To: to, Event: ev, BalanceMicros: acct.BalanceMicros}
+	if to == StateGrace {
+		t := l.now().Add(l.grace()).UTC().Truncate(time.Millisecond)
+		c.GraceExpiresAt = &t
+	}
+	if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_state = $2,
+			grace_entered_at = CASE WHEN $2 = 'grace' THEN now() ELSE NULL END,
+			grace_expires_at = $3, updated_at = now()
+		WHERE id = $1`, acct.OrgID, to, c.GraceExpiresAt); err != nil {
+		return Change{}, fmt.Errorf("billing: %s %s → %s: %w", acct.OrgID, acct.State, to, err)
+	}
+	if to == StateGrace {
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, GraceChannel, acct.OrgID); err != nil {
+			return Change{}, err
+		}
+	}
+	p := &schemas.BillingState{FromState: c.From, ToState: to, Reason: string(ev), BalanceCreditsMicros: acct.BalanceMicros,
+		GraceExpiresAt: c.GraceExpiresAt, Enforcement: ptr(enforcement(to))}
+	if acct.Plan != "" {
+		p.Plan = ptr(acct.Plan)
+	}
+	if by != "" {
+		p.PerformedBy = ptr(by)
+	}
+	if err := outbox.AddEvent(ctx, tx, l.Codec, topics.BillingState, acct.OrgID, schemas.New(acct.OrgID, p)); err != nil {
+		return Change{}, err
+	}
+	if l.Log != nil {
+		l.Log.Info("billing state changed", "org_id", acct.OrgID, "from", c.From, "to", to, "event", ev,
+			"balance", FormatCredits(acct.BalanceMicros))
+	}
+	acct.State, acct.GraceExpiresAt = to, c.GraceExpiresAt
+	return c, nil
+}
+
+// enforcement names what a state asks of running sessions.
+func enforcement(state string) string {
+	switch {
+	case ShouldPause(state):
+		return "pause_sessions"
+	case state == StateGrace:
+		return "block_new_sessions"
+	}
+	return "none"
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Grant is a balance change that is not usage.
+type Grant struct {
+	OrgID string
+	// Key makes the grant idempotent (a retried purchase adds once).
+	Key           string
+	CreditsMicros int64 // may be negative for adjustments
+	// Type is a billing_reconciliations type (trial_grant, plan_grant,
+	// purchase, auto_topup, manual_adjustment, refund, correction).
+	Type        string
+	Reason      string
+	PerformedBy string
+	Metadata    map[string]any
+}
+
+// GrantResult is what a grant did.
+type GrantResult struct {
+	// Applied is false when the key was already applied.
+	Applied       bool
+	BalanceMicros int64
+	State         string
+	Changes       []Change
+}
+
+// AddCredits applies a grant once per key, records it in
+// billing_reconciliations, and lets the state machine follow (grace or
+// exhausted above zero → active).
+func (l *Ledger) AddCredits(ctx context.Context, g Grant) (GrantResult, error) {
+	var res GrantResult
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, g.OrgID)
+		if err != nil {
+			return err
+		}
+		res, err = l.grantTx(ctx, tx, &acct, g)
+		return err
+	})
+	return res, err
+}
+
+func (l *Ledger) grantTx(ctx context.Context, tx pgx.Tx, acct *Account, g Grant) (GrantResult, error) {
+	if g.Key == "" || g.Type == "" || g.Reason == "" {
+		return GrantResult{}, errors.New("billing: a grant needs a key, a type and a reason")
+	}
+	ct, err := tx.Exec(ctx, `INSERT INTO billing_event_keys (idempotency_key, org_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, g.Key, g.OrgID)
+	if err != nil {
+		return GrantResult{}, fmt.Errorf("billing: grant key: %w", err)
+	}
+	if ct.RowsAffected() == 0 {
+		return GrantResult{BalanceMicros: acct.BalanceMicros, State: acct.State}, nil
+	}
+	if err := l.setBalance(ctx, tx, acct, acct.BalanceMicros+g.CreditsMicros, g.Type, g.Reason, g.PerformedBy, g.Key, g.Metadata); err != nil {
+		return GrantResult{}, err
+	}
+	changes, err := l.settle(ctx, tx, acct, g.PerformedBy)
+	if err != nil {
+		return GrantResult{}, err
+	}
+	return GrantResult{Applied: true, BalanceMicros: acct.BalanceMicros, State: acct.State, Changes: changes}, nil
+}
+
+// setBalance writes the new balance and its audit row.
+func (l *Ledger) setBalance(ctx context.Context, tx pgx.Tx, acct *Account, balance int64, typ, reason, by, key string, meta map[string]any) error {
+	if meta == nil {
+		meta = map[string]any{}
+	}
+	mj, err := json.Marshal(meta)
+	if err != nil {
+		return err
+	}
+	var performer *string
+	if by != "" {
+		performer = &by
+	}
+	var k *string
+	if key != "" {
+		k = &key
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO billing_reconciliations
+			(organization_id, type, previous_balance, new_balance, delta, reason, performed_by, idempotency_key, metadata)
+		VALUES ($1, $2, $3::bigint::numeric / 1000000, $4::bigint::numeric / 1000000, $5::bigint::numeric / 1000000, $6, $7, $8, $9)`,
+		acct.OrgID, typ, acct.BalanceMicros, balance, balance-acct.BalanceMicros, reason, performer, k, mj); err != nil {
+		return fmt.Errorf("billing: audit balance change of %s: %w", acct.OrgID, err)
+	}
+	extra := ""
+	if typ == "shadow_sync" {
+		extra = ", last_reconciled_at = now()"
+	}
+	if _, err := tx.Exec(ctx, `UPDATE organizations SET shadow_balance = $2::bigint::numeric / 1000000,
+			shadow_balance_updated_at = now()`+extra+` WHERE id = $1`, acct.OrgID, balance); err != nil {
+		return fmt.Errorf("billing: set balance of %s: %w", acct.OrgID, err)
+	}
+	acct.BalanceMicros = balance
+	return nil
+}
+
+// StartTrial moves an unconfigured organization to trial with
+// TrialCredits, remembering the plan to activate when the trial runs out.
+// Starting it again changes nothing (the grant's key is per organization).
+func (l *Ledger) StartTrial(ctx context.Context, orgID, plan, by string) (GrantResult, error) {
+	if _, ok := PlanByID(plan); !ok {
+		return GrantResult{}, fmt.Errorf("billing: unknown plan %q", plan)
+	}
+	var res GrantResult
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, orgID)
+		if err != nil {
+			return err
+		}
+		if acct.State != StateUnconfigured {
+			res = GrantResult{BalanceMicros: acct.BalanceMicros, State: acct.State}
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_plan = $2, trial_started_at = now() WHERE id = $1`, orgID, plan); err != nil {
+			return err
+		}
+		acct.Plan = plan
+		c, err := l.transition(ctx, tx, &acct, EvTrialStarted, by)
+		if err != nil {
+			return err
+		}
+		res, err = l.grantTx(ctx, tx, &acct, Grant{OrgID: orgID, Key: "trial:" + orgID, CreditsMicros: TrialCredits * Micros,
+			Type: "trial_grant", Reason: fmt.Sprintf("trial: %d credits", TrialCredits), PerformedBy: by})
+		res.Changes = append([]Change{c}, res.Changes...)
+		return err
+	})
+	return res, err
+}
+
+// ActivatePlan attaches plan (unconfigured, trial or exhausted → active;
+// an active organization changes plan) and grants its credits once per key
+// (e.g. the provider's invoice or "plan:{org}:{YYYY-MM}").
+func (l *Ledger) ActivatePlan(ctx context.Context, orgID, plan, key, by string) (GrantResult, error) {
+	p, ok := PlanByID(plan)
+	if !ok {
+		return GrantResult{}, fmt.Errorf("billing: unknown plan %q", plan)
+	}
+	var res GrantResult
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, orgID)
+		if err != nil {
+			return err
+		}
+		if acct.State == StateSuspended {
+			return fmt.Errorf("%w: a suspended organization is unsuspended by an operator first", ErrInvalidTransition)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_plan = $2 WHERE id = $1`, orgID, plan); err != nil {
+			return err
+		}
+		acct.Plan = plan
+		var changes []Change
+		if _, ok := Transition(acct.State, EvPlanAttached); ok {
+			c, err := l.transition(ctx, tx, &acct, EvPlanAttached, by)
+			if err != nil {
+				return err
+			}
+			changes = append(changes, c)
+		}
+		res, err = l.grantTx(ctx, tx, &acct, Grant{OrgID: orgID, Key: key, CreditsMicros: p.Credits * Micros,
+			Type: "plan_grant", Reason: fmt.Sprintf("plan %s: %d credits", p.ID, p.Credits), PerformedBy: by})
+		res.Changes = append(changes, res.Changes...)
+		if res.State == "" {
+			res.State = acct.State
+		}
+		return err
+	})
+	return res, err
+}
+
+// Reconcile sets the shadow balance to the provider's balance, with an
+// audit row (type shadow_sync unless given), and lets the state machine
+// follow. Drift is the correction applied (provider - shadow).
+func (l *Ledger) Reconcile(ctx context.Context, orgID string, providerMicros int64, typ, reason, by string) (driftMicros int64, res GrantResult, err error) {
+	if typ == "" {
+		typ = "shadow_sync"
+	}
+	err = pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, orgID)
+		if err != nil {
+			return err
+		}
+		driftMicros = providerMicros - acct.BalanceMicros
+		if err := l.setBalance(ctx, tx, &acct, providerMicros, typ, reason, by, "", map[string]any{"drift": FormatCredits(driftMicros)}); err != nil {
+			return err
+		}
+		changes, err := l.settle(ctx, tx, &acct, by)
+		res = GrantResult{Applied: true, BalanceMicros: acct.BalanceMicros, State: acct.State, Changes: changes}
+		return err
+	})
+	return driftMicros, res, err
+}
+
+// SetState applies a manual transition (suspend, unsuspend) by an operator.
+func (l *Ledger) SetState(ctx context.Context, orgID string, ev Event, by string) (Change, error) {
+	if ev != EvManualSuspend && ev != EvManualUnsuspend {
+		return Change{}, fmt.Errorf("%w: %s is not manual", ErrInvalidTransition, ev)
+	}
+	var c Change
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, orgID)
+		if err != nil {
+			return err
+		}
+		c, err = l.transition(ctx, tx, &acct, ev, by)
+		return err
+	})
+	return c, err
+}
+
+// Exhaust moves a trial or active/grace organization to exhausted at once
+// (the external provider refused credits, a card was declined): trial →
+// exhausted and grace → exhausted are transitions of the table; active goes
+// through grace with an immediate expiry.
+func (l *Ledger) Exhaust(ctx context.Context, orgID, by string) ([]Change, error) {
+	var out []Change
+	err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+		acct, err := LockAccount(ctx, tx, orgID)
+		if err != nil {
+			return err
+		}
+		for acct.State == StateTrial || acct.State == StateActive || acct.State == StateGrace {
+			ev := EvBalanceDepleted
+			if acct.State == StateGrace {
+				ev = EvGraceExpired
+			}
+			c, err := l.transition(ctx, tx, &acct, ev, by)
+			if err != nil {
+				return err
+			}
+			out = append(out, c)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ExpireGrace exhausts every organization whose grace ended by now, each
+// in its own transaction (re-checked under the row lock).
+func (l *Ledger) ExpireGrace(ctx context.Context) ([]Change, error) {
+	rows, err := l.Pool.Query(ctx, `SELECT id::text FROM organizations WHERE billing_state = 'grace' AND grace_expires_at <= $1`, l.now())
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	for _, id := range ids {
+		err := pgx.BeginFunc(ctx, l.Pool, func(tx pgx.Tx) error {
+			acct, err := LockAccount(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if acct.State != StateGrace || acct.GraceExpiresAt == nil || acct.GraceExpiresAt.After(l.now()) {
+				return nil
+			}
+			c, err := l.transition(ctx, tx, &acct, EvGraceExpired, "")
+			if err == nil {
+				out = append(out, c)
+			}
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("billing: expire grace of %s: %w", id, err)
+		}
+	}
+	return out, nil
+}
+
+// NextGraceDeadline is the earliest grace expiry, ok=false when no
+// organization is in grace.
+func (l *Ledger) NextGraceDeadline(ctx context.Context) (time.Time, bool, error) {
+	var t *time.Time
+	if err := l.Pool.QueryRow(ctx, `SELECT min(grace_expires_at) FROM organizations WHERE billing_state = 'grace'`).Scan(&t); err != nil {
+		return time.Time{}, false, err
+	}
+	if t == nil {
+		return time.Time{}, false, nil
+	}
+	return *t, true, nil
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -36,6 +37,19 @@ func decode(r *http.Request, v any) error {
 		return api.BadRequest("malformed JSON body: " + err.Error())
 	}
 	return nil
+}
+
+// decodeOptional is decode for an optional body: an empty body leaves v
+// as it is.
+func decodeOptional(r *http.Request, v any) error {
+	if r.Body == nil || r.ContentLength == 0 {
+		return nil
+	}
+	err := decode(r, v)
+	if e, ok := err.(*api.Error); ok && e.Code == api.CodeBadRequest && e.Message == "request body required" {
+		return nil
+	}
+	return err
 }
 
 func invalid(field, problem string) error {
@@ -68,8 +82,17 @@ func (s *Server) view(sess sessions.Session) client.Session {
 	}
 }
 
+// denialError is a billing denial as the API's error: 402 with the
+// denial's stable code and the action the user should take in details.
+func denialError(d *billing.Denial) *api.Error {
+	return &api.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
+}
+
 // hubError maps hub errors to API errors.
 func hubError(w http.ResponseWriter, err error) error {
+	if d, ok := billing.AsDenial(err); ok {
+		return denialError(d)
+	}
 	switch {
 	case errors.Is(err, hub.ErrForbidden):
 		return api.Forbidden("only the session's creator can do this")
@@ -142,6 +165,9 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		in.CreatedBy = &uid
 	}
 	sess, created, err := s.d.Sessions.Create(r.Context(), in)
+	if d, ok := billing.AsDenial(err); ok {
+		return denialError(d)
+	}
 	switch {
 	case errors.Is(err, sessions.ErrLimit):
 		return api.Conflict("session_limit", "the organization has reached its concurrent session limit")
@@ -391,17 +417,47 @@ func (s *Server) postStart(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// pauseReasons are the pause reasons a service may ask for (people always
+// pause with "manual").
+var pauseReasons = map[string]bool{manualPause: true, sessions.PauseCreditLimit: true, sessions.PausePaymentFailed: true,
+	sessions.PauseOverageCap: true}
+
+// manualPause is the pause reason of a person's pause.
+const manualPause = "manual"
+
+// PauseRequest is the optional body of POST /proliferate/{id}/pause.
+type PauseRequest struct {
+	// Reason: credit_limit, payment_failed or overage_cap (services only).
+	Reason string `json:"reason,omitempty"`
+}
+
 // postPause snapshots and stops the sandbox and marks the session paused.
+// An optional body {"reason": "credit_limit"} records why; only the
+// platform's services (the billing enforcer) may give one.
 func (s *Server) postPause(w http.ResponseWriter, r *http.Request) error {
-	_, sess, err := s.mutable(r)
+	p, sess, err := s.mutable(r)
 	if err != nil {
 		return err
+	}
+	reason := manualPause
+	var req PauseRequest
+	if err := decodeOptional(r, &req); err != nil {
+		return err
+	}
+	if req.Reason != "" && req.Reason != reason {
+		if p.Kind != auth.KindService {
+			return api.Forbidden("only the platform may pause a session with a reason")
+		}
+		if !pauseReasons[req.Reason] {
+			return invalid("reason", "unknown pause reason")
+		}
+		reason = req.Reason
 	}
 	h, err := s.d.Hubs.Hub(r.Context(), sess.ID)
 	if err != nil {
 		return hubError(w, err)
 	}
-	if err := h.Pause(r.Context(), "manual"); err != nil {
+	if err := h.Pause(r.Context(), reason); err != nil {
 		return hubError(w, err)
 	}
 	sess, err = s.d.Sessions.Get(r.Context(), "", sess.ID)

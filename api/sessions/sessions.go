@@ -40,6 +40,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -73,6 +74,10 @@ type Options struct {
 	// the configured MAX_CONCURRENT_SESSIONS (whose 0 is unlimited), a
 	// negative value means unlimited.
 	MaxConcurrent int
+	// Admit is the billing gate of session creation (billing.Gate{Enabled:
+	// cfg.BillingEnabled}); a refusal answers 402 with the denial's code and
+	// action. nil: no billing gate.
+	Admit sessions.Admitter
 }
 
 // Register registers the routes without a runtime.
@@ -91,7 +96,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 		if limit == 0 {
 			limit = s.Cfg.MaxConcurrentSessions
 		}
-		h := &handlers{store: &sessions.Store{Pool: s.Pool, Codec: o.Codec, MaxConcurrent: max(limit, 0)}, rt: o.Runtime,
+		h := &handlers{store: &sessions.Store{Pool: s.Pool, Codec: o.Codec, MaxConcurrent: max(limit, 0), Admit: o.Admit}, rt: o.Runtime,
 			now: s.Now}
 		for _, r := range h.routes() {
 			s.Handle(r)
@@ -263,6 +268,9 @@ type Subscription struct {
 
 // mapErr turns domain errors into API errors (others become a 500).
 func mapErr(err error) error {
+	if d, ok := billing.AsDenial(err); ok {
+		return DenialError(d)
+	}
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):
 		return api.NotFound("session")
@@ -276,6 +284,14 @@ func mapErr(err error) error {
 		return api.Invalid(api.FieldError{Field: "(body)", Problem: err.Error()})
 	}
 	return err
+}
+
+// DenialError is a billing denial as the API's error: 402 with the
+// denial's stable code, and the action the user should take in details:
+//
+//	{"error": {"code": "credits_exhausted", "message": "…", "details": {"action": "buy_credits"}}}
+func DenialError(d *billing.Denial) *api.Error {
+	return &api.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
 }
 
 func unavailable(msg string) error {

@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/enrich"
 	"github.com/proliferate/proliferate/internal/runs/target"
@@ -112,6 +115,13 @@ func (d Deps) start(ctx context.Context, log *slog.Logger, run runs.Run, a autom
 		IdempotencyKey: "run:" + run.ID + ":session", OrgID: run.OrgID, RunID: run.ID, AutomationID: run.AutomationID,
 		ConfigurationID: tgt.ConfigurationID, ModelID: a.modelID, Title: sessionTitle(a.name, enr), TriggeredBy: triggeredBy,
 	})
+	if den, ok := billingDenial(err); ok {
+		if den.Code == billing.DenyUnavailable {
+			return run, fmt.Errorf("create session of run %s: billing could not be checked; retrying: %w", run.ID, err)
+		}
+		log.Info("session refused by billing", "run_id", run.ID, "code", den.Code, "action", den.Action)
+		return run, d.failBilling(ctx, run, runs.StatusReady, den)
+	}
 	if errors.Is(err, runs.ErrSessionRejected) {
 		log.Info("session request rejected", "run_id", run.ID, "error", err)
 		return run, d.fail(ctx, run, "session_rejected", "session_rejected", err.Error())
@@ -173,6 +183,9 @@ func (d Deps) prompt(ctx context.Context, run runs.Run, a automation) error {
 	text := BuildPrompt(PromptInput{RunID: run.ID, CompletionID: CompletionID(run.ID), Instructions: a.instructions,
 		Title: title, URL: url, Provider: provider, Enrichment: run.EnrichmentJSON})
 	if err := d.Sessions.SendPrompt(ctx, run.OrgID, *run.SessionID, text, "run:"+run.ID+":prompt"); err != nil {
+		if den, ok := billingDenial(err); ok && den.Code != billing.DenyUnavailable {
+			return d.failBilling(ctx, run, runs.StatusRunning, den)
+		}
 		if errors.Is(err, runs.ErrSessionRejected) {
 			return d.failRunning(ctx, run, err)
 		}
@@ -196,6 +209,49 @@ func (d Deps) failRunning(ctx context.Context, run runs.Run, cause error) error 
 		}
 		_, err = runs.Apply(ctx, tx, d.Codec, locked, runs.Move{From: []string{runs.StatusRunning}, To: runs.StatusFailed,
 			Reason: "prompt_rejected", Stage: runs.StageExecution, ErrorCode: "prompt_rejected", ErrorMessage: cause.Error()})
+		return err
+	})
+}
+
+// BillingDeniedCode is the error code of a run whose session the billing
+// gate refused (HTTP 402 from the gateway); the error message starts with
+// the denial's code (credits_exhausted, concurrent_session_limit, …).
+const BillingDeniedCode = "billing_denied"
+
+// billingDenial finds a billing refusal (the gateway's 402) in err.
+func billingDenial(err error) (*billing.Denial, bool) {
+	if d, ok := billing.AsDenial(err); ok {
+		return d, true
+	}
+	var ge *client.Error
+	if !errors.As(err, &ge) || ge.Status != http.StatusPaymentRequired {
+		return nil, false
+	}
+	d := &billing.Denial{Code: ge.Code, Message: ge.Message}
+	var details struct {
+		Action string `json:"action"`
+	}
+	if len(ge.Details) > 0 && json.Unmarshal(ge.Details, &details) == nil {
+		d.Action = details.Action
+	}
+	return d, true
+}
+
+// failBilling fails a run (ready or running) whose session billing
+// refused: a clear, permanent reason instead of endless retries.
+func (d Deps) failBilling(ctx context.Context, run runs.Run, from string, den *billing.Denial) error {
+	msg := den.Code + ": " + den.Message
+	if den.Action != "" {
+		msg += " (action: " + den.Action + ")"
+	}
+	return inTx(ctx, d.Pool, func(tx pgx.Tx) error {
+		locked, err := runs.Lock(ctx, tx, "", run.ID)
+		if err != nil {
+			return err
+		}
+		_, err = runs.Apply(ctx, tx, d.Codec, locked, runs.Move{From: []string{from}, To: runs.StatusFailed,
+			Reason: BillingDeniedCode, Stage: runs.StageExecution, ErrorCode: BillingDeniedCode, ErrorMessage: msg,
+			Data: map[string]any{"denial_code": den.Code, "action": den.Action}})
 		return err
 	})
 }

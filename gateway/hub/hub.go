@@ -18,6 +18,12 @@
 // a client whose queue overflows is disconnected with CloseSlowClient rather
 // than slowing the session down. Text deltas are coalesced per part and sent
 // as one token message per TokenBatch interval.
+//
+// Billing (billing.go): a boot that resumes a paused session, or boots a
+// CLI session, passes the billing gate first (Deps.Gate, fail closed); a
+// boot issues the sandbox its own virtual LLM key (Deps.LLMKeys), and every
+// path that pauses or stops the session or terminates its sandbox revokes
+// the session's keys.
 package hub
 
 import (
@@ -28,6 +34,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -139,6 +147,17 @@ type Deps struct {
 	Git GitDeps
 	// Snapshots keeps the books of snapshots; nil = none.
 	Snapshots SnapshotBook
+	// Gate is the billing gate of resumes and CLI connects
+	// (billing.Gate.Allow): a boot of a paused session is checked as
+	// session_resume, any boot of a CLI session as cli_connect. A refusal
+	// (a *billing.Denial) fails the boot, clients get an error frame with
+	// the denial's code and the HTTP routes answer 402. nil = no gate.
+	Gate func(ctx context.Context, orgID string, op billing.Operation) error
+	// LLMKeys issues every sandbox boot its own virtual LLM key (the
+	// sandbox's LLM then is the proxy at the key's base URL with LLM.Model)
+	// and revokes the session's keys whenever the hub pauses or stops the
+	// session or terminates its sandbox. nil = the sandbox gets LLM as is.
+	LLMKeys llmkeys.Issuer
 }
 
 // Client is one attached WebSocket connection (or any frame sink). Send

@@ -234,6 +234,9 @@ type ErrorMessage struct {
 	Type    string `json:"type"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Action is what the user should do about a billing refusal
+	// (buy_credits, upgrade_plan, …).
+	Action string `json:"action,omitempty"`
 }
 
 // SnapshotResultMessage answers save_snapshot.

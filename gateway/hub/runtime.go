@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -102,6 +103,9 @@ func (h *Hub) boot(f *flight) {
 			rt.stop()
 		}
 		h.log.Warn("hub: runtime boot failed", "err", err, "elapsed", time.Since(start))
+		if d, ok := billing.AsDenial(err); ok {
+			h.Broadcast(denialMessage(d))
+		}
 	} else {
 		h.log.Info("hub: runtime ready", "sandbox_id", rt.sb.ID, "elapsed", time.Since(start))
 		h.startIdleMonitor()
@@ -117,7 +121,7 @@ func (h *Hub) boot(f *flight) {
 	}
 }
 
-func (h *Hub) doBoot(ctx context.Context, f *flight) (*runtimeState, error) {
+func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err error) {
 	if err := h.ensureOwner(ctx); err != nil {
 		return nil, err
 	}
@@ -145,11 +149,26 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (*runtimeState, error) {
 		// session while this reconnect was pending (constraint 12).
 		return nil, ErrSessionPaused
 	}
+	if err := h.gateBoot(ctx, sess); err != nil {
+		return nil, err
+	}
 	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "preparing sandbox"})
 
+	llm, issued, err := h.llmFor(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	if issued {
+		// A boot that fails leaves no usable key behind.
+		defer func() {
+			if err != nil {
+				h.revokeKeys(ctx, "boot_failed")
+			}
+		}()
+	}
 	spec := sandbox.Spec{
 		SessionID: sess.ID, OrgID: sess.OrgID, SessionType: sess.SessionType, ClientType: sess.ClientType,
-		ModelID: sess.ModelID, GatewayURL: d.GatewayURL, SandboxToken: auth.SandboxToken(d.ServiceToken, sess.ID), LLM: d.LLM,
+		ModelID: sess.ModelID, GatewayURL: d.GatewayURL, SandboxToken: auth.SandboxToken(d.ServiceToken, sess.ID), LLM: llm,
 	}
 	if sess.SnapshotID != nil {
 		spec.SnapshotID = *sess.SnapshotID
@@ -202,7 +221,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (*runtimeState, error) {
 			h.proc.markBusy()
 		}
 	}
-	rt := &runtimeState{sb: sb, oc: oc, agentSessionID: agentID, cancel: cancel, done: make(chan struct{})}
+	rt = &runtimeState{sb: sb, oc: oc, agentSessionID: agentID, cancel: cancel, done: make(chan struct{})}
 	go h.bridge(bctx, rt, stream)
 	return rt, nil
 }
@@ -343,7 +362,7 @@ func (h *Hub) runtimeLost(rt *runtimeState) {
 	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "sandbox lost; restarting"})
 	if watched {
 		go func() {
-			if err := h.ensureRuntime(h.life, true); err != nil && h.life.Err() == nil && !errors.Is(err, ErrSessionPaused) {
+			if err := h.ensureRuntime(h.life, true); err != nil && h.life.Err() == nil && !errors.Is(err, ErrSessionPaused) && !isDenial(err) {
 				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be restarted."})
 			}
 		}()

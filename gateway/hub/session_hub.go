@@ -15,6 +15,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -262,6 +263,9 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 	if !ended(sess.Status) {
 		go func() {
 			if err := h.EnsureRuntimeReady(h.life); err != nil && !errors.Is(err, ErrClosed) && h.life.Err() == nil {
+				if _, denied := billing.AsDenial(err); denied {
+					return // the boot told the clients why (denialMessage)
+				}
 				h.log.Warn("hub: runtime not ready", "err", err)
 				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be started; retrying on the next request."})
 			}
@@ -474,6 +478,9 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 }
 
 func requestError(code string, err error) ErrorMessage {
+	if d, ok := billing.AsDenial(err); ok {
+		return denialMessage(d)
+	}
 	switch {
 	case errors.Is(err, ErrForbidden):
 		return ErrorMessage{Type: MsgError, Code: "forbidden", Message: "only the session's creator can do this"}
@@ -713,6 +720,7 @@ func (h *Hub) Pause(ctx context.Context, reason string) error {
 			return fmt.Errorf("hub: pause sandbox: %w", err)
 		}
 		snap = s.ID
+		h.revokeKeys(ctx, "session_paused")
 		if snap != "" && h.m.d.Snapshots != nil {
 			if err := h.m.d.Snapshots.Record(context.WithoutCancel(ctx), sess, s, SnapshotPause); err != nil {
 				h.log.Warn("hub: record snapshot in the books", "snapshot_id", snap, "err", err)
@@ -755,6 +763,7 @@ func (h *Hub) Terminate(ctx context.Context, reason, outcome, summary string) er
 			return fmt.Errorf("hub: terminate sandbox: %w", err)
 		}
 	}
+	h.revokeKeys(ctx, "session_stopped")
 	sess, err := h.m.d.Sessions.MarkStopped(ctx, h.id, reason, outcome, summary)
 	if err != nil && !errors.Is(err, sessions.ErrInvalidTransition) {
 		return fmt.Errorf("hub: mark stopped: %w", err)

@@ -11,7 +11,9 @@
 //   - Creation is idempotent per organization (idempotency_key is unique per
 //     org) and admission-controlled: a per-org transaction-scoped advisory lock
 //     serializes creators of one organization while the live sessions
-//     (starting/running) are counted against MaxConcurrent.
+//     (starting/running) are counted against MaxConcurrent and the billing
+//     gate (Store.Admit: credits, billing state, the plan's concurrency
+//     limit) runs in the same transaction.
 //   - Telemetry is flushed as atomic increments (tool_calls, messages,
 //     active seconds) plus a de-duplicated append of PR URLs, so concurrent
 //     flushers never lose counts.
@@ -22,12 +24,15 @@
 package sessions
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -142,6 +147,20 @@ type Store struct {
 	// unfinished before BeginTool lets a retry take it over (its executor
 	// is presumed dead); 0 means DefaultToolStaleAfter.
 	ToolStaleAfter time.Duration
+	// Admit is the billing gate of session creation (billing.Gate): called
+	// inside Create's transaction after the per-organization advisory
+	// lock, so the live sessions it counts are exact and the plan's
+	// concurrency limit is enforced atomically. Its refusal (a
+	// *billing.Denial) is returned as is and nothing is inserted. nil
+	// admits everything.
+	Admit Admitter
+}
+
+// Admitter admits the creation of a session of orgID for op
+// (billing.OpAutomationTrigger for automation sessions,
+// billing.OpSessionStart otherwise) inside tx.
+type Admitter interface {
+	Admit(ctx context.Context, tx pgx.Tx, orgID string, op billing.Operation) error
 }
 
 // CreateInput describes a session to create. Empty SessionType, ClientType,

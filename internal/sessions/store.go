@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -101,8 +102,9 @@ func (in *CreateInput) normalize() error {
 // Create inserts a session and its created event (sessions.events, via the
 // outbox, same transaction). An existing idempotency key of the organization
 // returns that session with created=false. Admission: a per-org
-// pg_advisory_xact_lock, then the live sessions (starting/running) are counted
-// against MaxConcurrent → ErrLimit. A configuration of another organization →
+// pg_advisory_xact_lock, then the billing gate (Admit → *billing.Denial), then
+// the live sessions (starting/running) are counted against MaxConcurrent →
+// ErrLimit. A configuration of another organization →
 // ErrConfigurationNotFound; malformed input → ErrInvalid (wrapped).
 func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, error) {
 	if err := in.normalize(); err != nil {
@@ -160,6 +162,11 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 				return fmt.Errorf("find %s: %w", what, err)
 			}
 		}
+		if s.Admit != nil {
+			if err := s.Admit.Admit(ctx, tx, in.OrgID, admitOp(in)); err != nil {
+				return err
+			}
+		}
 		if s.MaxConcurrent > 0 {
 			var live int
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running')`,
@@ -194,9 +201,20 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 		if errors.Is(err, ErrLimit) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrConfigurationNotFound) {
 			return Session{}, false, err
 		}
+		if _, denied := billing.AsDenial(err); denied {
+			return Session{}, false, err
+		}
 		return Session{}, false, fmt.Errorf("create session: %w", err)
 	}
 	return out, created, nil
+}
+
+// admitOp is the gated operation a creation is.
+func admitOp(in CreateInput) billing.Operation {
+	if in.SessionType == TypeAutomation || in.ClientType == ClientAutomation {
+		return billing.OpAutomationTrigger
+	}
+	return billing.OpSessionStart
 }
 
 func exists(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {

@@ -1,0 +1,102 @@
+package enforcer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// sweepLockKey is the advisory lock that keeps sweeps one at a time across
+// replicas.
+const sweepLockKey = "billing.enforcer.sweep"
+
+// Sweeper retries enforcement: every Every it pauses the live sessions of
+// organizations that are exhausted or suspended, until they are paused.
+type Sweeper struct {
+	Deps
+	// Every is the period [30s].
+	Every time.Duration
+	// Limit bounds the sessions of one pass [500].
+	Limit int
+}
+
+// Run sweeps every Every until ctx ends.
+func (s Sweeper) Run(ctx context.Context) error {
+	every := s.Every
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+			s.log().Warn("enforcer: sweep failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep runs one pass (nothing when another replica's pass holds the
+// lock).
+func (s Sweeper) Sweep(ctx context.Context) (Result, error) {
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("enforcer: sweep: %w", err)
+	}
+	defer conn.Release()
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, sweepLockKey).Scan(&got); err != nil {
+		return Result{}, fmt.Errorf("enforcer: sweep lock: %w", err)
+	}
+	if !got {
+		return Result{}, nil
+	}
+	defer func() {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, sweepLockKey)
+	}()
+	limit := s.Limit
+	if limit <= 0 {
+		limit = 500
+	}
+	rows, err := conn.Query(ctx, `SELECT s.org_id::text, s.id::text FROM organizations o
+			JOIN sessions s ON s.org_id = o.id AND s.status IN ('starting', 'running')
+		WHERE o.billing_state IN ('exhausted', 'suspended')
+		ORDER BY s.org_id, s.started_at LIMIT $1`, limit)
+	if err != nil {
+		return Result{}, fmt.Errorf("enforcer: sweep candidates: %w", err)
+	}
+	type cand struct{ org, id string }
+	cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cand, error) {
+		var c cand
+		return c, r.Scan(&c.org, &c.id)
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("enforcer: sweep candidates: %w", err)
+	}
+	byOrg := map[string][]string{}
+	var orgs []string
+	for _, c := range cands {
+		if _, ok := byOrg[c.org]; !ok {
+			orgs = append(orgs, c.org)
+		}
+		byOrg[c.org] = append(byOrg[c.org], c.id)
+	}
+	var total Result
+	for _, org := range orgs {
+		s.revokeOrg(ctx, org)
+		r := s.pauseAll(ctx, org, byOrg[org])
+		total.Paused += r.Paused
+		total.Failed += r.Failed
+		total.Skipped += r.Skipped
+	}
+	if len(cands) > 0 {
+		s.log().Info("enforcer: sweep", "sessions", len(cands), "paused", total.Paused, "failed", total.Failed, "skipped", total.Skipped)
+	}
+	return total, nil
+}

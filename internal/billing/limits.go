@@ -1,0 +1,36 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// PlanLimits gives each organization the snapshot limits of its plan
+// (billing-metering.md §6.10): the plan's live snapshot count and
+// retention days (dev 5 / 30, pro 200 / 90). Trial and unconfigured
+// organizations get the dev plan's limits. It implements
+// snapshots.Limits.
+type PlanLimits struct {
+	Pool Querier
+}
+
+// SnapshotLimits implements snapshots.Limits.
+func (l PlanLimits) SnapshotLimits(ctx context.Context, orgID string) (maxCount, retentionDays int, err error) {
+	var state, plan string
+	err = l.Pool.QueryRow(ctx, `SELECT billing_state, COALESCE(billing_plan, '') FROM organizations WHERE id = $1`, orgID).
+		Scan(&state, &plan)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, ErrOrgNotFound
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("billing: plan limits of %s: %w", orgID, err)
+	}
+	p := PlanDev
+	if state != StateTrial && state != StateUnconfigured {
+		p = EffectivePlan(plan)
+	}
+	return p.MaxSnapshots, p.RetentionDays, nil
+}

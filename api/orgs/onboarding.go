@@ -1,10 +1,12 @@
 package orgs
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -59,9 +61,33 @@ func (h *handlers) startTrial(c *api.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if err := h.startBillingTrial(c, tr.Plan); err != nil {
+		return err
+	}
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
 	}
 	return c.Reply(status, tr)
+}
+
+// startBillingTrial starts the organization's trial in the billing ledger
+// (TrialCredits, state trial) with the recorded plan as the plan to
+// activate when the trial runs out; a recorded plan that is not a billing
+// plan starts the trial on the dev plan. Idempotent: the ledger starts a
+// trial only from unconfigured and grants its credits once per
+// organization, so a retry after a failure here completes the trial.
+func (h *handlers) startBillingTrial(c *api.Ctx, plan string) error {
+	if _, ok := billing.PlanByID(plan); !ok {
+		plan = billing.PlanDev.ID
+	}
+	codec, err := h.s.EventCodec()
+	if err != nil {
+		return fmt.Errorf("start trial: %w", err)
+	}
+	l := &billing.Ledger{Pool: h.s.Pool, Codec: codec, Grace: h.s.Cfg.GracePeriod, Now: h.s.Now, Log: h.s.Log}
+	if _, err := l.StartTrial(c.Request.Context(), c.OrgID(), plan, c.UserID()); err != nil {
+		return fmt.Errorf("start trial of %s: %w", c.OrgID(), err)
+	}
+	return nil
 }

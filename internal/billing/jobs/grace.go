@@ -1,0 +1,144 @@
+package billingjobs
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/billing"
+)
+
+// GraceClock exhausts organizations when their grace ends, on time: it
+// sleeps until the earliest deadline (Ledger.NextGraceDeadline) and is
+// woken early by LISTEN on billing.GraceChannel when an organization enters
+// grace (a new, possibly earlier deadline). A slow safety tick covers
+// missed notifications. Running it on several replicas is harmless:
+// ExpireGrace re-checks each organization under its row lock.
+type GraceClock struct {
+	Deps
+	// Safety is the longest sleep [1m].
+	Safety time.Duration
+	// AfterExpire, when set, is called for each expiry (e.g. an
+	// auto-top-up check).
+	AfterExpire func(ctx context.Context, c billing.Change)
+
+	listening atomic.Bool
+}
+
+// Listening reports whether the LISTEN connection is up.
+func (g *GraceClock) Listening() bool { return g.listening.Load() }
+
+// Run runs the clock until ctx ends.
+func (g *GraceClock) Run(ctx context.Context) error {
+	safety := g.Safety
+	if safety <= 0 {
+		safety = time.Minute
+	}
+	wake := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		g.listen(ctx, wake)
+	}()
+	defer func() { <-done }()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		case <-wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		}
+		timer.Reset(g.tick(ctx, safety))
+	}
+}
+
+// tick expires what is due and returns how long to sleep.
+func (g *GraceClock) tick(ctx context.Context, safety time.Duration) time.Duration {
+	changes, err := g.Ledger.ExpireGrace(ctx)
+	if err != nil && ctx.Err() == nil {
+		g.log().Error("grace clock: expire", "error", err)
+	}
+	for _, c := range changes {
+		g.log().Info("grace expired", "org_id", c.OrgID, "to", c.To)
+		if g.AfterExpire != nil {
+			g.AfterExpire(ctx, c)
+		}
+	}
+	next, ok, err := g.Ledger.NextGraceDeadline(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			g.log().Error("grace clock: next deadline", "error", err)
+		}
+		return time.Second
+	case !ok:
+		return safety
+	}
+	// The ledger's clock decides expiry; sleep until it reaches the deadline.
+	now := time.Now()
+	if g.Ledger.Now != nil {
+		now = g.Ledger.Now()
+	}
+	d := next.Sub(now)
+	return min(max(d, 0)+time.Millisecond, safety)
+}
+
+// listen keeps a dedicated connection LISTENing on the grace channel,
+// reconnecting with backoff, and signals wake on every notification (and
+// after each reconnect, since notifications may have been missed).
+func (g *GraceClock) listen(ctx context.Context, wake chan<- struct{}) {
+	signal := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := g.listenOnce(ctx, signal)
+		g.listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		g.log().Warn("grace clock: listen connection lost; reconnecting", "error", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 30*time.Second)
+	}
+}
+
+func (g *GraceClock) listenOnce(ctx context.Context, signal func()) error {
+	conn, err := pgx.ConnectConfig(ctx, g.Pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
+	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{billing.GraceChannel}.Sanitize()); err != nil {
+		return err
+	}
+	g.listening.Store(true)
+	signal()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		signal()
+	}
+}

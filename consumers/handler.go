@@ -1,9 +1,11 @@
 // Package consumers runs Proliferate's consumer groups. Each group's logic lives
-// in its own package below this one and is a single Handler; the Runner here
+// in its own package below this one and is a single Handler (or, for groups
+// that amortise work over many records, a BatchHandler); the Runner here
 // gives every group the same delivery guarantees:
 //
 //   - partitions are processed in parallel, the records of one partition in
-//     order, one at a time;
+//     order, one at a time (in batch mode: up to MaxBatch at a time, in
+//     offset order, falling back to one at a time when a batch fails);
 //   - a record's offset is marked for commit only after its handler returned
 //     nil (so after the handler's database transaction committed); a crash
 //     replays at most the records processed since the last commit, and handlers

@@ -20,8 +20,15 @@ type Config struct {
 	Group string
 	// Topics are consumed from the start when the group has no offsets yet.
 	Topics []string
-	// Handler applies one record.
+	// Handler applies one record. Exactly one of Handler and BatchHandler is
+	// set.
 	Handler Handler
+	// BatchHandler applies a partition's queued records together (batch
+	// mode, see BatchHandler).
+	BatchHandler BatchHandler
+	// MaxBatch bounds the records handed to BatchHandler at once. Default
+	// 1000.
+	MaxBatch int
 	// Codec, when set, decodes each record into Message.Event first.
 	Codec *schemas.Codec
 	// Retry bounds the attempts per record.
@@ -45,8 +52,10 @@ type Config struct {
 
 // Runner consumes one group. Create it with New and call Run once.
 type Runner struct {
-	cfg     Config
-	cl      *kgo.Client
+	cfg Config
+	cl  *kgo.Client
+	// handler applies one record through the middlewares (in batch mode:
+	// the batch handler with a one-record slice, the fallback path).
 	handler Handler
 	log     *slog.Logger
 	// hardCtx is what handlers run under; it is cancelled only when in-flight
@@ -66,8 +75,11 @@ type topicPartition struct {
 
 // New validates cfg and creates the group's client (it does not join yet).
 func New(cfg Config) (*Runner, error) {
-	if cfg.Group == "" || len(cfg.Topics) == 0 || cfg.Handler == nil {
-		return nil, errors.New("consumers: Group, Topics and Handler are required")
+	if cfg.Group == "" || len(cfg.Topics) == 0 || (cfg.Handler == nil) == (cfg.BatchHandler == nil) {
+		return nil, errors.New("consumers: Group, Topics and exactly one of Handler and BatchHandler are required")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 1000
 	}
 	if cfg.Retry.MaxAttempts < 1 {
 		cfg.Retry.MaxAttempts = 1
@@ -106,7 +118,11 @@ func New(cfg Config) (*Runner, error) {
 		mws = append(mws, Decode(cfg.Codec))
 	}
 	mws = append(mws, r.cfg.Retry.Retry, cfg.Metrics.Measure(cfg.Group))
-	r.handler = Chain(cfg.Handler, mws...)
+	h := cfg.Handler
+	if cfg.BatchHandler != nil {
+		h = cfg.BatchHandler.single
+	}
+	r.handler = Chain(h, mws...)
 
 	opts := []kgo.Opt{
 		kgo.ConsumerGroup(cfg.Group),
@@ -240,12 +256,18 @@ type worker struct {
 	paused bool
 
 	metrics partitionSeries
+	// batchMetrics time whole BatchHandler calls (batch mode).
+	batchMetrics topicSeries
 }
 
 func newWorker(r *Runner, topic string, partition int32) *worker {
 	return &worker{r: r, topic: topic, partition: partition,
 		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1),
-		metrics: r.cfg.Metrics.partition(r.cfg.Group, topic, partition)}
+		metrics: r.cfg.Metrics.partition(r.cfg.Group, topic, partition),
+		batchMetrics: topicSeries{
+			duration: r.cfg.Metrics.duration.WithLabelValues(r.cfg.Group, topic),
+			failures: r.cfg.Metrics.failures.WithLabelValues(r.cfg.Group, topic),
+		}}
 }
 
 // push queues records; past MaxBufferedRecords it pauses fetching of the
@@ -298,6 +320,31 @@ func (w *worker) run() {
 		case <-w.wake:
 		}
 		batch, hwm := w.take()
+		if w.r.cfg.BatchHandler != nil {
+			for len(batch) > 0 {
+				select {
+				case <-w.stop:
+					mark(hwm)
+					return
+				default:
+				}
+				n := min(len(batch), w.r.cfg.MaxBatch)
+				done, ok := w.processBatch(ctx, batch[:n])
+				if done != nil {
+					last = done
+				}
+				// Mark after every batch: one mark per MaxBatch records
+				// is cheap, and a crash then replays at most the records
+				// since the last commit, not the whole queue.
+				mark(hwm)
+				if !ok {
+					return
+				}
+				batch = batch[n:]
+			}
+			mark(hwm)
+			continue
+		}
 		for _, rec := range batch {
 			select {
 			case <-w.stop:
@@ -318,7 +365,12 @@ func (w *worker) run() {
 // process runs the handler chain; on final failure it dead-letters the record.
 // It returns false when the worker must stop without marking the record.
 func (w *worker) process(ctx context.Context, rec *kgo.Record) bool {
-	m := &Message{Record: rec}
+	return w.processMessage(ctx, &Message{Record: rec})
+}
+
+// processMessage is process for a message that may already be decoded.
+func (w *worker) processMessage(ctx context.Context, m *Message) bool {
+	rec := m.Record
 	err := w.r.handler(ctx, m)
 	if err == nil {
 		w.metrics.ok.Inc()
@@ -327,9 +379,19 @@ func (w *worker) process(ctx context.Context, rec *kgo.Record) bool {
 	if errors.Is(err, errStopping) || ctx.Err() != nil {
 		return false
 	}
-	w.r.log.Error("record dead-lettered", recordAttrs(rec, "attempts", m.Attempt, "permanent", IsPermanent(err), "error", err)...)
+	if !w.deadLetterUntilDone(ctx, rec, err, m.Attempt) {
+		return false
+	}
+	w.metrics.deadLettered.Inc()
+	return true
+}
+
+// deadLetterUntilDone logs and dead-letters rec, retrying the produce until
+// it succeeds; false when the partition stopped first.
+func (w *worker) deadLetterUntilDone(ctx context.Context, rec *kgo.Record, err error, attempts int) bool {
+	w.r.log.Error("record dead-lettered", recordAttrs(rec, "attempts", attempts, "permanent", IsPermanent(err), "error", err)...)
 	for attempt := 1; ; attempt++ {
-		dlErr := w.deadLetter(ctx, rec, err, m.Attempt)
+		dlErr := w.deadLetter(ctx, rec, err, attempts)
 		if dlErr == nil {
 			break
 		}
@@ -345,7 +407,6 @@ func (w *worker) process(ctx context.Context, rec *kgo.Record) bool {
 			return false
 		}
 	}
-	w.metrics.deadLettered.Inc()
 	return true
 }
 

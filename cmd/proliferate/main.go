@@ -54,6 +54,11 @@ Commands:
                           terminal WebSocket; starts or resumes the sandbox)
   actions list|guide|run  (inside a sandbox) act on connected integrations through the
                           gateway: proliferate actions --help
+  billing-jobs            grace clock, enforcement retries, ledger partitions, LiteLLM spend
+                          collection, Autumn posting, auto-top-up, trial activation and
+                          the nightly reconciliation (each once at a time across replicas)
+  llm-proxy               the LLM proxy on LLM_PROXY_ADDR: per-session virtual keys, streamed
+                          through unbuffered, every request priced into llm.spend
   llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
   service-token NAME [--ttl=1h]
                           mint a service token (svc_…) for an operator or a role,
@@ -148,6 +153,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintln(stdout, tok)
 		return nil
+	case "billing-jobs":
+		return a.Serve(ctx, nil, a.BillingJobsRole)
+	case "llm-proxy":
+		return a.Serve(ctx, nil, a.LLMProxyRole)
 	case "llm-sim":
 		return llmsim.Main(ctx, cfg.LLMSimAddr, llmsim.Options{APIKey: cfg.LLMSimAPIKey, ScriptsDir: cfg.LLMSimScriptsDir, Logger: log})
 	case "worker":

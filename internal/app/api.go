@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	billingapi "github.com/proliferate/proliferate/api/billing"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/api/integrations"
 	"github.com/proliferate/proliferate/api/orgs"
@@ -33,7 +34,8 @@ func (a *App) apiModules() []func(*api.Server) error {
 		runsapi.Register,
 		actionsapi.Register,
 		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
-			Runtime: client.NewSessionRuntime(a.gatewayClient("api"))}),
+			Runtime: client.NewSessionRuntime(a.gatewayClient("api")), Admit: a.billingGate()}),
+		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.
 		snapshotsapi.RegisterWith(snapshotsapi.Options{Limits: a.snapshotLimits()}),

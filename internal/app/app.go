@@ -27,6 +27,7 @@ import (
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/migrations"
 	"github.com/proliferate/proliferate/schemas"
@@ -64,6 +65,13 @@ type App struct {
 	// LLMSim is the in-process scripted LLM the gateway started (no model
 	// key in development); nil otherwise. Tests register scripts on it.
 	LLMSim *llmsim.Server
+	// llmSimLLM is the endpoint of LLMSim (one per process: the gateway and
+	// the in-process LLM proxy share it).
+	llmSimLLM *sandbox.LLM
+	llmSimMu  sync.Mutex
+	// llmProxyURL is the in-process LLM proxy's base URL once
+	// LLMProxyRole started (make run), for the gateway's virtual keys.
+	llmProxyURL atomic.Pointer[string]
 
 	mu      sync.Mutex
 	closers []func()

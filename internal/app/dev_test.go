@@ -46,6 +46,10 @@ func devConfig(t testing.TB, dataDir string, overrides ...string) *config.Config
 		"RUN_SESSIONS":         "record",
 		"OUTBOX_POLL_INTERVAL": "50ms",
 		"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
+		"LLM_PROXY_ADDR":       "127.0.0.1:0",
+		// Billing has its own end-to-end tests (billing_e2e_test.go); the
+		// others run with every session allowed.
+		"BILLING_ENABLED": "false",
 	}
 	for i := 0; i+1 < len(overrides); i += 2 {
 		env[overrides[i]] = overrides[i+1]

@@ -20,11 +20,13 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/sweeper"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/snapshots"
+	"github.com/proliferate/proliferate/producers/meter"
 )
 
 // SessionStore is the sessions store of this process.
@@ -35,7 +37,13 @@ func (a *App) SessionStore(ctx context.Context) (*sessions.Store, error) {
 	if err := a.OpenCodec(ctx); err != nil {
 		return nil, err
 	}
-	return &sessions.Store{Pool: a.Pool, Codec: a.Codec, MaxConcurrent: a.Cfg.MaxConcurrentSessions}, nil
+	return &sessions.Store{Pool: a.Pool, Codec: a.Codec, MaxConcurrent: a.Cfg.MaxConcurrentSessions, Admit: a.billingGate()}, nil
+}
+
+// billingGate is the billing gate of session creation, resume and CLI
+// connects (allows everything with BILLING_ENABLED=false).
+func (a *App) billingGate() billing.Gate {
+	return billing.Gate{Enabled: a.Cfg.BillingEnabled, Pool: a.Pool}
 }
 
 // agentLLM is the model the agent calls: the configured key (and base URL),
@@ -50,6 +58,11 @@ func (a *App) agentLLM(ctx context.Context) (sandbox.LLM, error) {
 	}
 	if a.Cfg.Env == "production" {
 		return sandbox.LLM{}, errors.New("the gateway needs a model: set ANTHROPIC_API_KEY (or LLM_BASE_URL of a proxy); the scripted LLM is for development only")
+	}
+	a.llmSimMu.Lock()
+	defer a.llmSimMu.Unlock()
+	if a.llmSimLLM != nil {
+		return *a.llmSimLLM, nil
 	}
 	sim := llmsim.New(llmsim.Options{Logger: a.Log.With("component", "llm-sim")})
 	if dir := a.Cfg.LLMSimScriptsDir; dir != "" {
@@ -71,7 +84,9 @@ func (a *App) agentLLM(ctx context.Context) (sandbox.LLM, error) {
 	url := "http://" + ln.Addr().String() + "/v1"
 	a.Log.Warn("no ANTHROPIC_API_KEY: agents talk to the scripted LLM (llm-sim), not a real model",
 		"llm_base_url", url, "hint", "a prompt containing [[script:hello]] (or bash, edit, complete, snapshot, slow) picks a script")
-	return sandbox.LLM{ProviderID: "sim", BaseURL: url, APIKey: "sim", Model: "claude-sim"}, nil
+	llm := sandbox.LLM{ProviderID: "sim", BaseURL: url, APIKey: "sim", Model: "claude-sim"}
+	a.llmSimLLM = &llm
+	return llm, nil
 }
 
 // repoResolver lists a session's repositories (its configuration's, in
@@ -187,6 +202,15 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, fmt.Errorf("sandbox provider: %w", err)
 	}
+	keys, err := a.LLMKeys(ctx)
+	if err != nil {
+		return Role{}, err
+	}
+	mtr, err := meter.New(meter.Deps{Pool: a.Pool, Codec: a.Codec, Provider: prov, Sessions: store,
+		Interval: a.Cfg.MeterInterval, Log: a.Log.With("component", "compute-meter"), Registerer: a.Reg})
+	if err != nil {
+		return Role{}, fmt.Errorf("compute meter: %w", err)
+	}
 	host, _ := os.Hostname()
 	book := snapshots.New(snapshots.Deps{Pool: a.Pool, Limits: a.snapshotLimits(), Providers: []sandbox.Provider{prov},
 		Log: a.Log.With("component", "snapshots")})
@@ -196,8 +220,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL, ServiceToken: a.Cfg.ServiceToken,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
-		Snapshots: book,
-		IdleTTL:   a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
+		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys,
+		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),
 	})
@@ -234,6 +258,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		var bg sync.WaitGroup
 		bg.Go(func() { _ = sw.Run(swCtx) })
 		bg.Go(func() { _ = cleaner.Run(swCtx) })
+		// Running sessions are metered (one meter across replicas).
+		bg.Go(func() { _ = mtr.Run(swCtx) })
 		// Pending action approvals expire (5 min interactive, 24 h runs).
 		bg.Go(func() { a.sweepInvocations(swCtx, actionsSvc, 30*time.Second) })
 		err := serve.Run(ctx)
@@ -251,6 +277,9 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 // snapshotLimits are the configured snapshot limits (billing plans plug in
 // here).
 func (a *App) snapshotLimits() snapshots.Limits {
+	if a.Cfg.BillingEnabled {
+		return billing.PlanLimits{Pool: a.Pool}
+	}
 	return snapshots.StaticLimits{MaxPerOrg: a.Cfg.SnapshotMaxPerOrg, RetentionDays: a.Cfg.SnapshotRetentionDays}
 }
 

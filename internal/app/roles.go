@@ -125,6 +125,7 @@ func (a *App) Groups() map[string]GroupFactory {
 		},
 	}
 	maps.Copy(groups, runGroups())
+	maps.Copy(groups, billingGroups())
 	return groups
 }
 
@@ -162,6 +163,10 @@ func (a *App) newIntegrations(ctx context.Context) (*integrations.Service, error
 // WorkerRoles returns a role per named consumer group; no names means all.
 func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 	known := a.Groups()
+	batch := batchGroups()
+	for n := range batch {
+		known[n] = nil // a batch group: built by groupRole from batch
+	}
 	if len(names) == 0 {
 		for n := range known {
 			names = append(names, n)
@@ -185,7 +190,13 @@ func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 			}
 			return nil, fmt.Errorf("unknown consumer group %q (available: %s)", name, strings.Join(available, ", "))
 		}
-		r, err := a.GroupRole(ctx, name, factory)
+		var r Role
+		var err error
+		if bf, ok := batch[name]; ok {
+			r, err = a.groupRole(ctx, name, nil, bf)
+		} else {
+			r, err = a.GroupRole(ctx, name, factory)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -196,10 +207,25 @@ func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 
 // GroupRole builds the runner of one consumer group.
 func (a *App) GroupRole(ctx context.Context, name string, factory GroupFactory) (Role, error) {
+	return a.groupRole(ctx, name, factory, nil)
+}
+
+// BatchGroupFactory builds a batch consumer group's handler (a group that
+// applies a partition's fetched records together, like the billing ledger).
+type BatchGroupFactory func(ctx context.Context, a *App) (consumers.BatchHandler, error)
+
+func (a *App) groupRole(ctx context.Context, name string, factory GroupFactory, batchFactory BatchGroupFactory) (Role, error) {
 	if err := a.OpenCodec(ctx); err != nil {
 		return Role{}, err
 	}
-	h, err := factory(ctx, a)
+	var h consumers.Handler
+	var bh consumers.BatchHandler
+	var err error
+	if batchFactory != nil {
+		bh, err = batchFactory(ctx, a)
+	} else {
+		h, err = factory(ctx, a)
+	}
 	if err != nil {
 		return Role{}, fmt.Errorf("consumer group %s: %w", name, err)
 	}
@@ -210,10 +236,11 @@ func (a *App) GroupRole(ctx context.Context, name string, factory GroupFactory) 
 		}
 	}
 	r, err := consumers.New(consumers.Config{
-		Group:   name,
-		Topics:  groupTopics,
-		Handler: h,
-		Codec:   a.Codec,
+		Group:        name,
+		Topics:       groupTopics,
+		Handler:      h,
+		BatchHandler: bh,
+		Codec:        a.Codec,
 		Retry: consumers.RetryOptions{
 			MaxAttempts:    a.Cfg.ConsumerMaxAttempts,
 			InitialBackoff: a.Cfg.ConsumerBackoffInitial,
@@ -279,7 +306,7 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.GatewayRole, a.OpsRole)
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.BillingJobsRole, a.LLMProxyRole, a.GatewayRole, a.OpsRole)
 	if err != nil {
 		return err
 	}

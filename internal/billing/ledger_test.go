@@ -265,4 +265,3 @@ func containsOrg(ch []billing.Change, org string) bool {
 	}
 	return false
 }
-

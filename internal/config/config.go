@@ -128,6 +128,7 @@ type Config struct {
 	LLMProxyAddr            string        `env:"LLM_PROXY_ADDR" default:"127.0.0.1:8060" check:"hostport" doc:"listen address of the LLM proxy role (Anthropic Messages API at /v1/messages)"`
 	LLMProxyURL             string        `env:"LLM_PROXY_URL" check:"url=http|https" doc:"base URL of the LLM proxy sandboxes call (ours or LiteLLM); set: every session gets its own virtual key"`
 	LLMProxyAdminURL        string        `env:"LLM_PROXY_ADMIN_URL" check:"url=http|https" doc:"LiteLLM admin API base URL (key and team management, spend logs); empty uses LLM_PROXY_URL"`
+	LLMProxyPublicURL       string        `env:"LLM_PROXY_PUBLIC_URL" check:"url=http|https" doc:"base URL sandboxes use to reach the LLM proxy; empty uses LLM_PROXY_URL"`
 	LLMProxyMasterKey       string        `env:"LLM_PROXY_MASTER_KEY" secret:"true" doc:"LiteLLM master key (admin API only; never given to sandboxes)"`
 	LLMProxyKind            string        `env:"LLM_PROXY_KIND" default:"builtin" check:"oneof=builtin|litellm" doc:"which proxy LLM_PROXY_URL is: builtin (proliferate llm-proxy) or litellm"`
 	LLMProxyKeyDuration     time.Duration `env:"LLM_PROXY_KEY_DURATION" default:"24h" check:"positive" doc:"lifetime of a session's virtual LLM key"`

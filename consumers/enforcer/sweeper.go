@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/db"
 )
 
 // sweepLockKey is the advisory lock that keeps sweeps one at a time across
@@ -45,21 +46,14 @@ func (s Sweeper) Run(ctx context.Context) error {
 // Sweep runs one pass (nothing when another replica's pass holds the
 // lock).
 func (s Sweeper) Sweep(ctx context.Context) (Result, error) {
-	conn, err := s.Pool.Acquire(ctx)
+	conn, release, locked, err := db.PassLock(ctx, s.Pool, db.LockKey(sweepLockKey))
 	if err != nil {
 		return Result{}, fmt.Errorf("enforcer: sweep: %w", err)
 	}
-	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`, sweepLockKey).Scan(&got); err != nil {
-		return Result{}, fmt.Errorf("enforcer: sweep lock: %w", err)
-	}
-	if !got {
+	if !locked {
 		return Result{}, nil
 	}
-	defer func() {
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, sweepLockKey)
-	}()
+	defer release()
 	limit := s.Limit
 	if limit <= 0 {
 		limit = 500

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/runs"
 )
 
@@ -92,25 +93,14 @@ type PassResult struct {
 // Pass finalizes what is due, once.
 func (f *Finalizer) Pass(ctx context.Context) (PassResult, error) {
 	var res PassResult
-	conn, err := f.d.Pool.Acquire(ctx)
+	conn, release, locked, err := db.PassLock(ctx, f.d.Pool, finalizerLock)
 	if err != nil {
 		return res, err
 	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, finalizerLock).Scan(&res.Locked); err != nil {
-		return res, err
-	}
-	if !res.Locked {
+	if res.Locked = locked; !locked {
 		return res, nil
 	}
-	defer func() {
-		// A fresh context: the lock must be released even when ctx ended.
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, finalizerLock); err != nil {
-			conn.Conn().Close(uctx) // closing the session releases the lock
-		}
-	}()
+	defer release()
 	rows, err := conn.Query(ctx, `SELECT id::text FROM automation_runs
 		WHERE status IN ('queued', 'enriching', 'ready', 'running') AND (
 			deadline_at < now()

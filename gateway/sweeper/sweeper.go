@@ -53,6 +53,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -161,25 +162,14 @@ type candidate struct {
 // Result.Failed; the error is for the pass itself (lock, query).
 func (s *Sweeper) Pass(ctx context.Context) (Result, error) {
 	var res Result
-	conn, err := s.d.Pool.Acquire(ctx)
+	conn, release, locked, err := db.PassLock(ctx, s.d.Pool, passLock)
 	if err != nil {
-		return res, fmt.Errorf("sweeper: acquire connection: %w", err)
-	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, passLock).Scan(&res.Locked); err != nil {
 		return res, fmt.Errorf("sweeper: pass lock: %w", err)
 	}
-	if !res.Locked {
+	if res.Locked = locked; !locked {
 		return res, nil
 	}
-	defer func() {
-		// A fresh context: the lock must be released even when ctx ended.
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, passLock); err != nil {
-			_ = conn.Conn().Close(uctx) // closing the session releases the lock
-		}
-	}()
+	defer release()
 	rows, err := conn.Query(ctx, `SELECT id::text, sandbox_provider, COALESCE(sandbox_id, '') FROM sessions
 		WHERE (status = 'running' OR (status = 'starting' AND sandbox_id IS NOT NULL))
 		  AND GREATEST(COALESCE(last_activity_at, updated_at), updated_at) < now() - $1::interval

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/db"
 )
 
 // cleanLock is the Postgres advisory lock key of a cleaner pass ("snapcl").
@@ -94,25 +95,14 @@ func (c *Cleaner) Run(ctx context.Context) error {
 // commit.
 func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	var res CleanResult
-	conn, err := c.b.pool.Acquire(ctx)
+	_, release, locked, err := db.PassLock(ctx, c.b.pool, cleanLock)
 	if err != nil {
-		return res, fmt.Errorf("snapshots: cleaner: acquire connection: %w", err)
-	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, cleanLock).Scan(&res.Locked); err != nil {
 		return res, fmt.Errorf("snapshots: cleaner: pass lock: %w", err)
 	}
-	if !res.Locked {
+	if res.Locked = locked; !locked {
 		return res, nil
 	}
-	defer func() {
-		// A fresh context: the lock must be released even when ctx ended.
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, cleanLock); err != nil {
-			_ = conn.Conn().Close(uctx) // closing the session releases the lock
-		}
-	}()
+	defer release()
 	budget := c.o.Batch
 	add := func(refs []Ref) {
 		ok, failed := c.b.purge(ctx, refs)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
+	"github.com/proliferate/proliferate/internal/db"
 )
 
 // Deps are what every job uses.
@@ -84,26 +85,11 @@ func EnsureCustomer(ctx context.Context, pool *pgxpool.Pool, orgID string) (stri
 // withLeader runs fn if this replica gets the advisory lock name, and
 // reports whether it ran.
 func withLeader(ctx context.Context, pool *pgxpool.Pool, name string, fn func() error) (bool, error) {
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
+	_, release, locked, err := db.PassLock(ctx, pool, db.LockKey(name))
+	if err != nil || !locked {
 		return false, err
 	}
-	defer conn.Release()
-	var got bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock(hashtext($1))`, name).Scan(&got); err != nil {
-		return false, err
-	}
-	if !got {
-		return false, nil
-	}
-	defer func() {
-		// A fresh context: the lock must be released even when ctx ended.
-		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtext($1))`, name); err != nil {
-			conn.Conn().Close(uctx) // a session lock dies with its connection
-		}
-	}()
+	defer release()
 	return true, fn()
 }
 

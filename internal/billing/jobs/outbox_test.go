@@ -8,6 +8,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn/autumnfake"
 	billingjobs "github.com/proliferate/proliferate/internal/billing/jobs"
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -137,14 +138,14 @@ func TestOutboxOneReplicaAtATimeAndRunLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtext('billing:outbox'))`); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, db.LockKey("billing:outbox")); err != nil {
 		t.Fatal(err)
 	}
 	ob := &billingjobs.Outbox{Deps: e.deps, Interval: 10 * time.Millisecond}
 	if res, err := ob.PostOnce(ctx); err != nil || !res.Skipped || res.Posted != 0 {
 		t.Fatalf("pass under another replica's lock: %+v %v", res, err)
 	}
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock(hashtext('billing:outbox'))`); err != nil {
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_unlock($1)`, db.LockKey("billing:outbox")); err != nil {
 		t.Fatal(err)
 	}
 	conn.Release()

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -158,25 +159,14 @@ func (c *Collector) Run(ctx context.Context) error {
 // counted in Failed and retried next cycle from its unmoved cursor.
 func (c *Collector) Cycle(ctx context.Context) (CycleStats, error) {
 	var st CycleStats
-	conn, err := c.d.Pool.Acquire(ctx)
+	_, release, locked, err := db.PassLock(ctx, c.d.Pool, collectorLockKey)
 	if err != nil {
-		return st, fmt.Errorf("litellm collector: acquire lock connection: %w", err)
+		return st, fmt.Errorf("litellm collector: %w", err)
 	}
-	defer conn.Release()
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, collectorLockKey).Scan(&st.Locked); err != nil {
-		return st, fmt.Errorf("litellm collector: take lock: %w", err)
-	}
-	if !st.Locked {
+	if st.Locked = locked; !locked {
 		return st, nil
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock($1)`, collectorLockKey); err != nil {
-			// Never hand a connection holding the lock back to the pool.
-			_ = conn.Conn().Close(uctx)
-		}
-	}()
+	defer release()
 
 	orgs, err := c.orgs(ctx)
 	if err != nil {

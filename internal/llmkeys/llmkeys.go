@@ -12,7 +12,10 @@ package llmkeys
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/billing"
 )
 
 // Key is a session's virtual key.
@@ -52,4 +55,22 @@ func BudgetUSDMicros(balanceCreditMicros int64, markup int64) int64 {
 		return 0
 	}
 	return balanceCreditMicros / (100 * markup)
+}
+
+// OrgBudget is the budget of a new key of orgID: BudgetUSDMicros of its
+// balance; ErrNoCredits when it is exhausted or suspended or has nothing
+// to spend.
+func OrgBudget(ctx context.Context, q billing.Querier, orgID string) (int64, error) {
+	a, err := billing.ReadAccount(ctx, q, orgID)
+	if err != nil {
+		return 0, err
+	}
+	if billing.ShouldPause(a.State) {
+		return 0, fmt.Errorf("%w (organization %s is %s)", ErrNoCredits, orgID, a.State)
+	}
+	b := BudgetUSDMicros(a.BalanceMicros, billing.LLMMarkup)
+	if b <= 0 {
+		return 0, fmt.Errorf("%w (organization %s)", ErrNoCredits, orgID)
+	}
+	return b, nil
 }

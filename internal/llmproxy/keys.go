@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
 )
 
@@ -96,22 +95,9 @@ func (k *Keys) Issue(ctx context.Context, orgID, sessionID string) (llmkeys.Key,
 	}
 	var budget *int64
 	if k.d.BillingEnabled {
-		var balance int64
-		var state string
-		err := k.d.Pool.QueryRow(ctx, `SELECT (shadow_balance * 1000000)::bigint, billing_state
-			FROM organizations WHERE id = $1`, orgID).Scan(&balance, &state)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return llmkeys.Key{}, fmt.Errorf("llmproxy: issue key: organization %s not found", orgID)
-		}
+		b, err := llmkeys.OrgBudget(ctx, k.d.Pool, orgID)
 		if err != nil {
-			return llmkeys.Key{}, fmt.Errorf("llmproxy: issue key: read balance of %s: %w", orgID, err)
-		}
-		if balance <= 0 || state == "exhausted" || state == "suspended" {
-			return llmkeys.Key{}, llmkeys.ErrNoCredits
-		}
-		b := llmkeys.BudgetUSDMicros(balance, billing.LLMMarkup)
-		if b <= 0 {
-			return llmkeys.Key{}, llmkeys.ErrNoCredits
+			return llmkeys.Key{}, fmt.Errorf("llmproxy: issue key: %w", err)
 		}
 		budget = &b
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
 )
 
@@ -118,22 +117,9 @@ func (i *Issuer) Issue(ctx context.Context, orgID, sessionID string) (llmkeys.Ke
 // budget is the organization's balance in model dollars (micros);
 // llmkeys.ErrNoCredits when there is none to spend.
 func (i *Issuer) budget(ctx context.Context, orgID string) (int64, error) {
-	var balance int64
-	var state string
-	err := i.d.Pool.QueryRow(ctx,
-		`SELECT (shadow_balance * 1000000)::bigint, billing_state FROM organizations WHERE id = $1`, orgID).Scan(&balance, &state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("litellm: organization %s does not exist", orgID)
-	}
+	b, err := llmkeys.OrgBudget(ctx, i.d.Pool, orgID)
 	if err != nil {
-		return 0, fmt.Errorf("litellm: read balance of organization %s: %w", orgID, err)
-	}
-	if state == billing.StateExhausted || state == billing.StateSuspended {
-		return 0, fmt.Errorf("%w (organization %s is %s)", llmkeys.ErrNoCredits, orgID, state)
-	}
-	b := llmkeys.BudgetUSDMicros(balance, billing.LLMMarkup)
-	if b <= 0 {
-		return 0, fmt.Errorf("%w (organization %s)", llmkeys.ErrNoCredits, orgID)
+		return 0, fmt.Errorf("litellm: %w", err)
 	}
 	return b, nil
 }

@@ -6,8 +6,10 @@
 package topics
 
 import (
+	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/proliferate/proliferate/schemas"
@@ -67,7 +69,23 @@ type Topic struct {
 	Consumers  []string
 	// DeadLetterOf names the consumer group whose dead letters it holds.
 	DeadLetterOf string
+	// MaxRecordBytes bounds one record (key + value + headers). Producers
+	// check it before the producing transaction commits (outbox.Add) or
+	// before answering (ingest); content that may be larger travels by
+	// reference to the blob store. Every limit stays well below the broker's
+	// default message.max.bytes (1,048,588) and franz-go's default batch
+	// limit (1,000,012), so a record that passed the check is publishable.
+	MaxRecordBytes int
 }
+
+// Record size limits.
+const (
+	// DefaultMaxRecordBytes is the limit of topics that do not set their own.
+	DefaultMaxRecordBytes = 256 << 10
+	// BrokerMaxRecordBytes is the largest limit a topic may set: franz-go's
+	// default producer batch limit less room for the batch framing.
+	BrokerMaxRecordBytes = 960_000
+)
 
 // Group describes one consumer group of the platform.
 type Group struct {
@@ -101,6 +119,8 @@ var topics = []Topic{
 		Partitions:  12, Cleanup: Delete, Retention: 7 * day,
 		EventTypes: []string{schemas.TypeWebhookReceived},
 		Producers:  []string{"ingest"},
+		// Bodies over INGEST_INLINE_BODY_BYTES travel by reference.
+		MaxRecordBytes: 512 << 10,
 	},
 	{
 		Name:        TriggersEvents,
@@ -205,6 +225,49 @@ func All() []Topic {
 	}
 	return out
 }
+
+// MaxRecordBytes is the record size limit of topic: its catalog value, the
+// default for a topic that sets none, and for a name outside the catalog
+// the broker's limit (such a record fails at the broker anyway).
+func MaxRecordBytes(topic string) int {
+	t, ok := byName()[topic]
+	switch {
+	case !ok:
+		return BrokerMaxRecordBytes
+	case t.MaxRecordBytes > 0:
+		return t.MaxRecordBytes
+	}
+	return DefaultMaxRecordBytes
+}
+
+// RecordTooLargeError says a record is over its topic's MaxRecordBytes.
+type RecordTooLargeError struct {
+	Topic string
+	Size  int
+	Limit int
+}
+
+func (e *RecordTooLargeError) Error() string {
+	return fmt.Sprintf("record for %s is %d bytes, over the topic's limit of %d", e.Topic, e.Size, e.Limit)
+}
+
+// CheckRecordSize returns a *RecordTooLargeError when a record of size bytes
+// (key + value + header keys and values) is over topic's limit.
+func CheckRecordSize(topic string, size int) error {
+	if limit := MaxRecordBytes(topic); size > limit {
+		return &RecordTooLargeError{Topic: topic, Size: size, Limit: limit}
+	}
+	return nil
+}
+
+// byName indexes All once: MaxRecordBytes runs for every produced record.
+var byName = sync.OnceValue(func() map[string]Topic {
+	m := map[string]Topic{}
+	for _, t := range All() {
+		m[t.Name] = t
+	}
+	return m
+})
 
 // Lookup finds a topic by name.
 func Lookup(name string) (Topic, bool) {

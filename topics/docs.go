@@ -52,15 +52,20 @@ renamed or removed in place. Each version stays in ` + "`schemas/avro/`" + ` as
 
 ## Summary
 
-| topic | key | partitions | cleanup | retention | event types | produced by | consumed by |
-| --- | --- | --- | --- | --- | --- | --- | --- |
+| topic | key | partitions | cleanup | retention | max record | event types | produced by | consumed by |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
 `)
 	for _, t := range All() {
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s | %s | %s | %s | %s |\n",
-			t.Name, t.Key, t.Partitions, t.Cleanup, FormatRetention(t.Retention),
+		fmt.Fprintf(&b, "| `%s` | %s | %d | %s | %s | %s | %s | %s | %s |\n",
+			t.Name, t.Key, t.Partitions, t.Cleanup, FormatRetention(t.Retention), formatBytes(MaxRecordBytes(t.Name)),
 			codeList(t.EventTypes, "(original records)"), strings.Join(t.Producers, ", "), orNone(t.Consumers))
 	}
 	b.WriteString(`
+A record (key, value and headers) never exceeds its topic's **max record** size:
+producers check it before the transaction that produces the record commits, and
+content that can be larger (raw webhook bodies) travels by reference to the
+blob store.
+
 Dead-letter topics keep the failed record's key, value and headers and add
 ` + "`dlq.error`, `dlq.permanent`, `dlq.attempts`, `dlq.group`, `dlq.source.topic`, `dlq.source.partition`, `dlq.source.offset`, `dlq.failed_at`" + `.
 `)
@@ -197,4 +202,9 @@ func describeType(raw json.RawMessage) (string, []avroField, error) {
 		}
 		return obj.Type, nil, nil
 	}
+}
+
+// formatBytes renders a size limit in KiB.
+func formatBytes(n int) string {
+	return fmt.Sprintf("%d KiB", n>>10)
 }

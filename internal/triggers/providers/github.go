@@ -279,6 +279,10 @@ func uniq(ss []string) []string {
 	return out
 }
 
+// githubEventHasAction: every trigger event of GitHub's but push carries
+// an action (opened, completed, requested…).
+func githubEventHasAction(event string) bool { return event != "push" }
+
 // matchGitHub applies a GitHub trigger config to a GitHub event.
 func matchGitHub(cfg obj, ev ctxView) (bool, string) {
 	g := ev.sub(GitHub)
@@ -286,7 +290,10 @@ func matchGitHub(cfg obj, ev ctxView) (bool, string) {
 	if l := cfg.strs("events"); len(l) > 0 && !contains(l, event, false) {
 		return false, fmt.Sprintf("event %q is not one of events", event)
 	}
-	if l := cfg.strs("actions"); len(l) > 0 {
+	// Push events have no action: the actions filter narrows only the
+	// events that have one, so a trigger on push and pull_request with
+	// actions [opened] fires on every push and on opened pull requests.
+	if l := cfg.strs("actions"); len(l) > 0 && githubEventHasAction(event) {
 		merged := event == "pull_request" && action == "closed" && g.boolean("is_merged")
 		if !contains(l, action, false) && !(merged && contains(l, "merged", false)) {
 			return false, fmt.Sprintf("action %q is not one of actions", action)

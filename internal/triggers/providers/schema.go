@@ -60,7 +60,7 @@ var sentryLevels = []string{"debug", "info", "warning", "error", "fatal"}
 var schemas = map[string]map[string]any{
 	GitHub: objectSchema("github", "GitHub trigger config", map[string]any{
 		"events":  enumList("Event types to fire on (empty: all).", githubEvents),
-		"actions": strList(`Payload actions to fire on, e.g. opened, closed, completed; "merged" matches a merged pull request's close.`, 100, nil),
+		"actions": strList(`Payload actions to fire on, e.g. opened, closed, completed; "merged" matches a merged pull request's close. Push events have no action and are not filtered by it.`, 100, nil),
 		"branches": strList("Branch globs (* within a path segment, ** across segments, ?): the pushed branch, a pull request's base branch, "+
 			"a check's or workflow run's head branch. Issues are not filtered by branch.", 255, nil),
 		"labels":      strList("Fire only for issues and pull requests with any of these labels.", 100, nil),

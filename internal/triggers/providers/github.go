@@ -2,6 +2,7 @@ package providers
 
 import (
 	"fmt"
+	"path"
 	"strings"
 
 	"github.com/proliferate/proliferate/internal/runs"
@@ -202,7 +203,10 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 			return nil, err
 		}
 		externalID = "workflow-run-" + wr.id("id")
-		title = fmt.Sprintf("Workflow: %s - %s", wr.str("name"), first(wr.str("conclusion"), wr.str("status")))
+		name := workflowName(o, wr)
+		title = fmt.Sprintf("Workflow: %s - %s", name, first(wr.str("conclusion"), wr.str("status")))
+		runTitle := first(wr.str("display_title"), firstLine(wr.obj("head_commit").str("message")))
+		description = runTitle
 		url = wr.str("html_url")
 		stamp = wr.str("updated_at")
 		occurred = firstTime(w.ReceivedAt, wr.time("updated_at", false), wr.time("run_started_at", false))
@@ -210,7 +214,8 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 		put(g, "head_sha", wr.str("head_sha"))
 		put(g, "conclusion", wr.str("conclusion"))
 		put(g, "status", wr.str("status"))
-		put(g, "workflow_name", wr.str("name"))
+		put(g, "workflow_name", name)
+		put(g, "run_title", runTitle)
 		put(g, "workflow_url", url)
 		if n, ok := wr.num("run_attempt"); ok {
 			g["run_attempt"] = int64(n)
@@ -277,6 +282,26 @@ func uniq(ss []string) []string {
 		}
 	}
 	return out
+}
+
+// workflowName names a workflow_run's workflow. Real deliveries may carry
+// an empty (or null) workflow_run.name, e.g. runs started by
+// repository_dispatch; the top-level workflow object names it then, and a
+// workflow without a name: is known by its file.
+func workflowName(o, wr obj) string {
+	wf := o.obj("workflow")
+	if n := first(strings.TrimSpace(wr.str("name")), strings.TrimSpace(wf.str("name"))); n != "" {
+		return n
+	}
+	if p := first(wr.str("path"), wf.str("path")); p != "" {
+		return path.Base(p)
+	}
+	return "workflow " + first(wr.id("workflow_id"), wf.id("id"), "(unnamed)")
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(line)
 }
 
 // githubEventHasAction: every trigger event of GitHub's but push carries

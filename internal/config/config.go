@@ -37,7 +37,7 @@ type Config struct {
 	DatabaseMaxConns int    `env:"DATABASE_MAX_CONNS" default:"20" check:"min=1,max=1000" doc:"maximum connections in each role's pool"`
 	RedisURL         string `env:"REDIS_URL" default:"redis://127.0.0.1:16379/0" check:"url=redis|rediss" secret:"true" doc:"Redis connection URL (the password part is a secret)"`
 
-	KafkaBrokers           []string `env:"KAFKA_BROKERS" check:"hostports" doc:"comma-separated seed brokers; empty runs the embedded broker (dev) or fails (other roles)"`
+	KafkaBrokers           []string `env:"KAFKA_BROKERS" check:"hostports" doc:"comma-separated seed brokers; empty: dev runs the embedded broker on BROKER_ADDR and every other role connects to BROKER_ADDR (a proliferate broker beside it)"`
 	KafkaClientID          string   `env:"KAFKA_CLIENT_ID" default:"proliferate" check:"nonempty" doc:"client.id sent to the brokers"`
 	KafkaReplicationFactor int      `env:"KAFKA_REPLICATION_FACTOR" default:"-1" check:"min=-1,max=32" doc:"replication factor for topics ensure; -1 uses the broker default"`
 	SchemaRegistryURL      string   `env:"SCHEMA_REGISTRY_URL" check:"url=http|https" doc:"Confluent-compatible schema registry; empty uses Avro single-object encoding"`

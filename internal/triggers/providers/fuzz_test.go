@@ -50,6 +50,7 @@ func fuzzParse(f *testing.F, provider, dir string, headerName string, headerValu
 			if _, err := json.Marshal(ev.Context); err != nil {
 				t.Fatalf("context: %v", err)
 			}
+			bounded(t, ev) // within the projection's limits
 			providers.Matches(ev.Provider, map[string]any{}, ev)
 		}
 		_, _ = providers.LifecycleOf(w)

@@ -94,7 +94,6 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 		occurred = firstTime(w.ReceivedAt, is.time("updated_at", false), is.time("created_at", false))
 		put(g, "issue_number", numberOf(is))
 		put(g, "issue_title", is.str("title"))
-		put(g, "issue_body", is.str("body"))
 		put(g, "issue_url", url)
 		put(g, "issue_state", is.str("state"))
 		g["labels"] = is.names("labels")
@@ -114,7 +113,6 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 		occurred = firstTime(w.ReceivedAt, pr.time("updated_at", false), pr.time("created_at", false))
 		put(g, "pr_number", numberOf(pr))
 		put(g, "pr_title", pr.str("title"))
-		put(g, "pr_body", pr.str("body"))
 		put(g, "pr_url", url)
 		put(g, "pr_state", pr.str("state"))
 		put(g, "base_branch", pr.obj("base").str("ref"))
@@ -150,7 +148,8 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 		var messages []string
 		var files []string
 		for _, c := range commits {
-			list = append(list, map[string]any{"sha": c.str("id"), "message": c.str("message"), "author": c.obj("author").str("name")})
+			// The full messages are the description; each commit keeps its subject.
+			list = append(list, map[string]any{"sha": c.str("id"), "message": firstLine(c.str("message")), "author": c.obj("author").str("name")})
 			messages = append(messages, c.str("message"))
 			for _, k := range []string{"added", "modified", "removed"} {
 				files = append(files, c.strs(k)...)
@@ -195,7 +194,6 @@ func parseGitHub(w Webhook) ([]runs.Event, error) {
 		put(g, "status", cr.str("status"))
 		put(g, "check_name", cr.str("name"))
 		put(g, "error_message", cr.obj("output").str("title"))
-		put(g, "error_details", cr.obj("output").str("summary"))
 		description = cr.obj("output").str("summary")
 	case "workflow_run":
 		wr, err := need("workflow_run")

@@ -78,7 +78,6 @@ func linearIssueEvent(issue map[string]any, action, delivery string, fallback ti
 		l["issue_number"] = int64(n)
 	}
 	put(l, "title", is.str("title"))
-	put(l, "description", is.str("description"))
 	put(l, "state", is.obj("state").str("name"))
 	put(l, "state_type", is.obj("state").str("type"))
 	put(l, "state_id", first(is.obj("state").str("id"), is.str("stateId")))

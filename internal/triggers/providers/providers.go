@@ -29,9 +29,36 @@
 //
 // Normalized context (runs.Event.Context) is {"title", "description",
 // "related_files", <provider>: {…}} with snake_case keys (custom webhooks:
-// {"title", "payload": <the body>, "custom": {"received_at"}}); Matches reads
+// {"title", "payload": <the body, bounded>, "custom": {"received_at"}}); Matches reads
 // the provider object, so pollers that build events for these providers must
 // use the same builders (LinearIssueEvent, or Parse).
+//
+// # Bounded projection
+//
+// Parse and LinearIssueEvent return a bounded projection of the payload, the
+// only form in which an event is matched, stored (trigger_events) and
+// announced (triggers.events, 256 KiB a record); the raw webhook stays in
+// webhooks.raw and the blob store. No field is stored twice: the issue or
+// pull request body, the check run summary and a Linear description are the
+// context's "description" only, and push commits keep their subject line
+// (the full messages are the description). Limits, in bytes of UTF-8 cut on
+// a rune boundary with a "…[truncated N bytes]" marker:
+//
+//	description                      16 KiB (MaxDescriptionBytes)
+//	sentry.stack_trace                8 KiB
+//	any other string                  2 KiB
+//	github.commits                    100 items; related_files 200; any other list 100
+//	payload (custom), posthog.properties, posthog.person
+//	                                 whole up to 64 KiB of JSON, else cut to 64 KiB
+//	nesting                          32 levels
+//	the whole context                128 KiB of JSON (MaxContextBytes): members are
+//	                                 kept in priority order (title, description,
+//	                                 the provider object, related_files, payload)
+//	title 500, url 2 KiB (longer: dropped), external id 256, dedup key 512,
+//	event types 200 (longer identifiers: a prefix and the SHA-256 of the whole)
+//
+// A context from which anything was cut has "truncated": true; a list cut to
+// its limit has a sibling "<name>_total" with its full length.
 //
 // Dedup keys (unique per trigger, so a redelivery changes nothing):
 //
@@ -112,7 +139,11 @@ type Info struct {
 // lifecycle, Nango auth and sync, Linear non-Issue or remove events). A
 // payload that cannot be parsed returns a *ParseError.
 func Parse(w Webhook) ([]runs.Event, error) {
-	return parse(w)
+	evs, err := parse(w)
+	if err != nil {
+		return nil, err
+	}
+	return boundAll(evs), nil
 }
 
 // Matches reports whether a trigger with this provider and config fires for
@@ -189,5 +220,9 @@ func FallbackDedupKey(w Webhook) string {
 // pushed issues match the same filters and share dedup keys:
 // linear:{id}:create, linear:{id}:update:{updatedAt}.
 func LinearIssueEvent(issue map[string]any, action string, fallback time.Time) (runs.Event, error) {
-	return linearIssueEvent(issue, action, "", fallback)
+	ev, err := linearIssueEvent(issue, action, "", fallback)
+	if err != nil {
+		return ev, err
+	}
+	return bound(ev), nil
 }

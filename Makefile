@@ -6,6 +6,8 @@ STACK := scripts/devstack.sh
 # Exports DATABASE_URL and REDIS_URL of the private Postgres and Redis
 # (the dev profile, or the ci profile when CI=true).
 STACK_ENV = eval "$$($(STACK) env)"
+# The test-only npm package (avsc) the schemas interop tests run.
+AVSC_DIR := schemas/testdata/avsc
 
 .PHONY: run test bench lint docs build tools stack-up stack-down stack-status clean
 
@@ -43,9 +45,16 @@ build:
 stack-up:
 	@$(STACK) up
 
-## tools: install the pinned coding agent (OpenCode, from npm) into a shared cache
-tools:
+## tools: install the pinned coding agent (OpenCode, from npm) into a shared cache, and the test-only npm package avsc
+tools: $(AVSC_DIR)/node_modules/.installed
 	@scripts/opencode.sh install >/dev/null
+
+# avsc, the npm Avro library the schemas tests decode our records with (a
+# reader that shares nothing with our code); pinned by its package-lock.json
+# and reinstalled only when that or package.json changes.
+$(AVSC_DIR)/node_modules/.installed: $(AVSC_DIR)/package.json $(AVSC_DIR)/package-lock.json
+	npm ci --prefix $(AVSC_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
 
 stack-down:
 	@$(STACK) down

@@ -56,7 +56,8 @@ type version struct {
 	text        string
 	root        *node
 	avro        *goavro.Codec
-	fingerprint uint64        // CRC-64-AVRO of the parsing canonical form
+	fingerprint uint64        // CRC-64-AVRO of the Parsing Canonical Form; the only one written
+	legacyFP    uint64        // what releases before spec-conformant fingerprints wrote; still read
 	check       checker       // binary pre-validation
 	dec         *eventDecoder // resolves data written with this version into the newest Go type
 }
@@ -132,6 +133,10 @@ func loadVersion(f schemaFile) (*version, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", f.name, err)
 	}
+	fp, err := Fingerprint(f.text)
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", f.name, err)
+	}
 	return &version{
 		eventType:   f.eventType,
 		number:      f.number,
@@ -139,7 +144,8 @@ func loadVersion(f schemaFile) (*version, error) {
 		text:        f.text,
 		root:        root,
 		avro:        codec,
-		fingerprint: codec.Rabin,
+		fingerprint: fp,
+		legacyFP:    legacyFingerprint(codec),
 		check:       chk,
 	}, nil
 }

@@ -14,8 +14,8 @@ import (
 // concurrent use; create one per process and share it.
 type Codec struct {
 	types         map[string]*eventInfo
-	byFingerprint map[uint64]*version
-	reg           *registry // nil: single-object encoding
+	byFingerprint map[uint64]*version // current and legacy fingerprints
+	reg           *registry           // nil: single-object encoding
 }
 
 // Option configures NewCodec.
@@ -63,6 +63,16 @@ func NewCodec(opts ...Option) (*Codec, error) {
 				return nil, fmt.Errorf("schemas: %s and %s have the same canonical form; a new version must change the schema", prev.file, v.file)
 			}
 			c.byFingerprint[v.fingerprint] = v
+		}
+	}
+	// Legacy fingerprints go in after every current one, so that neither
+	// kind can shadow a current fingerprint of another version.
+	for _, ei := range types {
+		for _, v := range ei.versions {
+			if prev, dup := c.byFingerprint[v.legacyFP]; dup && prev != v {
+				return nil, fmt.Errorf("schemas: the legacy fingerprint %016x of %s is also the fingerprint of %s", v.legacyFP, v.file, prev.file)
+			}
+			c.byFingerprint[v.legacyFP] = v
 		}
 	}
 	if o.hasRegistry {

@@ -32,8 +32,13 @@
 //
 // By default the codec writes Avro single-object encoding: the magic bytes
 // C3 01, the 8-byte little-endian CRC-64-AVRO (Rabin) fingerprint of the
-// writer schema's parsing canonical form, then the Avro binary body. Any Avro
-// library can decode it from the .avsc files alone.
+// writer schema's Parsing Canonical Form (CanonicalForm, Fingerprint; both
+// exactly as the Avro specification defines them), then the Avro binary
+// body. Any Avro library can decode it from the .avsc files alone; the tests
+// check that with the npm library avsc. Releases before that wrote goavro's
+// non-standard fingerprint instead (its "canonical form" keeps logical types
+// as {"type":"long"}); Decode still accepts those legacy fingerprints, so
+// records already on topics stay readable, and Encode never writes them.
 //
 // With WithRegistry (when SCHEMA_REGISTRY_URL is set) it writes the Confluent
 // wire format: a 0x00 byte, the 4-byte big-endian schema id, then the body.

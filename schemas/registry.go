@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/linkedin/goavro/v2"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -66,8 +65,9 @@ func (r *registry) appendHeader(b []byte, et string) ([]byte, error) {
 
 // version returns the known schema version registered under id, fetching
 // and caching the id's schema on first sight. The schema is matched to a
-// version by its canonical-form fingerprint, so formatting differences
-// introduced by the registry do not matter.
+// version by the fingerprint of its Parsing Canonical Form, so formatting
+// and attributes the registry adds or drops (doc, defaults, logical types)
+// do not matter.
 func (r *registry) version(id int, byFingerprint map[uint64]*version) (*version, error) {
 	r.mu.RLock()
 	v, seen := r.byID[id]
@@ -90,8 +90,8 @@ func (r *registry) version(id int, byFingerprint map[uint64]*version) (*version,
 	}
 	v = nil
 	if s.Type == sr.TypeAvro && len(s.References) == 0 {
-		if codec, err := goavro.NewCodec(s.Schema); err == nil {
-			v = byFingerprint[codec.Rabin]
+		if fp, err := Fingerprint(s.Schema); err == nil {
+			v = byFingerprint[fp]
 		}
 	}
 	r.mu.Lock()

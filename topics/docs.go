@@ -31,11 +31,15 @@ func Markdown() (string, error) {
 
 Every record on an event topic is Avro. By default the value is in Avro
 **single-object encoding**: the two bytes ` + "`C3 01`" + `, the 8-byte little-endian
-CRC-64-AVRO fingerprint of the writer schema's canonical form, then the Avro
-binary body. Any Avro library can decode it given the ` + "`.avsc`" + ` files in
-` + "`schemas/avro/`" + `. When the platform runs with ` + "`SCHEMA_REGISTRY_URL`" + `, values
-use the Confluent wire format instead (` + "`00`" + `, 4-byte schema id, body) and the
-schemas are registered under their full record name.
+CRC-64-AVRO fingerprint of the writer schema's *Parsing Canonical Form*, then
+the Avro binary body. Both follow the Avro specification exactly, so any Avro
+library given the ` + "`.avsc`" + ` files in ` + "`schemas/avro/`" + ` finds the writer schema
+by the fingerprint it computes itself (Java's
+` + "`SchemaNormalization.parsingFingerprint64`" + `, avsc's ` + "`type.schema()`" + `, ...); the
+fingerprint of every version is listed under [Schema fingerprints](#schema-fingerprints).
+When the platform runs with ` + "`SCHEMA_REGISTRY_URL`" + `, values use the Confluent
+wire format instead (` + "`00`" + `, 4-byte schema id, body) and the schemas are
+registered under their full record name.
 
 Every event record carries the headers ` + "`event_type`" + `, ` + "`event_id`" + ` and
 ` + "`content-type`" + `, and every schema starts with the same envelope fields
@@ -69,6 +73,9 @@ blob store.
 Dead-letter topics keep the failed record's key, value and headers and add
 ` + "`dlq.error`, `dlq.permanent`, `dlq.attempts`, `dlq.group`, `dlq.source.topic`, `dlq.source.partition`, `dlq.source.offset`, `dlq.failed_at`" + `.
 `)
+	if err := fingerprintSection(&b); err != nil {
+		return "", err
+	}
 	for _, t := range All() {
 		if t.DeadLetterOf != "" {
 			continue
@@ -88,6 +95,84 @@ Dead-letter topics keep the failed record's key, value and headers and add
 		}
 	}
 	return b.String(), nil
+}
+
+// fingerprintSection documents the fingerprints of every schema version and
+// shows how a reader outside Go decodes a record.
+func fingerprintSection(b *strings.Builder) error {
+	files, err := schemas.SchemaFiles()
+	if err != nil {
+		return err
+	}
+	b.WriteString(`
+## Schema fingerprints
+
+A single-object record names its writer schema only by the CRC-64-AVRO
+fingerprint of the schema's Parsing Canonical Form, as the Avro specification
+defines both: the canonical form keeps only ` + "`name`, `type`, `fields`, `symbols`,\n`items`, `values` and `size`" + ` (with full names), so ` + "`doc`" + `, defaults, aliases and
+logical types do not change it (` + "`{\"type\":\"long\",\"logicalType\":\"timestamp-millis\"}`" + `
+is ` + "`\"long\"`" + `). A reader computes the fingerprints from the ` + "`.avsc`" + ` files itself;
+this table is for checking. The fingerprint is shown as a 64-bit hex number; in
+the record its 8 bytes are little-endian (` + "`C3 01 87 02 0d 07 ...`" + ` for
+` + "`984856a8070d0287`" + `).
+
+Records written by releases before the fingerprints followed the
+specification carry a **legacy fingerprint** instead, which other Avro
+libraries cannot compute (it came from goavro's non-standard canonical form,
+which keeps ` + "`{\"type\":\"long\"}`" + ` for logical types). Proliferate's consumers
+read both; only the spec fingerprint is written. To read such older records
+elsewhere, also map the legacy fingerprints below to their schemas.
+
+| schema file | fingerprint | legacy fingerprint (still read, never written) |
+| --- | --- | --- |
+`)
+	for _, f := range files {
+		fmt.Fprintf(b, "| `schemas/avro/%s` | `%016x` | `%016x` |\n", f.File, f.Fingerprint, f.LegacyFingerprint)
+	}
+	b.WriteString(`
+Decoding a record in Node.js with [avsc](https://www.npmjs.com/package/avsc)
+(` + "`npm install avsc`" + `): read the fingerprint, find the schema with that
+fingerprint, decode the body with it. avsc's ` + "`type.schema()`" + ` is the Parsing
+Canonical Form; Node's crypto has no CRC-64-AVRO, so it is computed here (the
+specification gives the algorithm). Proliferate's tests decode a record of
+every event type this way.
+
+` + "```js" + `
+const fs = require('fs');
+const avro = require('avsc');
+
+// CRC-64-AVRO, the Avro specification's 64-bit fingerprint.
+const EMPTY = 0xc15d213aa4d7a795n;
+const TABLE = Array.from({length: 256}, (_, i) => {
+  let fp = BigInt(i);
+  for (let j = 0; j < 8; j++) fp = (fp >> 1n) ^ (EMPTY & -(fp & 1n));
+  return fp;
+});
+const crc64 = (text) => [...Buffer.from(text, 'utf8')]
+  .reduce((fp, b) => (fp >> 8n) ^ TABLE[Number((fp ^ BigInt(b)) & 0xffn)], EMPTY);
+
+// Every schema version, keyed by the fingerprint of its canonical form.
+const schemas = new Map();
+for (const file of fs.readdirSync('schemas/avro')) {
+  const type = avro.Type.forSchema(JSON.parse(fs.readFileSync('schemas/avro/' + file, 'utf8')));
+  schemas.set(crc64(JSON.stringify(type.schema())), type);
+}
+
+// value: a Kafka record value (Buffer) in single-object encoding.
+function decode(value) {
+  if (value[0] !== 0xc3 || value[1] !== 0x01) throw new Error('not single-object encoded');
+  const type = schemas.get(value.readBigUInt64LE(2));
+  if (!type) throw new Error('unknown schema fingerprint ' + value.readBigUInt64LE(2).toString(16));
+  return type.fromBuffer(value.subarray(10)); // the event: envelope fields and payload
+}
+` + "```" + `
+
+avsc's default ` + "`long`" + ` refuses values beyond 2^53; pass a custom long type
+(avsc's ` + "`LongType.__with`" + `, for example with BigInt) to
+` + "`Type.forSchema`" + ` to read every 64-bit value exactly. Confluent-framed records
+(` + "`00`" + ` and a schema id) are read through the schema registry instead.
+`)
+	return nil
 }
 
 func codeList(xs []string, empty string) string {

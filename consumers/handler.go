@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
 )
 
 // Message is one record handed to a handler.
@@ -68,10 +69,16 @@ func Permanent(err error) error {
 	return permanentError{err}
 }
 
-// IsPermanent reports whether err was marked with Permanent.
+// IsPermanent reports whether err was marked with Permanent, or is an
+// output record over its topic's size limit (the same input produces the
+// same record again).
 func IsPermanent(err error) bool {
 	var p permanentError
-	return errors.As(err, &p)
+	if errors.As(err, &p) {
+		return true
+	}
+	_, tooLarge := errors.AsType[*topics.RecordTooLargeError](err)
+	return tooLarge
 }
 
 // errStopping is returned when a partition is being revoked or the runner is

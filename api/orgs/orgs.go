@@ -76,6 +76,7 @@ func Register(s *api.Server) error {
 	h.registerInvitations()
 	h.registerOnboarding()
 	h.registerAdmin()
+	h.registerOutbox()
 	return nil
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
 )
 
 // Channel is the LISTEN/NOTIFY channel that wakes the relay.
@@ -36,7 +37,10 @@ type Message struct {
 	Headers map[string]string
 }
 
-// Add inserts msgs in tx and notifies the relay when tx commits.
+// Add inserts msgs in tx and notifies the relay when tx commits. A message
+// over its topic's size limit (topics.MaxRecordBytes) fails the call with a
+// *topics.RecordTooLargeError before anything is written, so the caller's
+// transaction never commits a record the broker would refuse.
 func Add(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -48,6 +52,13 @@ func Add(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	for i, m := range msgs {
 		if m.Topic == "" {
 			return fmt.Errorf("outbox: message %d has no topic", i)
+		}
+		size := len(m.Key) + len(m.Value)
+		for k, v := range m.Headers {
+			size += len(k) + len(v)
+		}
+		if err := topics.CheckRecordSize(m.Topic, size); err != nil {
+			return fmt.Errorf("outbox: message %d (key %q): %w", i, m.Key, err)
 		}
 		h, err := json.Marshal(m.Headers)
 		if err != nil {

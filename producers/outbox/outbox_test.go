@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 // reset gives each test an empty outbox (tests of this package share a database).
 func reset(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	if _, err := pool.Exec(context.Background(), `TRUNCATE outbox;
+	if _, err := pool.Exec(context.Background(), `TRUNCATE outbox, outbox_dead_letters;
 		CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY); TRUNCATE orders`); err != nil {
 		t.Fatal(err)
 	}

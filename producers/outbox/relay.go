@@ -1,17 +1,22 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/proliferate/proliferate/topics"
 )
 
 // relayLock is the advisory lock key held for the duration of one batch
@@ -28,6 +33,9 @@ type RelayOptions struct {
 	PollInterval time.Duration
 	// Retention is how long published rows are kept; 0 keeps them forever.
 	Retention time.Duration
+	// MaxPendingAge is how old the oldest pending row may be before Ready
+	// fails (the relay is behind or stuck); 0 means DefaultMaxPendingAge.
+	MaxPendingAge time.Duration
 	Logger    *slog.Logger
 	// Registerer receives the relay's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
@@ -40,9 +48,11 @@ type Relay struct {
 	opt  RelayOptions
 	log  *slog.Logger
 
-	published prometheus.Counter
-	batchTime prometheus.Histogram
-	oldest    prometheus.Gauge
+	published   prometheus.Counter
+	setAside    prometheus.Counter
+	batchTime   prometheus.Histogram
+	oldest      prometheus.Gauge
+	deadLetters prometheus.Gauge
 
 	// afterPublish runs between publishing and marking; tests use it to
 	// simulate a crash at the worst moment.
@@ -61,6 +71,9 @@ func NewRelay(pool *pgxpool.Pool, cl *kgo.Client, opt RelayOptions) *Relay {
 	if opt.Logger == nil {
 		opt.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opt.MaxPendingAge <= 0 {
+		opt.MaxPendingAge = DefaultMaxPendingAge
+	}
 	r := &Relay{pool: pool, cl: cl, opt: opt, log: opt.Logger.With("role", "outbox-relay"),
 		published: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "proliferate_outbox_published_total", Help: "Outbox rows published to Kafka (a crash can publish a row twice).",
@@ -72,9 +85,15 @@ func NewRelay(pool *pgxpool.Pool, cl *kgo.Client, opt RelayOptions) *Relay {
 		oldest: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "proliferate_outbox_oldest_pending_seconds", Help: "Age of the oldest unpublished outbox row (0 when none).",
 		}),
+		setAside: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "proliferate_outbox_set_aside_total", Help: "Outbox rows moved to outbox_dead_letters because they can never be published.",
+		}),
+		deadLetters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "proliferate_outbox_dead_letters", Help: "Rows in outbox_dead_letters waiting for an operator (`proliferate outbox list`).",
+		}),
 	}
 	if opt.Registerer != nil {
-		opt.Registerer.MustRegister(r.published, r.batchTime, r.oldest)
+		opt.Registerer.MustRegister(r.published, r.setAside, r.batchTime, r.oldest, r.deadLetters)
 	}
 	return r
 }
@@ -86,6 +105,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	go r.listen(ctx, wake)
 	purge := time.NewTicker(time.Minute)
 	defer purge.Stop()
+	observe := time.NewTicker(5 * time.Second)
+	defer observe.Stop()
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
@@ -95,7 +116,9 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		case <-wake:
 		case <-poll.C:
+		case <-observe.C:
 			r.observeOldest(ctx)
+			continue
 		case <-purge.C:
 			r.purge(ctx)
 			continue
@@ -125,9 +148,14 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// PublishBatch publishes up to BatchSize pending rows in id order and marks them
-// published, all in one transaction. It returns how many it published; 0 also
-// when another replica is publishing right now.
+// PublishBatch publishes up to BatchSize pending rows in id order and records
+// the outcome of each in one transaction: rows the broker acknowledged are
+// marked published, rows that can never be published are moved to
+// outbox_dead_letters with their error (see poisonError), and rows that
+// failed for a passing reason stay pending. It returns how many rows it
+// published or set aside (0 also when another replica is publishing right
+// now), and an error when some rows stayed pending, so that Run backs off
+// before republishing only those.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	start := time.Now()
 	tx, err := r.pool.Begin(ctx)
@@ -148,8 +176,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("read pending rows: %w", err)
 	}
-	ids := make([]int64, 0, r.opt.BatchSize)
-	recs := make([]*kgo.Record, 0, r.opt.BatchSize)
+	var b batch
 	for rows.Next() {
 		var (
 			id      int64
@@ -162,43 +189,173 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("scan outbox row: %w", err)
 		}
 		rec.Key = []byte(key)
-		var h map[string]string
-		if err := json.Unmarshal(headers, &h); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("outbox row %d headers: %w", id, err)
+		if perr := toRecord(&rec, headers); perr != nil {
+			b.setAside(id, rec.Topic, perr)
+			continue
 		}
-		for k, v := range h {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
-		}
-		ids = append(ids, id)
-		recs = append(recs, &rec)
+		b.ids = append(b.ids, id)
+		b.recs = append(b.recs, &rec)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("read pending rows: %w", err)
 	}
-	if len(recs) == 0 {
+	if len(b.recs) == 0 && len(b.dead) == 0 {
 		return 0, nil
 	}
 	// One produce call for the whole batch: the idempotent producer keeps the
 	// order of records per partition, so per-key order matches id order.
-	if err := r.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		return 0, fmt.Errorf("publish %d rows: %w", len(recs), err)
-	}
-	if r.afterPublish != nil {
-		if err := r.afterPublish(ctx, len(recs)); err != nil {
+	stuck, pending := b.produce(ctx, r.cl)
+	if r.afterPublish != nil && len(b.published) > 0 {
+		if err := r.afterPublish(ctx, len(b.published)); err != nil {
 			return 0, err
 		}
 	}
-	if _, err := tx.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE id = ANY($1)", ids); err != nil {
-		return 0, fmt.Errorf("mark %d rows published: %w", len(ids), err)
+	// What the broker acknowledged is recorded even when ctx ended meanwhile:
+	// otherwise it would be published again.
+	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := b.record(mctx, tx); err != nil {
+		return 0, err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(mctx); err != nil {
 		return 0, fmt.Errorf("commit marks: %w", err)
 	}
-	r.published.Add(float64(len(recs)))
+	r.published.Add(float64(len(b.published)))
 	r.batchTime.Observe(time.Since(start).Seconds())
-	return len(recs), nil
+	for _, d := range b.dead {
+		r.setAside.Inc()
+		// An alert: someone has to look at it (`proliferate outbox list`).
+		r.log.Error("outbox row set aside: it can never be published", "outbox_id", d.id, "topic", d.topic, "error", d.err)
+	}
+	done := len(b.published) + len(b.dead)
+	if pending != nil {
+		return done, fmt.Errorf("%d of %d rows stay pending: %w", stuck, len(b.recs), pending)
+	}
+	return done, nil
+}
+
+// batch is one PublishBatch's rows and what became of them.
+type batch struct {
+	ids       []int64
+	recs      []*kgo.Record
+	published []int64
+	dead      []deadRow
+}
+
+type deadRow struct {
+	id    int64
+	topic string
+	err   string
+}
+
+func (b *batch) setAside(id int64, topic string, err error) {
+	b.dead = append(b.dead, deadRow{id: id, topic: topic, err: err.Error()})
+}
+
+// produce publishes the batch's records. A record that fails with an error
+// that can never pass (poisonError) is set aside; unless the error is about
+// its topic, it may only have shared a broker batch with the real culprit, so
+// it is tried once more alone first.
+// It returns how many records stay pending, and the first of their errors.
+func (b *batch) produce(ctx context.Context, cl *kgo.Client) (stuck int, pending error) {
+	if len(b.recs) == 0 {
+		return 0, nil
+	}
+	index := make(map[*kgo.Record]int, len(b.recs))
+	for i, rec := range b.recs {
+		index[rec] = i
+	}
+	var again []int
+	// Results come in the order the records completed, not as passed.
+	for _, res := range cl.ProduceSync(ctx, b.recs...) {
+		i := index[res.Record]
+		switch {
+		case res.Err == nil:
+			b.published = append(b.published, b.ids[i])
+		case poisonError(res.Err) && topicError(res.Err):
+			b.setAside(b.ids[i], b.recs[i].Topic, res.Err)
+		case poisonError(res.Err):
+			again = append(again, i)
+		default:
+			stuck++
+			pending = cmp.Or(pending, res.Err)
+		}
+	}
+	slices.Sort(again) // retried alone in id order
+	for _, i := range again {
+		err := cl.ProduceSync(ctx, b.recs[i]).FirstErr()
+		switch {
+		case err == nil:
+			b.published = append(b.published, b.ids[i])
+		case poisonError(err):
+			b.setAside(b.ids[i], b.recs[i].Topic, err)
+		default:
+			stuck++
+			pending = cmp.Or(pending, err)
+		}
+	}
+	return stuck, pending
+}
+
+// record marks published rows and moves dead ones aside, in tx.
+func (b *batch) record(ctx context.Context, tx pgx.Tx) error {
+	if len(b.published) > 0 {
+		if _, err := tx.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE id = ANY($1)", b.published); err != nil {
+			return fmt.Errorf("mark %d rows published: %w", len(b.published), err)
+		}
+	}
+	if len(b.dead) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(b.dead))
+	errs := make([]string, len(b.dead))
+	for i, d := range b.dead {
+		ids[i], errs[i] = d.id, d.err
+	}
+	_, err := tx.Exec(ctx, `WITH moved AS (
+			DELETE FROM outbox o USING unnest($1::bigint[], $2::text[]) AS d(id, error)
+			WHERE o.id = d.id
+			RETURNING o.id, o.topic, o.key, o.value, o.headers, o.created_at, d.error)
+		INSERT INTO outbox_dead_letters (id, topic, key, value, headers, created_at, error)
+		SELECT id, topic, key, value, headers, created_at, error FROM moved
+		ON CONFLICT (id) DO UPDATE SET failed_at = now(), error = EXCLUDED.error`, ids, errs)
+	if err != nil {
+		return fmt.Errorf("set aside %d rows: %w", len(ids), err)
+	}
+	return nil
+}
+
+// toRecord completes rec from a row's headers and checks what can be checked
+// before producing; an error means the row can never be published.
+func toRecord(rec *kgo.Record, headers []byte) error {
+	if rec.Topic == "" {
+		return errors.New("row has no topic")
+	}
+	var h map[string]string
+	if err := json.Unmarshal(headers, &h); err != nil {
+		return fmt.Errorf("headers are not a JSON object of strings: %w", err)
+	}
+	size := len(rec.Key) + len(rec.Value)
+	for k, v := range h {
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: k, Value: []byte(v)})
+		size += len(k) + len(v)
+	}
+	return topics.CheckRecordSize(rec.Topic, size)
+}
+
+// topicError reports whether err is about the record's topic, not its batch.
+func topicError(err error) bool {
+	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.InvalidTopicException)
+}
+
+// poisonError reports whether a produce error can never pass for this record:
+// too large for the broker, a topic that does not exist (after the client's
+// unknown-topic retries) or is invalid, a record the broker calls invalid.
+func poisonError(err error) bool {
+	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
+		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.InvalidTopicException) ||
+		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
 }
 
 // listen forwards notifications to wake, reconnecting on failure. A missed
@@ -240,13 +397,44 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	}
 }
 
-func (r *Relay) observeOldest(ctx context.Context) {
-	var age float64
-	err := r.pool.QueryRow(ctx, `SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
-		FROM outbox WHERE published_at IS NULL`).Scan(&age)
-	if err == nil {
-		r.oldest.Set(age)
+// DefaultMaxPendingAge is the default of RelayOptions.MaxPendingAge.
+const DefaultMaxPendingAge = 30 * time.Second
+
+// OldestPending is the age of the oldest unpublished row (0 when none) and
+// how many rows are set aside in outbox_dead_letters.
+func OldestPending(ctx context.Context, pool *pgxpool.Pool) (age time.Duration, deadLetters int64, err error) {
+	var secs float64
+	err = pool.QueryRow(ctx, `SELECT
+			COALESCE(EXTRACT(EPOCH FROM now() - (SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)), 0)::float8,
+			(SELECT count(*) FROM outbox_dead_letters)`).Scan(&secs, &deadLetters)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read outbox age: %w", err)
 	}
+	return time.Duration(secs * float64(time.Second)), deadLetters, nil
+}
+
+func (r *Relay) observeOldest(ctx context.Context) {
+	age, dead, err := OldestPending(ctx, r.pool)
+	if err == nil {
+		r.oldest.Set(age.Seconds())
+		r.deadLetters.Set(float64(dead))
+	}
+}
+
+// Ready is the relay's readiness check: the database answers and the oldest
+// pending row is younger than MaxPendingAge. Rows set aside do not count
+// (they wait for an operator, and the metric and log line say so).
+func (r *Relay) Ready(ctx context.Context) error {
+	age, dead, err := OldestPending(ctx, r.pool)
+	if err != nil {
+		return err
+	}
+	r.oldest.Set(age.Seconds())
+	r.deadLetters.Set(float64(dead))
+	if age > r.opt.MaxPendingAge {
+		return fmt.Errorf("oldest pending outbox row is %s old (limit %s)", age.Truncate(time.Second), r.opt.MaxPendingAge)
+	}
+	return nil
 }
 
 // purge deletes published rows older than the retention, in bounded chunks so

@@ -44,6 +44,9 @@ Commands:
   ingest                  accept webhooks on INGEST_ADDR (/webhooks/…) into webhooks.raw
   scheduler               run the cron scheduler and the integration pollers
   relay                   run the transactional outbox relay
+  outbox status|list|show ID|retry ID…|--all|discard ID…|--all
+                          the relay's backlog and the rows it set aside as
+                          unpublishable: inspect, retry or discard them
   finalizer               run the run finalizer (deadlines, inactivity, dead sessions)
   gateway                 serve the session gateway on GATEWAY_ADDR (WebSocket streaming,
                           session routes, sandbox tool callbacks; a sandbox per session)
@@ -121,22 +124,24 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, a, rest, stdout)
 	case "topics":
 		return topicsCmd(ctx, a, rest, stdout)
+	case "outbox":
+		return outboxCmd(ctx, a, rest, stdout)
 	case "api":
-		return a.Serve(ctx, nil, a.APIRole)
+		return a.Serve(ctx, cmd, nil, a.APIRole)
 	case "ingest":
-		return a.Serve(ctx, nil, a.IngestRole)
+		return a.Serve(ctx, cmd, nil, a.IngestRole)
 	case "scheduler":
-		return a.Serve(ctx, nil, a.SchedulerRole)
+		return a.Serve(ctx, cmd, nil, a.SchedulerRole)
 	case "relay":
-		return a.Serve(ctx, nil, a.RelayRole)
+		return a.Serve(ctx, cmd, nil, a.RelayRole)
 	case "gateway":
-		return a.Serve(ctx, nil, a.GatewayRole)
+		return a.Serve(ctx, cmd, nil, a.GatewayRole)
 	case "chat":
 		return chat(ctx, cfg, rest, os.Stdin, stdout, stderr)
 	case "terminal":
 		return terminal(ctx, cfg, rest, os.Stdin, stdout, stderr)
 	case "finalizer":
-		return a.Serve(ctx, nil, a.FinalizerRole)
+		return a.Serve(ctx, cmd, nil, a.FinalizerRole)
 	case "service-token":
 		fs := flag.NewFlagSet("service-token", flag.ContinueOnError)
 		fs.SetOutput(stderr)
@@ -154,9 +159,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, tok)
 		return nil
 	case "billing-jobs":
-		return a.Serve(ctx, nil, a.BillingJobsRole)
+		return a.Serve(ctx, cmd, nil, a.BillingJobsRole)
 	case "llm-proxy":
-		return a.Serve(ctx, nil, a.LLMProxyRole)
+		return a.Serve(ctx, cmd, nil, a.LLMProxyRole)
 	case "llm-sim":
 		return llmsim.Main(ctx, cfg.LLMSimAddr, llmsim.Options{APIKey: cfg.LLMSimAPIKey, ScriptsDir: cfg.LLMSimScriptsDir, Logger: log})
 	case "worker":
@@ -176,7 +181,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return a.Serve(ctx, roles)
+		return a.Serve(ctx, cmd, roles)
 	case "secrets":
 		if len(rest) != 1 || rest[0] != "reseal" {
 			return usageError{"usage: proliferate secrets reseal"}

@@ -60,32 +60,42 @@ func BuildRoles(ctx context.Context, builders ...RoleBuilder) ([]Role, error) {
 	return roles, nil
 }
 
-// Serve runs the given roles plus the ops endpoints until ctx ends: what a
-// single-role subcommand (api, ingest, relay, scheduler) does.
-func (a *App) Serve(ctx context.Context, extra []Role, builders ...RoleBuilder) error {
-	roles, err := BuildRoles(ctx, append(builders, a.OpsRole)...)
+// Serve runs the given roles plus the ops endpoints of role (the
+// subcommand's name, which picks the default ops port) until ctx ends: what
+// a single-role subcommand (api, ingest, relay, scheduler…) does.
+func (a *App) Serve(ctx context.Context, role string, extra []Role, builders ...RoleBuilder) error {
+	roles, err := BuildRoles(ctx, append(builders, a.OpsRole(role))...)
 	if err != nil {
 		return err
 	}
 	return RunRoles(ctx, append(extra, roles...)...)
 }
 
-// OpsRole serves /healthz, /readyz and /metrics on OPS_ADDR.
-func (a *App) OpsRole(ctx context.Context) (Role, error) {
-	addr, errc, err := obs.Serve(ctx, a.Cfg.OpsAddr, obs.Handler(a.Reg, a.Checks))
-	if err != nil {
-		return Role{}, fmt.Errorf("ops server on OPS_ADDR=%s: %w", a.Cfg.OpsAddr, err)
-	}
-	a.opsAddr.Store(&addr)
-	a.Log.Info("ops endpoints listening", "addr", addr, "paths", "/healthz /readyz /metrics")
-	return Role{"ops", func(ctx context.Context) error {
-		select {
-		case err := <-errc:
-			return err
-		case <-ctx.Done():
-			return <-errc
+// OpsRole serves /healthz, /readyz and /metrics for role: on OPS_ADDR when
+// it is set, else on the role's own port (config.OpsPorts), so roles
+// started side by side on one machine do not collide.
+func (a *App) OpsRole(role string) RoleBuilder {
+	return func(ctx context.Context) (Role, error) {
+		want := a.Cfg.OpsAddrFor(role)
+		addr, errc, err := obs.Serve(ctx, want, obs.Handler(a.Reg, a.Checks))
+		if err != nil {
+			how := "OPS_ADDR"
+			if a.Cfg.OpsAddr == "" {
+				how = "the default ops address of " + role + " (set OPS_ADDR to choose another)"
+			}
+			return Role{}, fmt.Errorf("ops server on %s, %s: %w", want, how, err)
 		}
-	}}, nil
+		a.opsAddr.Store(&addr)
+		a.Log.Info("ops endpoints listening", "role", role, "addr", addr, "paths", "/healthz /readyz /metrics")
+		return Role{"ops", func(ctx context.Context) error {
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+				return <-errc
+			}
+		}}, nil
+	}
 }
 
 // RelayRole publishes the transactional outbox.
@@ -98,12 +108,14 @@ func (a *App) RelayRole(ctx context.Context) (Role, error) {
 		return Role{}, err
 	}
 	relay := outbox.NewRelay(a.Pool, cl, outbox.RelayOptions{
-		BatchSize:    a.Cfg.OutboxBatchSize,
-		PollInterval: a.Cfg.OutboxPollInterval,
-		Retention:    a.Cfg.OutboxRetention,
-		Logger:       a.Log,
-		Registerer:   a.Reg,
+		BatchSize:     a.Cfg.OutboxBatchSize,
+		PollInterval:  a.Cfg.OutboxPollInterval,
+		Retention:     a.Cfg.OutboxRetention,
+		MaxPendingAge: a.Cfg.OutboxMaxPendingAge,
+		Logger:        a.Log,
+		Registerer:    a.Reg,
 	})
+	a.Checks.Add("outbox", relay.Ready)
 	return Role{"outbox-relay", relay.Run}, nil
 }
 
@@ -306,7 +318,7 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.BillingJobsRole, a.LLMProxyRole, a.GatewayRole, a.OpsRole)
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.BillingJobsRole, a.LLMProxyRole, a.GatewayRole, a.OpsRole("dev"))
 	if err != nil {
 		return err
 	}

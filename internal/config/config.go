@@ -46,16 +46,17 @@ type Config struct {
 	BrokerDataDir           string        `env:"BROKER_DATA_DIR" default:".data/kafka" check:"nonempty" doc:"data directory of the embedded broker; locked against a second process"`
 	BrokerRetentionInterval time.Duration `env:"BROKER_RETENTION_INTERVAL" default:"1m" check:"positive" doc:"how often the embedded broker applies topic retention"`
 
-	OpsAddr string `env:"OPS_ADDR" default:"127.0.0.1:9464" check:"hostport" doc:"listen address of /healthz, /readyz and /metrics"`
+	OpsAddr string `env:"OPS_ADDR" check:"opthostport" doc:"listen address of /healthz, /readyz and /metrics; empty: 127.0.0.1 and the port of the role (dev 9464; every role subcommand its own, see the table below), so split roles on one machine never collide"`
 
 	ConsumerMaxAttempts    int           `env:"CONSUMER_MAX_ATTEMPTS" default:"5" check:"min=1,max=100" doc:"attempts per record before it goes to the group's dead-letter topic"`
 	ConsumerBackoffInitial time.Duration `env:"CONSUMER_BACKOFF_INITIAL" default:"100ms" check:"positive" doc:"first retry delay; doubles per attempt"`
 	ConsumerBackoffMax     time.Duration `env:"CONSUMER_BACKOFF_MAX" default:"10s" check:"positive" doc:"retry delay cap"`
 
-	OutboxBatchSize    int           `env:"OUTBOX_BATCH_SIZE" default:"500" check:"min=1,max=10000" doc:"events the relay publishes per transaction"`
-	OutboxLanes        int           `env:"OUTBOX_LANES" default:"16" check:"min=1,max=1024" doc:"ordering lanes (hash of key); each lane is relayed by one replica at a time"`
-	OutboxPollInterval time.Duration `env:"OUTBOX_POLL_INTERVAL" default:"1s" check:"positive" doc:"fallback poll when no NOTIFY arrives"`
-	OutboxRetention    time.Duration `env:"OUTBOX_RETENTION" default:"24h" check:"positive" doc:"how long published outbox rows are kept for inspection"`
+	OutboxBatchSize     int           `env:"OUTBOX_BATCH_SIZE" default:"500" check:"min=1,max=10000" doc:"events the relay publishes per transaction"`
+	OutboxLanes         int           `env:"OUTBOX_LANES" default:"16" check:"min=1,max=1024" doc:"ordering lanes (hash of key); each lane is relayed by one replica at a time"`
+	OutboxPollInterval  time.Duration `env:"OUTBOX_POLL_INTERVAL" default:"1s" check:"positive" doc:"fallback poll when no NOTIFY arrives"`
+	OutboxRetention     time.Duration `env:"OUTBOX_RETENTION" default:"24h" check:"positive" doc:"how long published outbox rows are kept for inspection"`
+	OutboxMaxPendingAge time.Duration `env:"OUTBOX_MAX_PENDING_AGE" default:"30s" check:"positive" doc:"the relay's /readyz fails while the oldest unpublished outbox row is older than this (rows set aside as dead letters do not count)"`
 
 	APIAddr           string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
 	APICORSOrigins    []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
@@ -376,6 +377,11 @@ func checkRule(f reflect.Value, raw, name, arg string) error {
 		}
 	case "hostport":
 		return checkHostPort(raw)
+	case "opthostport":
+		if raw == "" {
+			return nil
+		}
+		return checkHostPort(raw)
 	case "hostports":
 		for _, hp := range f.Interface().([]string) {
 			if err := checkHostPort(hp); err != nil {
@@ -458,6 +464,38 @@ func checkHostPort(s string) error {
 	return nil
 }
 
+// RolePort is the ops port a role subcommand listens on when OPS_ADDR is
+// empty.
+type RolePort struct {
+	Role string
+	Port int
+}
+
+// OpsPorts lists the default ops port of every role that serves ops
+// endpoints: dev keeps 9464, each role subcommand has its own, so roles
+// started side by side on one machine with the defaults all serve them.
+func OpsPorts() []RolePort {
+	return []RolePort{
+		{"dev", 9464}, {"api", 9465}, {"ingest", 9466}, {"scheduler", 9467}, {"relay", 9468},
+		{"gateway", 9469}, {"finalizer", 9470}, {"worker", 9471}, {"billing-jobs", 9472}, {"llm-proxy", 9473},
+	}
+}
+
+// OpsAddrFor is where role serves its ops endpoints: OPS_ADDR when set,
+// else 127.0.0.1 and the role's port from OpsPorts (any free port for a
+// role not listed there).
+func (c *Config) OpsAddrFor(role string) string {
+	if c.OpsAddr != "" {
+		return c.OpsAddr
+	}
+	for _, rp := range OpsPorts() {
+		if rp.Role == role {
+			return net.JoinHostPort("127.0.0.1", strconv.Itoa(rp.Port))
+		}
+	}
+	return "127.0.0.1:0"
+}
+
 // Markdown renders docs/config.md: every variable with its default and doc.
 func Markdown() string {
 	var b strings.Builder
@@ -474,6 +512,11 @@ func Markdown() string {
 			doc += " **Secret:** never logged; redacted by `proliferate config`."
 		}
 		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", s.Var, def, doc)
+	}
+	b.WriteString("\n## Ops ports\n\nWith `OPS_ADDR` empty each role serves `/healthz`, `/readyz` and `/metrics` on 127.0.0.1 and its own port, so roles started side by side on one machine do not collide; a set `OPS_ADDR` wins (`127.0.0.1:0` picks a free port, e.g. for a second `worker`).\n\n")
+	b.WriteString("| role | ops address |\n| --- | --- |\n")
+	for _, rp := range OpsPorts() {
+		fmt.Fprintf(&b, "| `proliferate %s` | `127.0.0.1:%d` |\n", rp.Role, rp.Port)
 	}
 	return b.String()
 }

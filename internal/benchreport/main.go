@@ -37,7 +37,7 @@ var absolute = []struct {
 	{"BenchmarkRelay/relay", "events/s", 10_000, 0},
 	{"BenchmarkIngest/github", "requests/s", 5_000, 0},
 	{"BenchmarkIngest/github", "p99-µs", 0, 20_000},
-	{"BenchmarkWebhookToQueuedRun", "p99-µs", 0, 100_000},
+	{"BenchmarkWebhookToQueuedRun", "p99-µs", 0, 10_000},
 	{"BenchmarkQueuedToRunning/stages", "p99-µs", 0, 200_000},
 	{"BenchmarkFanout/gateway", "delivery-p99-ms", 0, 50},
 	{"BenchmarkTokenOverhead/gateway", "ns/token", 0, 1_000_000},
@@ -121,6 +121,10 @@ func report(in io.Reader, out io.Writer) error {
 	all = append(all, codecComparisons(order)...)
 	all = append(all, comparison{"ledger apply: batched vs one locked transaction per event", "BenchmarkLedgerApply/batched",
 		"BenchmarkLedgerApply/per-event", "events/s", 10})
+	all = append(all, comparison{"relay lz4 vs uncompressed (events/s)", "BenchmarkRelay/relay",
+		"BenchmarkRelay/relay-uncompressed", "events/s", 0})
+	all = append(all, comparison{"relay uncompressed vs lz4 (wire bytes per event)", "BenchmarkRelay/relay-uncompressed",
+		"BenchmarkRelay/relay", "wire-B/event", 0})
 	for _, c := range all {
 		s, ok1 := med(c.subject, c.metric)
 		base, ok2 := med(c.baseline, c.metric)

@@ -36,7 +36,7 @@ type RelayOptions struct {
 	// MaxPendingAge is how old the oldest pending row may be before Ready
 	// fails (the relay is behind or stuck); 0 means DefaultMaxPendingAge.
 	MaxPendingAge time.Duration
-	Logger    *slog.Logger
+	Logger        *slog.Logger
 	// Registerer receives the relay's metrics; nil registers nothing.
 	Registerer prometheus.Registerer
 }

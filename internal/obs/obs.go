@@ -7,10 +7,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"regexp"
 	"sort"
 	"sync"
 	"time"
@@ -39,42 +41,93 @@ func NewRegistry() *prometheus.Registry {
 	return reg
 }
 
-// Check reports whether one dependency is usable.
+// Check reports whether one dependency is usable. It must honour ctx: Run
+// gives each check its own deadline.
 type Check func(ctx context.Context) error
 
-// Checks is a named set of readiness checks; roles add theirs as they start.
+// DefaultCheckTimeout bounds a check added without its own timeout when
+// Checks.Timeout is zero.
+const DefaultCheckTimeout = 2 * time.Second
+
+// Checks is the named set of readiness checks of one process: each role adds
+// what it needs to do its job as it is built, so a process running several
+// roles (dev) checks the union. Adding a name twice keeps the last check.
 type Checks struct {
+	// Timeout bounds each check added with Add; zero means
+	// DefaultCheckTimeout.
+	Timeout time.Duration
+
 	mu     sync.Mutex
-	checks map[string]Check
+	checks map[string]timedCheck
 }
 
-// Add registers a readiness check.
-func (c *Checks) Add(name string, check Check) {
+type timedCheck struct {
+	check   Check
+	timeout time.Duration // 0: Checks.Timeout
+}
+
+// Add registers a readiness check bounded by c.Timeout.
+func (c *Checks) Add(name string, check Check) { c.AddWithTimeout(name, 0, check) }
+
+// AddWithTimeout registers a readiness check with its own timeout (zero
+// means c.Timeout).
+func (c *Checks) AddWithTimeout(name string, timeout time.Duration, check Check) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.checks == nil {
-		c.checks = map[string]Check{}
+		c.checks = map[string]timedCheck{}
 	}
-	c.checks[name] = check
+	c.checks[name] = timedCheck{check: check, timeout: timeout}
 }
 
-// Result is the outcome of one check.
-type Result struct {
-	Name  string `json:"name"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
-	Took  string `json:"took"`
-}
-
-// Run runs every check concurrently, each bounded by timeout.
-func (c *Checks) Run(ctx context.Context, timeout time.Duration) []Result {
+// Names are the registered checks, sorted.
+func (c *Checks) Names() []string {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	names := make([]string, 0, len(c.checks))
 	for n := range c.checks {
 		names = append(names, n)
 	}
-	checks := make(map[string]Check, len(c.checks))
+	sort.Strings(names)
+	return names
+}
+
+// Check statuses in a Result.
+const (
+	StatusOK      = "ok"
+	StatusFailing = "failing"
+)
+
+// Result is the outcome of one check.
+type Result struct {
+	Name string `json:"name"`
+	// Status is StatusOK or StatusFailing; OK says the same as a bool.
+	Status string `json:"status"`
+	OK     bool   `json:"ok"`
+	// Error says why a failing check failed, with any password in a URL
+	// replaced (checks must not put secrets in their errors in the first
+	// place; this is the second line).
+	Error   string `json:"error,omitempty"`
+	Took    string `json:"took"`
+	Timeout string `json:"timeout"`
+}
+
+// Run runs every check concurrently, each bounded by its own timeout. A
+// check that does not return by its deadline fails with a timeout error
+// (Run does not wait for it).
+func (c *Checks) Run(ctx context.Context) []Result {
+	c.mu.Lock()
+	def := c.Timeout
+	if def <= 0 {
+		def = DefaultCheckTimeout
+	}
+	names := make([]string, 0, len(c.checks))
+	checks := make(map[string]timedCheck, len(c.checks))
 	for n, ch := range c.checks {
+		names = append(names, n)
+		if ch.timeout <= 0 {
+			ch.timeout = def
+		}
 		checks[n] = ch
 	}
 	c.mu.Unlock()
@@ -83,13 +136,14 @@ func (c *Checks) Run(ctx context.Context, timeout time.Duration) []Result {
 	var wg sync.WaitGroup
 	for i, n := range names {
 		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
+			ch := checks[n]
 			start := time.Now()
-			err := checks[n](cctx)
-			out[i] = Result{Name: n, OK: err == nil, Took: time.Since(start).Round(time.Microsecond).String()}
+			err := runBounded(ctx, ch.check, ch.timeout)
+			out[i] = Result{Name: n, Status: StatusOK, OK: err == nil,
+				Took: time.Since(start).Round(time.Microsecond).String(), Timeout: ch.timeout.String()}
 			if err != nil {
-				out[i].Error = err.Error()
+				out[i].Status = StatusFailing
+				out[i].Error = RedactURLPasswords(err.Error())
 			}
 		})
 	}
@@ -97,21 +151,72 @@ func (c *Checks) Run(ctx context.Context, timeout time.Duration) []Result {
 	return out
 }
 
-// Handler serves /healthz, /readyz and /metrics.
+// runBounded runs check under a deadline of timeout and returns by then even
+// if the check ignores its context.
+func runBounded(ctx context.Context, check Check, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- fmt.Errorf("check panicked: %v", p)
+			}
+		}()
+		done <- check(cctx)
+	}()
+	select {
+	case err := <-done:
+		if err != nil && cctx.Err() != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("no answer within %s: %w", timeout, err)
+		}
+		return err
+	case <-cctx.Done():
+		select {
+		case err := <-done: // it returned at its deadline too: keep its reason
+			return err
+		default:
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("no answer within %s", timeout)
+	}
+}
+
+// urlPassword matches the password of a URL's userinfo (scheme://user:pass@).
+var urlPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@`)
+
+// RedactURLPasswords replaces the passwords of URLs in s with "xxxxx", as
+// url.URL.Redacted does.
+func RedactURLPasswords(s string) string {
+	return urlPassword.ReplaceAllString(s, "${1}:xxxxx@")
+}
+
+// Handler serves /healthz (liveness: the process serves HTTP; it never looks
+// at dependencies, so an orchestrator does not restart a process because
+// Postgres is away), /readyz (every check of checks; 503 naming the failing
+// ones) and /metrics.
 func Handler(reg *prometheus.Registry, checks *Checks) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		results := checks.Run(r.Context(), 2*time.Second)
+		results := checks.Run(r.Context())
 		status, code := "ready", http.StatusOK
+		var failing []string
 		for _, res := range results {
 			if !res.OK {
 				status, code = "not ready", http.StatusServiceUnavailable
+				failing = append(failing, res.Name)
 			}
 		}
-		writeJSON(w, code, map[string]any{"status": status, "checks": results})
+		body := map[string]any{"status": status, "checks": results}
+		if len(failing) > 0 {
+			body["failing"] = failing
+		}
+		writeJSON(w, code, body)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return mux

@@ -43,9 +43,13 @@ type Config struct {
 	// CommitInterval is how often marked offsets are committed (also on every
 	// revocation and at shutdown). Default 1s.
 	CommitInterval time.Duration
-	Kafka          kafka.Options
-	Metrics        *Metrics
-	Logger         *slog.Logger
+	// MembershipGrace is how long a member that had joined its group may be
+	// out of it (a rebalance, a rejoin after a lost session) before Ready
+	// fails. Default DefaultMembershipGrace.
+	MembershipGrace time.Duration
+	Kafka           kafka.Options
+	Metrics         *Metrics
+	Logger          *slog.Logger
 	// ClientOpts are appended to the client options (tests, tuning).
 	ClientOpts []kgo.Opt
 }
@@ -66,6 +70,9 @@ type Runner struct {
 
 	mu      sync.Mutex
 	workers map[topicPartition]*worker
+
+	// member follows the group membership for Ready.
+	member *membership
 }
 
 type topicPartition struct {
@@ -96,6 +103,9 @@ func New(cfg Config) (*Runner, error) {
 	if cfg.CommitInterval <= 0 {
 		cfg.CommitInterval = time.Second
 	}
+	if cfg.MembershipGrace <= 0 {
+		cfg.MembershipGrace = DefaultMembershipGrace
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -109,6 +119,7 @@ func New(cfg Config) (*Runner, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With("group", cfg.Group),
 		workers:    map[topicPartition]*worker{},
+		member:     newMembership(cfg.Group, cfg.MembershipGrace),
 	}
 	if r.cfg.Retry.Logger == nil {
 		r.cfg.Retry.Logger = r.log
@@ -136,6 +147,7 @@ func New(cfg Config) (*Runner, error) {
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
+		kgo.WithHooks(membershipHooks{r.member}),
 	}
 	cl, err := kafka.NewClient(cfg.Kafka, append(opts, cfg.ClientOpts...)...)
 	if err != nil {
@@ -150,6 +162,7 @@ func New(cfg Config) (*Runner, error) {
 // committed and the member leaves the group.
 func (r *Runner) Run(ctx context.Context) error {
 	defer r.cancelHard()
+	defer r.member.stop()
 	r.log.Info("consumer group starting", "topics", r.cfg.Topics)
 
 	for {
@@ -197,6 +210,7 @@ func (r *Runner) assigned(_ context.Context, _ *kgo.Client, assigned map[string]
 			go w.run()
 		}
 	}
+	r.member.assigned()
 	r.log.Info("partitions assigned", "partitions", assigned)
 }
 
@@ -214,6 +228,7 @@ func (r *Runner) revoked(ctx context.Context, cl *kgo.Client, revoked map[string
 
 // lost partitions already belong to someone else: stop without committing.
 func (r *Runner) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	r.member.lost()
 	r.stopWorkers(lost)
 	r.log.Warn("partitions lost", "partitions", lost)
 }

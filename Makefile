@@ -45,9 +45,10 @@ build:
 stack-up:
 	@$(STACK) up
 
-## tools: install the pinned coding agent (OpenCode, from npm) into a shared cache, and the test-only npm package avsc
+## tools: install the pinned coding agent (OpenCode, from npm) into a shared cache, the sandbox jail (bubblewrap, socat; from Debian when missing) and the test-only npm package avsc
 tools: $(AVSC_DIR)/node_modules/.installed
 	@scripts/opencode.sh install >/dev/null
+	@scripts/sandbox-tools.sh install
 
 # avsc, the npm Avro library the schemas tests decode our records with (a
 # reader that shares nothing with our code); pinned by its package-lock.json

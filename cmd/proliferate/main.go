@@ -28,50 +28,153 @@ import (
 	"github.com/proliferate/proliferate/topics"
 )
 
-const usage = `proliferate — cloud coding agents for teams, on Kafka
+// command is one subcommand: its synopsis (name and arguments), one line
+// for the command list and the text of `proliferate help COMMAND`.
+type command struct {
+	synopsis, summary, help string
+}
 
-Usage: proliferate <command> [arguments]
+func (c command) name() string { name, _, _ := strings.Cut(c.synopsis, " "); return name }
 
-Commands:
-  dev                     run the whole platform in one process (embedded broker
-                          unless KAFKA_BROKERS is set, migrations, topics, every role)
-  broker                  run the embedded Kafka broker alone on BROKER_ADDR
-  migrate up|status       apply or list database migrations
-  topics ensure|list|describe [topic]|docs
-                          create missing topics and report drift; list the catalog;
-                          show a topic on the cluster; print docs/topics.md
-  api                     serve the REST API (/api/v1) on API_ADDR
-  ingest                  accept webhooks on INGEST_ADDR (/webhooks/…) into webhooks.raw
-  scheduler               run the cron scheduler and the integration pollers
-  relay                   run the transactional outbox relay
-  outbox status|list|show ID|retry ID…|--all|discard ID…|--all
-                          the relay's backlog and the rows it set aside as
-                          unpublishable: inspect, retry or discard them
-  finalizer               run the run finalizer (deadlines, inactivity, dead sessions)
-  gateway                 serve the session gateway on GATEWAY_ADDR (WebSocket streaming,
-                          session routes, sandbox tool callbacks; a sandbox per session)
-  chat --token T SESSION  talk to a session's agent over the gateway's WebSocket: each
-                          stdin line is a prompt (/cancel, /status, /snapshot)
-  terminal --token T SESSION
-                          a shell in the session's sandbox workspace (the gateway's
-                          terminal WebSocket; starts or resumes the sandbox)
-  actions list|guide|run  (inside a sandbox) act on connected integrations through the
-                          gateway: proliferate actions --help
-  billing-jobs            grace clock, enforcement retries, ledger partitions, LiteLLM spend
-                          collection, Autumn posting, auto-top-up, trial activation and
-                          the nightly reconciliation (each once at a time across replicas)
-  llm-proxy               the LLM proxy on LLM_PROXY_ADDR: per-session virtual keys, streamed
-                          through unbuffered, every request priced into llm.spend
-  llm-sim                 serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR
-  service-token NAME [--ttl=1h]
-                          mint a service token (svc_…) for an operator or a role,
-                          signed with SERVICE_TOKEN
-  worker [--groups=a,b]   run consumer groups (all of this build's by default)
-  secrets reseal          re-encrypt stored secrets with the first ENCRYPTION_KEYS key
-  config                  print the effective configuration, secrets redacted
+// commands lists every subcommand, in the order `proliferate help` shows
+// them; run's switch handles each (a test holds the two together).
+var commands = []command{
+	{"dev", "run the whole platform in one process (embedded broker\nunless KAFKA_BROKERS is set, migrations, topics, every role)",
+		`Runs the whole platform in one process: the embedded Kafka broker on
+BROKER_ADDR (unless KAFKA_BROKERS is set), the migrations, the topics and
+every role. Ops endpoints on OPS_ADDR (empty: 127.0.0.1:9464). Ctrl-C stops
+it cleanly.`},
+	{"broker", "run the embedded Kafka broker alone on BROKER_ADDR",
+		`Runs the embedded Kafka broker (kfake) alone on BROKER_ADDR with its data in
+BROKER_DATA_DIR (locked against a second process), for roles started as
+separate processes and for any Kafka client such as kcat.`},
+	{"migrate up|status", "apply or list database migrations",
+		`up      applies the pending embedded SQL migrations (advisory-locked,
+        checksummed) to DATABASE_URL
+status  lists every migration and when it was applied`},
+	{"topics ensure|list|describe [topic…]|docs", "create missing topics and report drift; list the catalog;\nshow topics on the cluster; print docs/topics.md",
+		`ensure    creates missing topics and reports drift (never alters existing
+          topics; exits 1 on drift)
+list      lists the topic catalog (no cluster needed)
+describe  shows topics on the cluster: partitions and end offsets
+docs      prints docs/topics.md (no cluster needed)`},
+	{"api", "serve the REST API (/api/v1) on API_ADDR",
+		`Serves the REST API (/api/v1, OpenAPI at /api/v1/openapi.json) on API_ADDR.
+Any number of replicas.`},
+	{"ingest", "accept webhooks on INGEST_ADDR (/webhooks/…) into webhooks.raw",
+		`Accepts webhooks on INGEST_ADDR (/webhooks/…), verifies their signatures and
+writes each to webhooks.raw before answering. Any number of replicas.`},
+	{"scheduler", "run the cron scheduler and the integration pollers",
+		`Runs the cron scheduler and the integration pollers; each tick and poll
+happens once across replicas.`},
+	{"relay", "run the transactional outbox relay",
+		`Publishes the events committed to the transactional outbox, in order per
+key. Any number of replicas.`},
+	{"outbox status|list|show ID|retry ID…|--all|discard ID…|--all", "the relay's backlog and the rows it set aside as\nunpublishable: inspect, retry or discard them",
+		afterFirstLine(outboxUsage)},
+	{"finalizer", "run the run finalizer (deadlines, inactivity, dead sessions)",
+		`Runs the run finalizer every RUN_FINALIZER_INTERVAL: deadlines, inactivity
+and dead sessions (one pass at a time across replicas).`},
+	{"gateway", "serve the session gateway on GATEWAY_ADDR (WebSocket streaming,\nsession routes, sandbox tool callbacks; a sandbox per session)",
+		`Serves the session gateway on GATEWAY_ADDR: WebSocket streaming, session
+routes, sandbox tool callbacks; a sandbox and an OpenCode agent per session.
+Replicas share Redis; one owns each session.`},
+	{"chat [--gateway URL] [--token T] SESSION", "talk to a session's agent over the gateway's WebSocket: each\nstdin line is a prompt (/cancel, /status, /snapshot)",
+		`Talks to a session's agent over the gateway's WebSocket: each stdin line is a
+prompt; /cancel, /status and /snapshot send those messages.
 
-Every setting is an environment variable; see 'proliferate config'.
-`
+  --gateway URL  gateway base URL (default GATEWAY_PUBLIC_URL)
+  --token T      access token or API key (default $PROLIFERATE_TOKEN)`},
+	{"terminal [--gateway URL] [--token T] SESSION", "a shell in the session's sandbox workspace (the gateway's\nterminal WebSocket; starts or resumes the sandbox)",
+		`Opens a shell in the session's sandbox workspace through the gateway's
+terminal WebSocket (starts or resumes the sandbox).
+
+  --gateway URL  gateway base URL (default GATEWAY_PUBLIC_URL)
+  --token T      access token or API key (default $PROLIFERATE_TOKEN)`},
+	{"actions list|guide|run", "(inside a sandbox) act on connected integrations through the\ngateway: proliferate actions --help", actionsUsage},
+	{"billing-jobs", "grace clock, enforcement retries, ledger partitions, LiteLLM spend\ncollection, Autumn posting, auto-top-up, trial activation and\nthe nightly reconciliation (each once at a time across replicas)",
+		`Runs the grace clock, enforcement retries, ledger partitions, LiteLLM spend
+collection, Autumn posting, auto-top-up, trial activation and the nightly
+reconciliation (each once at a time across replicas).`},
+	{"llm-proxy", "the LLM proxy on LLM_PROXY_ADDR: per-session virtual keys, streamed\nthrough unbuffered, every request priced into llm.spend",
+		`Serves the LLM proxy on LLM_PROXY_ADDR: per-session virtual keys, streamed
+through unbuffered, every request priced into llm.spend.`},
+	{"llm-sim", "serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR",
+		`Serves the scripted LLM (Anthropic Messages API with streaming and usage) on
+LLMSIM_ADDR, for running the real agent offline.`},
+	{"service-token NAME [--ttl=1h]", "mint a service token (svc_…) for an operator or a role,\nsigned with SERVICE_TOKEN",
+		`Mints a service token (svc_…) named NAME for an operator or a role, signed
+with SERVICE_TOKEN.
+
+  --ttl D  lifetime of the token (default 1h)`},
+	{"worker [--groups=a,b]", "run consumer groups (all of this build's by default)",
+		`Runs consumer groups: all of this build's by default.
+
+  --groups a,b  comma-separated consumer groups to run`},
+	{"secrets reseal", "re-encrypt stored secrets with the first ENCRYPTION_KEYS key",
+		`Re-encrypts every stored secret with the first ENCRYPTION_KEYS key (after a
+new key was added in front).`},
+	{"config [--markdown]", "print the effective configuration, secrets redacted",
+		`Prints every setting with its effective value, secrets redacted.
+
+  --markdown  print docs/config.md instead`},
+	{"help [COMMAND]", "this list, or the usage of one command",
+		`Prints the list of commands, or the usage of COMMAND (as COMMAND --help
+does).`},
+}
+
+// usage is the text of 'proliferate help'.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("proliferate — cloud coding agents for teams, on Kafka\n\nUsage: proliferate <command> [arguments]\n\nCommands:\n")
+	for _, c := range commands {
+		summary := strings.ReplaceAll(c.summary, "\n", "\n"+strings.Repeat(" ", 26))
+		if len(c.synopsis) > 22 {
+			fmt.Fprintf(&b, "  %s\n  %-22s  %s\n", c.synopsis, "", summary)
+		} else {
+			fmt.Fprintf(&b, "  %-22s  %s\n", c.synopsis, summary)
+		}
+	}
+	b.WriteString("\nEvery setting is an environment variable; see 'proliferate config'.\n'proliferate help COMMAND' or 'proliferate COMMAND --help' shows one command.\n")
+	return b.String()
+}
+
+// commandHelp prints the usage of the command named name.
+func commandHelp(name string, stdout io.Writer) error {
+	for _, c := range commands {
+		if c.name() != name {
+			continue
+		}
+		if name == "actions" {
+			_, err := io.WriteString(stdout, c.help)
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "Usage: proliferate %s\n\n%s\n", c.synopsis, c.help)
+		return err
+	}
+	return usageError{fmt.Sprintf("unknown command %q", name)}
+}
+
+func afterFirstLine(s string) string {
+	_, rest, _ := strings.Cut(s, "\n")
+	return strings.Trim(rest, "\n")
+}
+
+func isHelpFlag(s string) bool { return s == "-h" || s == "--help" || s == "-help" }
+
+// asksForHelp reports whether args (after the command) ask for its usage:
+// -h, -help or --help anywhere before a "--".
+func asksForHelp(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if isHelpFlag(a) {
+			return true
+		}
+	}
+	return false
+}
 
 func main() {
 	// Inside a sandbox: no platform config, database or broker needed.
@@ -93,9 +196,16 @@ type usageError struct{ msg string }
 func (u usageError) Error() string { return u.msg + " (see 'proliferate help')" }
 
 func run(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, usage)
-		return nil
+	// Help is answered before anything is loaded, connected or started.
+	if len(args) == 0 || isHelpFlag(args[0]) || (args[0] == "help" && len(args) == 1) {
+		_, err := io.WriteString(stdout, usage())
+		return err
+	}
+	if asksForHelp(args[1:]) {
+		return commandHelp(args[0], stdout)
+	}
+	if args[0] == "help" {
+		return commandHelp(args[1], stdout)
 	}
 	cmd, rest := args[0], args[1:]
 	cfg, err := config.Load()

@@ -94,6 +94,10 @@ func (a *App) APIRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, fmt.Errorf("api on API_ADDR=%s: %w", a.Cfg.APIAddr, err)
 	}
+	// Postgres holds everything the API serves; Redis its rate limits and
+	// OAuth states. Events leave through the outbox (Postgres).
+	a.readyPostgres()
+	a.readyRedis()
 	a.apiAddr.Store(new(ln.Addr().String()))
 	a.Log.Info("api listening", "addr", ln.Addr().String(), "openapi", "http://"+ln.Addr().String()+api.Prefix+"/openapi.json")
 	return serveRole("api", ln, s.Handler(), a.Cfg.ShutdownTimeout), nil

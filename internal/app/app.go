@@ -40,11 +40,12 @@ type App struct {
 	Cfg    *config.Config
 	Log    *slog.Logger
 	Reg    *prometheus.Registry
-	Checks *obs.Checks
+	Checks *obs.Checks // what the roles of this process need (readiness.go)
 
 	consumerMetrics *consumers.Metrics
 	clientNames     map[string]int
 	seeds           []string
+	kafkaReady      kafkaReadiness
 
 	Pool  *pgxpool.Pool
 	Redis *redis.Client
@@ -92,7 +93,7 @@ func New(cfg *config.Config, log *slog.Logger) *App {
 		Cfg:             cfg,
 		Log:             log,
 		Reg:             reg,
-		Checks:          &obs.Checks{},
+		Checks:          &obs.Checks{Timeout: cfg.ReadyTimeout},
 		consumerMetrics: consumers.NewMetrics(reg),
 		clientNames:     map[string]int{},
 		seeds:           cfg.KafkaBrokers,
@@ -151,7 +152,8 @@ func (a *App) Close() {
 	}
 }
 
-// OpenPostgres connects the pool and registers its readiness check.
+// OpenPostgres connects the pool. Roles that need it say so with
+// readyPostgres.
 func (a *App) OpenPostgres(ctx context.Context) error {
 	if a.Pool != nil {
 		return nil
@@ -162,7 +164,6 @@ func (a *App) OpenPostgres(ctx context.Context) error {
 	}
 	a.Pool = pool
 	a.onClose(pool.Close)
-	a.Checks.Add("postgres", pool.Ping)
 	return nil
 }
 
@@ -178,7 +179,7 @@ func (a *App) Migrate(ctx context.Context) error {
 	return err
 }
 
-// OpenRedis connects Redis and registers its readiness check.
+// OpenRedis connects Redis. Roles that need it say so with readyRedis.
 func (a *App) OpenRedis(ctx context.Context) error {
 	if a.Redis != nil {
 		return nil
@@ -194,20 +195,19 @@ func (a *App) OpenRedis(ctx context.Context) error {
 	}
 	a.Redis = cl
 	a.onClose(func() { cl.Close() })
-	a.Checks.Add("redis", func(ctx context.Context) error { return cl.Ping(ctx).Err() })
 	return nil
 }
 
-// OpenKafka checks the brokers answer and registers the readiness check.
+// OpenKafka checks the brokers answer (dev fails fast at start). Roles that
+// produce to Kafka say which topics with readyKafka.
 func (a *App) OpenKafka(ctx context.Context) error {
-	cl, err := a.NewKafkaClient("readiness")
+	cl, err := a.readinessClient()
 	if err != nil {
 		return err
 	}
 	if err := cl.Ping(ctx); err != nil {
 		return fmt.Errorf("connect to kafka at %v: %w", a.seeds, err)
 	}
-	a.Checks.Add("kafka", cl.Ping)
 	return nil
 }
 

@@ -118,6 +118,11 @@ func (a *App) LLMProxyRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	// Keys, balances and the outbox of llm.spend are in Postgres;
+	// revocations arrive through Redis. The upstream model is an outside
+	// service and is not checked.
+	a.readyPostgres()
+	a.readyRedis()
 	addr, errc, err := obs.Serve(ctx, a.Cfg.LLMProxyAddr, p)
 	if err != nil {
 		return Role{}, fmt.Errorf("llm-proxy on LLM_PROXY_ADDR=%s: %w", a.Cfg.LLMProxyAddr, err)
@@ -146,6 +151,8 @@ func billingGroups() map[string]GroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyPostgres()
+			a.readyLLMKeys(deps.Keys)
 			return enforcer.Handler(deps), nil
 		},
 		topics.GroupBillingRater: func(ctx context.Context, a *App) (consumers.Handler, error) {
@@ -154,6 +161,9 @@ func billingGroups() map[string]GroupFactory {
 				return nil, err
 			}
 			a.onClose(cl.Close)
+			if err := a.readyKafka(topics.BillingUsage); err != nil {
+				return nil, err
+			}
 			return billingrater.Handler(billingrater.Deps{Producer: cl, Codec: a.Codec,
 				Log: a.Log.With("group", topics.GroupBillingRater)}), nil
 		},
@@ -192,6 +202,9 @@ func (a *App) BillingJobsRole(ctx context.Context) (Role, error) {
 	if a.Cfg.AutumnSecretKey != "" {
 		ac = autumn.New(a.Cfg.AutumnURL, a.Cfg.AutumnSecretKey, 15*time.Second)
 	}
+	// Every job works on Postgres; Autumn, an outside service, is not
+	// checked.
+	a.readyPostgres()
 	deps := billingjobs.Deps{Pool: a.Pool, Ledger: ledger, Autumn: ac, Log: a.Log.With("role", "billing-jobs")}
 	topup := &billingjobs.TopUp{Deps: deps}
 	rec := &billingjobs.Reconciler{Deps: deps, At: a.Cfg.ReconcileAt}
@@ -203,6 +216,7 @@ func (a *App) BillingJobsRole(ctx context.Context) (Role, error) {
 		if err != nil {
 			return Role{}, err
 		}
+		a.readyLLMKeys(ed.Keys)
 		jobs = append(jobs,
 			(&billingjobs.GraceClock{Deps: deps, AfterExpire: func(ctx context.Context, c billing.Change) { _, _ = topup.Check(ctx, c.OrgID) }}).Run,
 			enforcer.Sweeper{Deps: ed}.Run)
@@ -222,6 +236,9 @@ func (a *App) BillingJobsRole(ctx context.Context) (Role, error) {
 			return Role{}, err
 		}
 		a.onClose(kcl.Close)
+		if err := a.readyKafka(topics.LLMSpend); err != nil {
+			return Role{}, err
+		}
 		coll, err := litellm.NewCollector(litellm.CollectorDeps{Client: cl, Pool: a.Pool, Kafka: kcl, Codec: a.Codec,
 			Interval: a.Cfg.LLMSpendSyncInterval, BillingEnabled: a.Cfg.BillingEnabled, Logger: a.Log.With("component", "litellm-collector")})
 		if err != nil {
@@ -248,6 +265,7 @@ func batchGroups() map[string]BatchGroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyPostgres()
 			return billingledger.BatchHandler(billingledger.Deps{Ledger: l, Log: a.Log.With("group", topics.GroupBillingLedger)}), nil
 		},
 	}

@@ -246,6 +246,12 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, fmt.Errorf("gateway on GATEWAY_ADDR=%s: %w", a.Cfg.GatewayAddr, err)
 	}
+	// Sessions and the API it embeds live in Postgres; owner leases,
+	// frames fan-out and LLM key revocations in Redis; sandboxes on the
+	// local disk.
+	a.readyPostgres()
+	a.readyRedis()
+	a.readySandboxDir(a.Cfg.SandboxDataDir)
 	a.gatewayAddr.Store(new(ln.Addr().String()))
 	a.Log.Info("gateway listening", "addr", ln.Addr().String(), "sandbox_provider", prov.Name())
 	serve := serveRole("gateway", ln, gw.Handler(), a.Cfg.ShutdownTimeout)

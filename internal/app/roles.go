@@ -132,6 +132,7 @@ func (a *App) Groups() map[string]GroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyPostgres()
 			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
 				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc}), nil
 		},
@@ -259,11 +260,18 @@ func (a *App) groupRole(ctx context.Context, name string, factory GroupFactory, 
 			MaxBackoff:     a.Cfg.ConsumerBackoffMax,
 		},
 		ShutdownTimeout: a.Cfg.ShutdownTimeout,
+		MembershipGrace: a.Cfg.ConsumerReadyGrace,
 		Kafka:           a.KafkaOptions("consumer/" + name),
 		Metrics:         a.consumerMetrics,
 		Logger:          a.Log,
 	})
 	if err != nil {
+		return Role{}, err
+	}
+	// Ready while its member is in the group, and while its dead-letter
+	// topic can take a record.
+	a.readyGroup(name, r.Ready)
+	if err := a.readyKafka(topics.DeadLetterTopic(name)); err != nil {
 		return Role{}, err
 	}
 	return Role{"consumer/" + name, r.Run}, nil

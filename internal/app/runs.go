@@ -63,10 +63,12 @@ func runGroups() map[string]GroupFactory {
 	return map[string]GroupFactory{
 		topics.GroupRunEnricher: func(ctx context.Context, a *App) (consumers.Handler, error) {
 			d, err := a.stageDeps(ctx, topics.GroupRunEnricher)
+			a.readyPostgres()
 			return runstages.Enricher(d), err
 		},
 		topics.GroupRunExecutor: func(ctx context.Context, a *App) (consumers.Handler, error) {
 			d, err := a.stageDeps(ctx, topics.GroupRunExecutor)
+			a.readyPostgres()
 			return runstages.Executor(d), err
 		},
 		topics.GroupNotifier: func(ctx context.Context, a *App) (consumers.Handler, error) {
@@ -74,6 +76,7 @@ func runGroups() map[string]GroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyPostgres() // Slack, an outside service, is not checked
 			return notifier.Handler(notifier.Deps{Pool: a.Pool, Tokens: svc, Log: a.Log.With("group", topics.GroupNotifier),
 				Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL)}), nil
 		},
@@ -85,6 +88,8 @@ func runGroups() map[string]GroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyPostgres()
+			a.readyBlobStore(store)
 			return runartifacts.Handler(runartifacts.Deps{Pool: a.Pool, Store: store, Log: a.Log.With("group", topics.GroupRunArtifacts)}), nil
 		},
 	}
@@ -104,6 +109,7 @@ func (a *App) FinalizerRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	a.readyPostgres()
 	f := runstages.NewFinalizer(d, runstages.FinalizerOptions{
 		Interval: a.Cfg.RunFinalizerInterval, Inactivity: a.Cfg.RunInactivityTimeout,
 		Registerer: a.Reg,

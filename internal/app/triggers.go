@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/producers/ingest"
 	"github.com/proliferate/proliferate/producers/poller"
 	"github.com/proliferate/proliferate/producers/scheduler"
+	"github.com/proliferate/proliferate/topics"
 )
 
 // IngestRole serves the webhook endpoints on INGEST_ADDR: verify, produce to
@@ -32,6 +33,14 @@ func (a *App) IngestRole(ctx context.Context) (Role, error) {
 	}
 	srv, err := ingest.New(ingest.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Kafka: cl, Codec: a.Codec, Box: box})
 	if err != nil {
+		return Role{}, err
+	}
+	// Ready when it can route (Postgres) and write webhooks.raw (a broker
+	// answers with a leader for every partition); otherwise it could only
+	// answer 503. A blob store for large bodies, once ingest has one, is
+	// checked with a.readyBlobStore(store).
+	a.readyPostgres()
+	if err := a.readyKafka(topics.WebhooksRaw); err != nil {
 		return Role{}, err
 	}
 	ln, err := net.Listen("tcp", a.Cfg.IngestAddr)
@@ -86,6 +95,10 @@ func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
 	sched := scheduler.New(scheduler.Deps{Pool: a.Pool, Codec: a.Codec, Log: a.Log.With("role", "scheduler"), Tick: a.Cfg.SchedulerTick})
 	poll := poller.New(poller.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Log: a.Log.With("role", "poller"),
 		Tokens: svc, LinearAPIURL: a.Cfg.LinearAPIURL, Tick: a.Cfg.SchedulerTick})
+	// Schedules and polls are claimed in Postgres (runs leave through the
+	// outbox); poll groups are locked in Redis.
+	a.readyPostgres()
+	a.readyRedis()
 	return Role{"scheduler", func(ctx context.Context) error {
 		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run})
 	}}, nil

@@ -46,11 +46,13 @@ type Config struct {
 	BrokerDataDir           string        `env:"BROKER_DATA_DIR" default:".data/kafka" check:"nonempty" doc:"data directory of the embedded broker; locked against a second process"`
 	BrokerRetentionInterval time.Duration `env:"BROKER_RETENTION_INTERVAL" default:"1m" check:"positive" doc:"how often the embedded broker applies topic retention"`
 
-	OpsAddr string `env:"OPS_ADDR" check:"opthostport" doc:"listen address of /healthz, /readyz and /metrics; empty: 127.0.0.1 and the port of the role (dev 9464; every role subcommand its own, see the table below), so split roles on one machine never collide"`
+	OpsAddr      string        `env:"OPS_ADDR" check:"opthostport" doc:"listen address of /healthz, /readyz and /metrics; empty: 127.0.0.1 and the port of the role (dev 9464; every role subcommand its own, see the table below), so split roles on one machine never collide"`
+	ReadyTimeout time.Duration `env:"READY_TIMEOUT" default:"2s" check:"positive" doc:"bound of each /readyz check (they run concurrently); a check without an answer by then fails"`
 
 	ConsumerMaxAttempts    int           `env:"CONSUMER_MAX_ATTEMPTS" default:"5" check:"min=1,max=100" doc:"attempts per record before it goes to the group's dead-letter topic"`
 	ConsumerBackoffInitial time.Duration `env:"CONSUMER_BACKOFF_INITIAL" default:"100ms" check:"positive" doc:"first retry delay; doubles per attempt"`
 	ConsumerBackoffMax     time.Duration `env:"CONSUMER_BACKOFF_MAX" default:"10s" check:"positive" doc:"retry delay cap"`
+	ConsumerReadyGrace     time.Duration `env:"CONSUMER_READY_GRACE" default:"30s" check:"positive" doc:"how long a consumer group that had joined may be out of its group (rebalance, rejoin after a lost session) before /readyz fails; before its first join a group is not ready"`
 
 	OutboxBatchSize     int           `env:"OUTBOX_BATCH_SIZE" default:"500" check:"min=1,max=10000" doc:"events the relay publishes per transaction"`
 	OutboxLanes         int           `env:"OUTBOX_LANES" default:"16" check:"min=1,max=1024" doc:"ordering lanes (hash of key); each lane is relayed by one replica at a time"`

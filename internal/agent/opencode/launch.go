@@ -232,69 +232,6 @@ func SeedPluginDeps(dir, pluginDir string) error {
 	return nil
 }
 
-// Tools are the installed agent's paths.
-type Tools struct {
-	Binary    string
-	PluginDir string
-}
-
-// ResolveTools runs scripts/opencode.sh (installing the pinned agent when
-// missing). script empty means: $PROLIFERATE_OPENCODE_SCRIPT, else
-// scripts/opencode.sh found by walking up from the working directory.
-// $OPENCODE_BIN and $OPENCODE_PLUGIN_DIR, when both set, skip the script.
-func ResolveTools(ctx context.Context, script string) (Tools, error) {
-	if b, p := os.Getenv("OPENCODE_BIN"), os.Getenv("OPENCODE_PLUGIN_DIR"); b != "" && p != "" {
-		return Tools{Binary: b, PluginDir: p}, nil
-	}
-	if script == "" {
-		script = os.Getenv("PROLIFERATE_OPENCODE_SCRIPT")
-	}
-	if script == "" {
-		found, err := findScript()
-		if err != nil {
-			return Tools{}, err
-		}
-		script = found
-	}
-	run := func(arg string) (string, error) {
-		cmd := exec.CommandContext(ctx, script, arg)
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return "", fmt.Errorf("opencode: %s %s: %w: %s", script, arg, err, strings.TrimSpace(stderr.String()))
-		}
-		return strings.TrimSpace(string(out)), nil
-	}
-	bin, err := run("path")
-	if err != nil {
-		return Tools{}, err
-	}
-	plugin, err := run("plugin-dir")
-	if err != nil {
-		return Tools{}, err
-	}
-	return Tools{Binary: bin, PluginDir: plugin}, nil
-}
-
-func findScript() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("opencode: find scripts/opencode.sh: %w", err)
-	}
-	for {
-		p := filepath.Join(dir, "scripts", "opencode.sh")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("opencode: scripts/opencode.sh not found above the working directory (set PROLIFERATE_OPENCODE_SCRIPT or OPENCODE_BIN + OPENCODE_PLUGIN_DIR)")
-		}
-		dir = parent
-	}
-}
-
 func randomPassword() (string, error) {
 	var b [24]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -40,9 +40,21 @@ type WebhookReceived struct {
 	ContentType       string            `avro:"content_type"`
 	Headers           map[string]string `avro:"headers"`
 	Body              []byte            `avro:"body"`
-	SignatureVerified bool              `avro:"signature_verified"`
-	ReceivedAt        time.Time         `avro:"received_at"`
-	RemoteAddr        *string           `avro:"remote_addr"`
+	// BodyRef (schema v2) is set, and Body empty, when the body was too
+	// large to travel inline and was stored in the blob store.
+	BodyRef           *WebhookBodyRef `avro:"body_ref"`
+	SignatureVerified bool            `avro:"signature_verified"`
+	ReceivedAt        time.Time       `avro:"received_at"`
+	RemoteAddr        *string         `avro:"remote_addr"`
+}
+
+// WebhookBodyRef is a claim check for a webhook body kept in the blob store.
+type WebhookBodyRef struct {
+	// Ref is the blob store reference (blobstore.Store.Get takes it).
+	Ref string `avro:"ref"`
+	// SHA256 is the lower-case hex SHA-256 of the body.
+	SHA256 string `avro:"sha256"`
+	Size   int64  `avro:"size"`
 }
 
 // EventType implements Payload.

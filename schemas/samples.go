@@ -194,7 +194,12 @@ func SampleEvents() []*Event {
 				"x-github-event":    "issues",
 				"x-github-delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958",
 			},
-			Body:              body,
+			Body: body,
+			BodyRef: &WebhookBodyRef{
+				Ref:    "s3://proliferate-blobs/webhooks/2025/03/14/0195a3c2-9000-7000-8000-00000000000a",
+				SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+				Size:   734213,
+			},
 			SignatureVerified: true,
 			ReceivedAt:        at(-time.Second),
 			RemoteAddr:        ptr("140.82.115.10"),

@@ -37,20 +37,32 @@
 // A non-empty envelope OrgID always restricts candidates to that org.
 // Headers are lower-case; GitHub's event type comes from x-github-event, or
 // ProviderEventType, or the payload's shape.
+//
+// A record whose body travelled by reference (body_ref, for bodies over
+// ingest's INGEST_INLINE_BODY_BYTES) is parsed with the body fetched from
+// the blob store, after checking its size and SHA-256 against the
+// reference. A blob that is missing, or is not the body the reference
+// describes, can never be fetched right: the record is dead-lettered at once
+// (consumers.Permanent). A store that cannot answer is an infrastructure
+// error, retried like a database outage.
 package triggerprocessor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
@@ -69,6 +81,9 @@ type Deps struct {
 	Pool  *pgxpool.Pool
 	Codec *schemas.Codec
 	Log   *slog.Logger
+	// Blobs holds the bodies that travelled by reference. Without it such
+	// records go to the dead-letter topic.
+	Blobs blobstore.Store
 	// Integrations applies installation and auth lifecycle webhooks. Without
 	// it such records go to the dead-letter topic rather than being dropped.
 	Integrations IntegrationStatus
@@ -104,8 +119,20 @@ func (p *processor) handle(ctx context.Context, m *consumers.Message) error {
 	if !ok {
 		return consumers.Permanent(fmt.Errorf("trigger-processor: unexpected %s event", m.Event.EventType))
 	}
-	w := webhookOf(wr)
 	log := p.d.Log.With("webhook_event_id", m.Event.EventID, "provider", wr.Provider, "route", wr.Route)
+	if wr.BodyRef != nil {
+		body, err := p.fetchBody(ctx, wr.BodyRef)
+		if err != nil {
+			if consumers.IsPermanent(err) {
+				log.Warn("webhook body by reference unusable", "ref", wr.BodyRef.Ref, "error", err)
+			}
+			return err
+		}
+		cp := *wr
+		cp.Body, cp.BodyRef = body, nil
+		wr = &cp
+	}
+	w := webhookOf(wr)
 
 	lc, err := providers.LifecycleOf(w)
 	if err != nil {
@@ -152,6 +179,30 @@ func (p *processor) handle(ctx context.Context, m *consumers.Message) error {
 		}
 	}
 	return nil
+}
+
+// fetchBody returns the body a reference names, checked against its size
+// and SHA-256. Missing or different blobs, and references this store cannot
+// read, are permanent errors; the store's failures are not.
+func (p *processor) fetchBody(ctx context.Context, ref *schemas.WebhookBodyRef) ([]byte, error) {
+	if p.d.Blobs == nil {
+		return nil, consumers.Permanent(errors.New("trigger-processor: webhook body by reference, but no blob store"))
+	}
+	body, err := p.d.Blobs.Get(ctx, ref.Ref)
+	switch {
+	case errors.Is(err, blobstore.ErrNotFound), errors.Is(err, blobstore.ErrInvalidKey):
+		return nil, consumers.Permanent(fmt.Errorf("webhook body %s: %w", ref.Ref, err))
+	case err != nil:
+		return nil, fmt.Errorf("fetch webhook body %s: %w", ref.Ref, err)
+	}
+	if int64(len(body)) != ref.Size {
+		return nil, consumers.Permanent(fmt.Errorf("webhook body %s is %d bytes, the reference says %d", ref.Ref, len(body), ref.Size))
+	}
+	sum := sha256.Sum256(body)
+	if got := hex.EncodeToString(sum[:]); !strings.EqualFold(got, ref.SHA256) {
+		return nil, consumers.Permanent(fmt.Errorf("webhook body %s has SHA-256 %s, the reference says %s", ref.Ref, got, ref.SHA256))
+	}
+	return body, nil
 }
 
 // webhookOf is the provider-facing view of the record. Nango-routed records

@@ -133,8 +133,13 @@ func (a *App) Groups() map[string]GroupFactory {
 				return nil, err
 			}
 			a.readyPostgres()
+			// Webhook bodies over INGEST_INLINE_BODY_BYTES are in the blob store.
+			store, err := a.BlobStore()
+			if err != nil {
+				return nil, err
+			}
 			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
-				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc}), nil
+				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc, Blobs: store}), nil
 		},
 	}
 	maps.Copy(groups, runGroups())

@@ -95,7 +95,8 @@ func runGroups() map[string]GroupFactory {
 	}
 }
 
-// BlobStore is where run artifacts go: S3 when S3_BUCKET is set, else the
+// BlobStore is where run artifacts and webhook bodies too large to travel
+// inline (INGEST_INLINE_BODY_BYTES) go: S3 when S3_BUCKET is set, else the
 // filesystem under BLOB_DIR.
 func (a *App) BlobStore() (blobstore.Store, error) {
 	c := a.Cfg

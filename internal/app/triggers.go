@@ -15,7 +15,8 @@ import (
 )
 
 // IngestRole serves the webhook endpoints on INGEST_ADDR: verify, produce to
-// webhooks.raw with acks=all, answer.
+// webhooks.raw with acks=all (large bodies by reference to the blob store),
+// answer.
 func (a *App) IngestRole(ctx context.Context) (Role, error) {
 	if err := a.OpenPostgres(ctx); err != nil {
 		return Role{}, err
@@ -31,14 +32,22 @@ func (a *App) IngestRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
-	srv, err := ingest.New(ingest.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Kafka: cl, Codec: a.Codec, Box: box})
+	// Bodies over INGEST_INLINE_BODY_BYTES go to the blob store, and
+	// webhooks.raw carries a reference.
+	store, err := a.BlobStore()
+	if err != nil {
+		return Role{}, err
+	}
+	srv, err := ingest.New(ingest.Deps{Cfg: a.Cfg, Log: a.Log, Pool: a.Pool, Kafka: cl, Codec: a.Codec, Box: box, Blobs: store})
 	if err != nil {
 		return Role{}, err
 	}
 	// Ready when it can route (Postgres) and write webhooks.raw (a broker
 	// answers with a leader for every partition); otherwise it could only
-	// answer 503. A blob store for large bodies, once ingest has one, is
-	// checked with a.readyBlobStore(store).
+	// answer 503. The blob store is deliberately not a readiness check:
+	// every replica shares it, and without it ingest still takes every body
+	// up to INGEST_INLINE_BODY_BYTES (nearly all of them), answering 503
+	// only to the large ones.
 	a.readyPostgres()
 	if err := a.readyKafka(topics.WebhooksRaw); err != nil {
 		return Role{}, err

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proliferate/proliferate/topics"
 )
 
 // Config holds every setting of every role. Field tags:
@@ -87,10 +89,11 @@ type Config struct {
 	IngestAddr              string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
 	IngestPublicURL         string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
 	IngestMaxBodyBytes      int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`
+	IngestInlineBodyBytes   int           `env:"INGEST_INLINE_BODY_BYTES" default:"65536" check:"min=0" doc:"webhook bodies up to this size travel inside the webhooks.raw record; larger ones are stored in the blob store (S3_BUCKET or BLOB_DIR) and the record carries a reference; at most the topic's record limit less 64 KiB for headers"`
 	GitHubWebhookSecret     string        `env:"GITHUB_WEBHOOK_SECRET" secret:"true" doc:"GitHub App webhook secret (X-Hub-Signature-256); empty rejects GitHub webhooks"`
 	SchedulerTick           time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
 	WebAppURL               string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
-	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts; empty stores them on the filesystem under BLOB_DIR"`
+	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts and webhook bodies over INGEST_INLINE_BODY_BYTES; empty stores them on the filesystem under BLOB_DIR (which every ingest and trigger-processor replica must then share)"`
 	S3Region                string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`
 	S3EndpointURL           string        `env:"S3_ENDPOINT_URL" check:"url=http|https" doc:"S3-compatible endpoint (MinIO, R2, …), addressed path-style; empty uses AWS"`
 	S3AccessKey             string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
@@ -215,10 +218,27 @@ func (c *Config) crossChecks() []Problem {
 			}
 		}
 	}
+	if max := MaxIngestInlineBodyBytes(); c.IngestInlineBodyBytes > max {
+		ps = append(ps, Problem{"INGEST_INLINE_BODY_BYTES", strconv.Itoa(c.IngestInlineBodyBytes),
+			fmt.Sprintf("must be at most %d: a webhooks.raw record is at most %d bytes and needs %d for the request's headers and metadata",
+				max, topics.MaxRecordBytes(topics.WebhooksRaw), IngestRecordHeadroom)})
+	}
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})
 	}
 	return ps
+}
+
+// IngestRecordHeadroom is the part of a webhooks.raw record kept for what
+// travels beside an inline body: the envelope, routing fields and the
+// request headers ingest keeps (at most 16 KiB of them).
+const IngestRecordHeadroom = 64 << 10
+
+// MaxIngestInlineBodyBytes is the largest valid INGEST_INLINE_BODY_BYTES:
+// webhooks.raw's record limit less IngestRecordHeadroom, so a record with an
+// inline body always fits its topic.
+func MaxIngestInlineBodyBytes() int {
+	return topics.MaxRecordBytes(topics.WebhooksRaw) - IngestRecordHeadroom
 }
 
 func defaultOf(field string) string {

@@ -29,6 +29,8 @@ func TestParsesValues(t *testing.T) {
 		"CONSUMER_MAX_ATTEMPTS": "7",
 		"CONSUMER_BACKOFF_MAX":  "1m",
 		"SCHEMA_REGISTRY_URL":   "http://registry:8081",
+		// The largest inline webhook body webhooks.raw can carry.
+		"INGEST_INLINE_BODY_BYTES": "458752",
 	})))
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +38,7 @@ func TestParsesValues(t *testing.T) {
 	if got := strings.Join(cfg.KafkaBrokers, "|"); got != "k1:9092|k2:9093" {
 		t.Fatalf("brokers = %q", got)
 	}
-	if cfg.ConsumerMaxAttempts != 7 || cfg.ConsumerBackoffMax != time.Minute || cfg.Embedded() {
+	if cfg.ConsumerMaxAttempts != 7 || cfg.ConsumerBackoffMax != time.Minute || cfg.Embedded() || cfg.IngestInlineBodyBytes != 458752 {
 		t.Fatalf("unexpected: %+v", cfg)
 	}
 }
@@ -66,6 +68,10 @@ func TestBadValuesArePreciseErrors(t *testing.T) {
 		{prod(map[string]string{"ENCRYPTION_KEYS": "k1:" + b64(32) + ",k1:" + b64(32)}), "ENCRYPTION_KEYS", `key id "k1" appears twice`},
 		{prod(map[string]string{"ENCRYPTION_KEYS": "nokid"}), "ENCRYPTION_KEYS", "key 1 must be kid:base64"},
 		{map[string]string{"CONSUMER_BACKOFF_INITIAL": "5s", "CONSUMER_BACKOFF_MAX": "1s"}, "CONSUMER_BACKOFF_MAX", "at least CONSUMER_BACKOFF_INITIAL"},
+		// A body inline in webhooks.raw (512 KiB) must leave 64 KiB for the rest of the record.
+		{map[string]string{"INGEST_INLINE_BODY_BYTES": "458753"}, "INGEST_INLINE_BODY_BYTES", "must be at most 458752"},
+		{map[string]string{"INGEST_INLINE_BODY_BYTES": "1048576"}, "INGEST_INLINE_BODY_BYTES", "webhooks.raw record is at most 524288 bytes"},
+		{map[string]string{"INGEST_INLINE_BODY_BYTES": "-1"}, "INGEST_INLINE_BODY_BYTES", "must be at least 0"},
 	}
 	for _, c := range cases {
 		t.Run(c.wantVar+"/"+c.wantMsg, func(t *testing.T) {

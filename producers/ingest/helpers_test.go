@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
@@ -36,6 +40,9 @@ const (
 	githubSecret = "gh-webhook-secret-7f3a"
 	nangoSecret  = "nango-secret-key-91c2"
 	maxBody      = 64 << 10
+	// inlineBody is INGEST_INLINE_BODY_BYTES of the tests: larger bodies
+	// travel by reference.
+	inlineBody = 16 << 10
 )
 
 // env is one ingest server on a real kfake broker and the package's real
@@ -49,12 +56,21 @@ type env struct {
 	HTTP   *httptest.Server
 	Logs   *testenv.LogBuffer
 	Admin  *kadm.Client
+	Cfg    *config.Config
+	// Blobs is the store of bodies that travel by reference; BlobDir its
+	// directory when it is the default filesystem store.
+	Blobs   blobstore.Store
+	BlobDir string
 }
 
 type envOptions struct {
 	seeds          []string // default: a fresh kfake with webhooks.raw
 	produceTimeout time.Duration
 	githubSecret   *string
+	// blobs: default a filesystem store in a temporary directory.
+	blobs blobstore.Store
+	// cfg adjusts the configuration (max body maxBody, inline inlineBody).
+	cfg func(*config.Config)
 }
 
 func newBox(t testing.TB) *secretbox.Box {
@@ -91,13 +107,26 @@ func newEnv(t testing.TB, o envOptions) *env {
 	}
 	t.Cleanup(adm.Close)
 	e.Admin = kadm.NewClient(adm)
-	cfg := &config.Config{IngestMaxBodyBytes: maxBody, GitHubWebhookSecret: githubSecret, NangoSecretKey: nangoSecret}
+	cfg := &config.Config{IngestMaxBodyBytes: maxBody, IngestInlineBodyBytes: inlineBody, GitHubWebhookSecret: githubSecret, NangoSecretKey: nangoSecret}
 	if o.githubSecret != nil {
 		cfg.GitHubWebhookSecret = *o.githubSecret
 	}
+	if o.cfg != nil {
+		o.cfg(cfg)
+	}
+	e.Cfg = cfg
+	e.Blobs = o.blobs
+	if e.Blobs == nil {
+		e.BlobDir = t.TempDir()
+		fs, err := blobstore.Filesystem(e.BlobDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Blobs = fs
+	}
 	srv, err := ingest.New(ingest.Deps{
 		Cfg: cfg, Log: slog.New(slog.NewTextHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Pool: e.Pool, Kafka: cl, Codec: codec, Box: e.Box, ProduceTimeout: o.produceTimeout,
+		Pool: e.Pool, Kafka: cl, Codec: codec, Box: e.Box, Blobs: e.Blobs, ProduceTimeout: o.produceTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -191,6 +220,97 @@ type produced struct {
 	Headers map[string]string
 	Event   *schemas.Event
 	Payload *schemas.WebhookReceived
+	// Size is what topics.CheckRecordSize measures (key, value, headers).
+	Size int
+}
+
+// body is the record's body: inline, or fetched from the blob store and
+// checked against its reference.
+func (e *env) body(t testing.TB, p *schemas.WebhookReceived) []byte {
+	t.Helper()
+	if p.BodyRef == nil {
+		return p.Body
+	}
+	if len(p.Body) != 0 {
+		t.Fatalf("a body by reference also has %d bytes inline", len(p.Body))
+	}
+	b, err := e.Blobs.Get(context.Background(), p.BodyRef.Ref)
+	if err != nil {
+		t.Fatalf("get %s: %v", p.BodyRef.Ref, err)
+	}
+	sum := sha256.Sum256(b)
+	if int64(len(b)) != p.BodyRef.Size || hex.EncodeToString(sum[:]) != p.BodyRef.SHA256 {
+		t.Fatalf("blob %s: %d bytes, sha256 %x; the reference says %d, %s", p.BodyRef.Ref, len(b), sum, p.BodyRef.Size, p.BodyRef.SHA256)
+	}
+	return b
+}
+
+// blobFiles counts the files of the default filesystem blob store.
+func (e *env) blobFiles(t testing.TB) int {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(e.BlobDir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// record reads the record at offset of webhooks.raw (one partition).
+func (e *env) record(t testing.TB, offset int64) produced {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Seeds...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topics.WebhooksRaw: {0: kgo.NewOffset().At(offset)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no record at offset %d", offset)
+		}
+		var out *produced
+		fs.EachRecord(func(r *kgo.Record) {
+			if out == nil && r.Offset == offset {
+				out = e.decode(t, r)
+			}
+		})
+		if out != nil {
+			return *out
+		}
+	}
+}
+
+// decode decodes a record of webhooks.raw and checks it is within the
+// topic's limit.
+func (e *env) decode(t testing.TB, r *kgo.Record) *produced {
+	t.Helper()
+	ev, err := e.Codec.Decode(r.Value)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	p, ok := ev.Payload.(*schemas.WebhookReceived)
+	if !ok {
+		t.Fatalf("payload %T", ev.Payload)
+	}
+	h := map[string]string{}
+	size := len(r.Key) + len(r.Value)
+	for _, rh := range r.Headers {
+		h[rh.Key] = string(rh.Value)
+		size += len(rh.Key) + len(rh.Value)
+	}
+	if err := topics.CheckRecordSize(topics.WebhooksRaw, size); err != nil {
+		t.Fatal(err)
+	}
+	return &produced{Key: string(r.Key), Headers: h, Event: ev, Payload: p, Size: size}
 }
 
 // consume reads webhooks.raw from the start until it has want records, and
@@ -214,21 +334,7 @@ func (e *env) consume(t testing.TB, want int) []produced {
 		if ctx.Err() != nil {
 			t.Fatalf("read %d of %d records", len(out), want)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			ev, err := e.Codec.Decode(r.Value)
-			if err != nil {
-				t.Fatalf("decode: %v", err)
-			}
-			p, ok := ev.Payload.(*schemas.WebhookReceived)
-			if !ok {
-				t.Fatalf("payload %T", ev.Payload)
-			}
-			h := map[string]string{}
-			for _, rh := range r.Headers {
-				h[rh.Key] = string(rh.Value)
-			}
-			out = append(out, produced{Key: string(r.Key), Headers: h, Event: ev, Payload: p})
-		})
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, *e.decode(t, r)) })
 	}
 	return out
 }

@@ -16,11 +16,33 @@
 // {path} is a trigger's webhook_path (t_ followed by 16 to 64 letters and
 // digits).
 //
+// # Content types
+//
+// Bodies are JSON: Content-Type application/json, application/*+json,
+// text/plain (for senders that cannot set one; the body must still be JSON)
+// or none, with no charset but UTF-8. GitHub routes (/webhooks/github and
+// the URLs of GitHub triggers) also take GitHub's form deliveries,
+// application/x-www-form-urlencoded with the JSON in a payload field: the
+// signature is checked over the raw form, then the JSON of payload is what
+// is produced (body, with content_type application/json; the request's own
+// Content-Type stays in the kept headers), so every reader of webhooks.raw
+// parses one format. Any other type, or a form on another route, is 415.
+//
 // # Verification
 //
 //   - github: X-Hub-Signature-256 = "sha256=" + hex HMAC-SHA256(GITHUB_WEBHOOK_SECRET, body).
 //     The routing id is installation.id of the body (the only field read).
 //     X-GitHub-Event is required; X-GitHub-Delivery is kept as the delivery id.
+//     A verified delivery without an installation (a positive integer
+//     installation.id) is refused with 422 no_installation and a warning in
+//     the log, and nothing is produced: /webhooks/github is the GitHub App's
+//     endpoint, and every delivery of an App installation names it, so such
+//     a delivery comes from a repository or organization webhook pointed at
+//     the wrong URL (those belong on their trigger's own URL), and the
+//     sender's delivery log should say so rather than show a success that
+//     starts nothing. GitHub's ping is answered 200 {"status":"pong"} and the
+//     App-level events that concern no installation (github_app_authorization,
+//     meta) 200 {"status":"ignored"}; neither is produced.
 //   - nango: X-Nango-Hmac-Sha256 = hex HMAC-SHA256(NANGO_SECRET_KEY, body), as
 //     Nango documents it. The legacy X-Nango-Signature (plain SHA-256 of
 //     secret+body) is not accepted. Every verified envelope is produced
@@ -51,14 +73,25 @@
 //
 // # Answers
 //
-// 200 {"status":"accepted","event_id":…} once the event is durably in
-// webhooks.raw; 413 body over INGEST_MAX_BODY_BYTES; 401 bad or missing
-// signature; 404 unknown route, provider, trigger path, or a route whose
-// secret is not configured; 400 a verified body that is not JSON (or not an
-// object, except for custom triggers, whose body may be any JSON value); 503
-// with Retry-After when Kafka (or the database, for routing lookups) cannot
-// take the event in time. Errors are {"error":{"code","message"}}. A rejected
-// request produces nothing and writes nothing.
+//	200 {"status":"accepted","event_id":…}  the event is durably in webhooks.raw
+//	200 {"status":"pong"|"ignored","message"}  a verified GitHub ping or App-level event; nothing produced
+//	400 bad_request             a verified body that is not JSON (or not an object, except for custom
+//	                            triggers, whose body may be any JSON value), a form without one payload
+//	                            field, a GitHub delivery without X-GitHub-Event
+//	401 invalid_signature       bad or missing signature or token
+//	404 not_found               unknown route, provider or trigger path, or a route whose secret is not configured
+//	413 body_too_large          body over INGEST_MAX_BODY_BYTES (declared or read);
+//	    record_too_large        the record would exceed webhooks.raw's limit (cannot happen with a valid
+//	                            INGEST_INLINE_BODY_BYTES: headers are bounded)
+//	415 unsupported_media_type  a Content-Type other than the above
+//	422 no_installation         a GitHub App delivery without an installation (above)
+//	503 unavailable             with Retry-After: Kafka, the blob store, or the database (routing
+//	                            lookups) cannot take the event in time
+//
+// Errors are {"error":{"code","message"}}. A rejected request produces
+// nothing. Every body within INGEST_MAX_BODY_BYTES can be recorded, so a
+// 503 always means a dependency is down and a retry can succeed; a body
+// that can never be recorded is answered 4xx.
 //
 // Disabled triggers and automations still accept webhooks: the trigger
 // processor records the event as skipped (trigger_disabled,
@@ -71,9 +104,24 @@
 // id}": github:{installation id}, nango:{connectionId} (provider "nango", the
 // envelope as body, provider_event_type the envelope type), and for triggers
 // {trigger provider}:{trigger id} with org_id, trigger_id, webhook_path and
-// integration_id set. The body is byte for byte what was received;
-// signature_verified is always true; headers are lower-cased and never
-// include credentials, cookies or signatures. correlation_id is the event id.
+// integration_id set. The body is byte for byte what was received (a form
+// delivery: the JSON of its payload field); signature_verified is always
+// true; headers are lower-cased and never include credentials, cookies or
+// signatures (at most 64 of them, 16 KiB in all). correlation_id is the
+// event id.
+//
+// Bodies larger than INGEST_INLINE_BODY_BYTES (default 64 KiB, at most
+// webhooks.raw's 512 KiB record limit less 64 KiB) travel by reference, a
+// claim check: ingest first writes the body to the blob store (S3_BUCKET,
+// else BLOB_DIR) under webhooks/{yyyy}/{mm}/{dd}/{event_id}, then produces
+// the record with an empty body and body_ref {ref, sha256, size}; the
+// trigger processor fetches and verifies it. Smaller bodies, nearly every
+// webhook, travel inline and touch no store. A blob whose produce then
+// fails (503; the sender retries with a new event id) is referred to by no
+// record: it is garbage, harmless, and removable with the day's prefix once
+// webhooks.raw's 7-day retention has passed (no record can refer to it any
+// more). Nothing in the request removes it, since a produce that timed out
+// may still have been written.
 //
 // Request bodies, signatures and secrets are never logged.
 package ingest
@@ -81,6 +129,7 @@ package ingest
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -88,6 +137,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/schemas"
@@ -96,6 +146,7 @@ import (
 // Defaults of the optional Deps settings.
 const (
 	DefaultProduceTimeout  = 5 * time.Second
+	DefaultBlobTimeout     = 5 * time.Second
 	DefaultRoutingCacheTTL = 5 * time.Second
 	// RetryAfterSeconds is the Retry-After of 503 answers.
 	RetryAfterSeconds = "5"
@@ -103,7 +154,8 @@ const (
 
 // Deps are what the ingest server needs. Pool is used only for reads that
 // resolve per-trigger secrets; Kafka must be a client from kafka.NewClient
-// (acks=all, idempotent), preferably with ClientOptions().
+// (acks=all, idempotent), preferably with ClientOptions(); Blobs takes the
+// bodies larger than INGEST_INLINE_BODY_BYTES.
 type Deps struct {
 	Cfg   *config.Config
 	Log   *slog.Logger
@@ -111,10 +163,14 @@ type Deps struct {
 	Kafka *kgo.Client
 	Codec *schemas.Codec
 	Box   *secretbox.Box
+	Blobs blobstore.Store
 
 	// ProduceTimeout bounds the synchronous produce of one event; past it the
 	// request gets 503. Zero means DefaultProduceTimeout.
 	ProduceTimeout time.Duration
+	// BlobTimeout bounds the write of one body to the blob store; past it
+	// the request gets 503. Zero means DefaultBlobTimeout.
+	BlobTimeout time.Duration
 	// RoutingCacheTTL is how long a resolved trigger path (and its opened
 	// secret, or its absence) is cached. Zero means DefaultRoutingCacheTTL, a
 	// negative value disables the cache.
@@ -137,17 +193,23 @@ type Server struct {
 
 // New checks d and builds the server.
 func New(d Deps) (*Server, error) {
-	if d.Cfg == nil || d.Kafka == nil || d.Codec == nil || d.Pool == nil || d.Box == nil {
-		return nil, errors.New("ingest: Cfg, Pool, Kafka, Codec and Box are required")
+	if d.Cfg == nil || d.Kafka == nil || d.Codec == nil || d.Pool == nil || d.Box == nil || d.Blobs == nil {
+		return nil, errors.New("ingest: Cfg, Pool, Kafka, Codec, Box and Blobs are required")
 	}
 	if d.Cfg.IngestMaxBodyBytes <= 0 {
 		return nil, errors.New("ingest: INGEST_MAX_BODY_BYTES must be positive")
+	}
+	if n := d.Cfg.IngestInlineBodyBytes; n < 0 || n > config.MaxIngestInlineBodyBytes() {
+		return nil, fmt.Errorf("ingest: INGEST_INLINE_BODY_BYTES must be between 0 and %d", config.MaxIngestInlineBodyBytes())
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
 	if d.ProduceTimeout <= 0 {
 		d.ProduceTimeout = DefaultProduceTimeout
+	}
+	if d.BlobTimeout <= 0 {
+		d.BlobTimeout = DefaultBlobTimeout
 	}
 	if d.RoutingCacheTTL == 0 {
 		d.RoutingCacheTTL = DefaultRoutingCacheTTL

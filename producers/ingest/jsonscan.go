@@ -144,15 +144,3 @@ func jsonString(raw []byte) string {
 	}
 	return s
 }
-
-// jsonID returns a raw JSON number as text, or the value of a string; ""
-// for anything else.
-func jsonID(raw []byte) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	if raw[0] == '-' || (raw[0] >= '0' && raw[0] <= '9') {
-		return string(raw)
-	}
-	return jsonString(raw)
-}

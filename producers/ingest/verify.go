@@ -119,10 +119,16 @@ func verifyTriggerSignature(provider string, h http.Header, body, secret []byte)
 	}
 }
 
-// Limits of the headers kept on the event.
+// Limits of the headers kept on the event: at most maxKeptHeaders of them,
+// names of at most maxKeptHeaderName bytes, values of at most
+// maxKeptHeaderValue, maxKeptHeaderBytes of names and values in all (so a
+// record's metadata stays far below webhooks.raw's limit whatever the
+// request carried).
 const (
 	maxKeptHeaders     = 64
+	maxKeptHeaderName  = 256
 	maxKeptHeaderValue = 2048
+	maxKeptHeaderBytes = 16 << 10
 )
 
 // dropHeaders are never copied to the event: credentials and transport.
@@ -170,20 +176,23 @@ var priorityHeaders = []string{
 // selectHeaders returns the request headers worth keeping for the
 // processor: names lower-cased, multiple values joined with ", ", values
 // valid UTF-8, at most maxKeptHeaders of them (priority ones first, then in
-// name order), values longer than maxKeptHeaderValue left out.
+// name order), names longer than maxKeptHeaderName and values longer than
+// maxKeptHeaderValue left out, and none past maxKeptHeaderBytes in all.
 func selectHeaders(h http.Header) map[string]string {
 	out := make(map[string]string, min(len(h), maxKeptHeaders))
+	total := 0
 	add := func(name string, vs []string) {
-		if len(out) >= maxKeptHeaders || !keepHeader(name) {
+		if len(out) >= maxKeptHeaders || len(name) > maxKeptHeaderName || !keepHeader(name) {
 			return
 		}
 		if _, dup := out[name]; dup {
 			return
 		}
 		v := strings.Join(vs, ", ")
-		if len(v) > maxKeptHeaderValue {
+		if len(v) > maxKeptHeaderValue || total+len(name)+len(v) > maxKeptHeaderBytes {
 			return
 		}
+		total += len(name) + len(v)
 		out[name] = strings.ToValidUTF8(v, "\uFFFD")
 	}
 	for _, name := range priorityHeaders {

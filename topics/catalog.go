@@ -114,7 +114,7 @@ var groups = []Group{
 var topics = []Topic{
 	{
 		Name:        WebhooksRaw,
-		Description: "Every inbound webhook after signature verification, exactly as received. Produced before the HTTP response, so an acknowledged webhook is never lost.",
+		Description: "Every inbound webhook after signature verification. Produced before the HTTP response, so an acknowledged webhook is never lost. The body is byte for byte as received (a GitHub form delivery's payload field), inline up to INGEST_INLINE_BODY_BYTES and otherwise in the blob store, referenced by body_ref with its SHA-256 and size.",
 		Key:         "webhook source: `{provider}:{integration or webhook id}`",
 		Partitions:  12, Cleanup: Delete, Retention: 7 * day,
 		EventTypes: []string{schemas.TypeWebhookReceived},

@@ -81,7 +81,9 @@ routes, sandbox tool callbacks; a sandbox and an OpenCode agent per session.
 Replicas share Redis; one owns each session.`},
 	{"chat [--gateway URL] [--token T] SESSION", "talk to a session's agent over the gateway's WebSocket: each\nstdin line is a prompt (/cancel, /status, /snapshot)",
 		`Talks to a session's agent over the gateway's WebSocket: each stdin line is a
-prompt; /cancel, /status and /snapshot send those messages.
+prompt; /cancel, /status and /snapshot send those messages. When the
+session is paused (or the stream ends and the client gave up reconnecting),
+the next line reconnects, which resumes the session, and is sent then.
 
   --gateway URL  gateway base URL (default GATEWAY_PUBLIC_URL)
   --token T      access token or API key (default $PROLIFERATE_TOKEN)`},

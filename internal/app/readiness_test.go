@@ -228,7 +228,7 @@ func TestWorkerReadinessFollowsItsGroup(t *testing.T) {
 	if r.Code != http.StatusServiceUnavailable || g.Status != obs.StatusFailing || !strings.Contains(g.Error, group) {
 		t.Fatalf("/readyz before the group could join = %d %s", r.Code, r.Body)
 	}
-	if want := []string{app.CheckGroupPrefix + group, "kafka", "postgres"}; !slices.Equal(r.names(), want) {
+	if want := []string{"blobstore", app.CheckGroupPrefix + group, "kafka", "postgres"}; !slices.Equal(r.names(), want) {
 		t.Fatalf("worker's readiness checks = %v, want %v", r.names(), want)
 	}
 	assertLive(t, ops)

@@ -138,6 +138,7 @@ func (a *App) Groups() map[string]GroupFactory {
 			if err != nil {
 				return nil, err
 			}
+			a.readyBlobStore(store)
 			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
 				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc, Blobs: store}), nil
 		},

@@ -104,6 +104,7 @@ type Config struct {
 	GatewayPublicURL        string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
 	SandboxProvider         string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
 	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:".data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots"`
+	SandboxIsolation        string        `env:"SANDBOX_ISOLATION" default:"bwrap" check:"oneof=bwrap|none" doc:"how the local provider contains agents: bwrap runs the agent, terminals and git commands of each session in a bubblewrap sandbox (own namespaces, no capabilities, a read-only host view with only its workspace and home writable, no network but its own session's gateway routes and the LLM API; needs bubblewrap and socat, which make tools installs); none runs them as plain host processes (development only; refused in production)"`
 	OrphanSweepInterval     time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
 	OrphanSweepGrace        time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`
 	OpenCodeBin             string        `env:"OPENCODE_BIN" doc:"the opencode binary (a path, or a name on PATH); empty: the pinned version in the shared tools cache scripts/opencode.sh installs into (PROLIFERATE_TOOLS_DIR, default /var/tmp/proliferate/tools), else opencode on PATH when OPENCODE_PLUGIN_DIR is set, else the pinned version is installed into the cache (npm); found the same from any working directory"`
@@ -222,6 +223,9 @@ func (c *Config) crossChecks() []Problem {
 		ps = append(ps, Problem{"INGEST_INLINE_BODY_BYTES", strconv.Itoa(c.IngestInlineBodyBytes),
 			fmt.Sprintf("must be at most %d: a webhooks.raw record is at most %d bytes and needs %d for the request's headers and metadata",
 				max, topics.MaxRecordBytes(topics.WebhooksRaw), IngestRecordHeadroom)})
+	}
+	if c.Env == "production" && c.SandboxIsolation == "none" {
+		ps = append(ps, Problem{"SANDBOX_ISOLATION", c.SandboxIsolation, "must not be none when PROLIFERATE_ENV=production (agents would run unconfined on the host)"})
 	}
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})

@@ -63,6 +63,8 @@ func TestBadValuesArePreciseErrors(t *testing.T) {
 		{map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL", "must be one of debug, info, warn, error"},
 		{prod(map[string]string{"KAFKA_BROKERS": ""}), "KAFKA_BROKERS", "must be set when PROLIFERATE_ENV=production"},
 		{prod(map[string]string{"SERVICE_TOKEN": ""}), "SERVICE_TOKEN", "must be set in production"},
+		{prod(map[string]string{"SANDBOX_ISOLATION": "none"}), "SANDBOX_ISOLATION", "must not be none when PROLIFERATE_ENV=production"},
+		{map[string]string{"SANDBOX_ISOLATION": "docker"}, "SANDBOX_ISOLATION", "must be one of bwrap, none"},
 		{prod(map[string]string{"AUTH_SIGNING_KEYS": "k1:c2hvcnQ="}), "AUTH_SIGNING_KEYS", `key "k1" must be at least 32 bytes, is 5`},
 		{prod(map[string]string{"ENCRYPTION_KEYS": "k1:" + b64(31)}), "ENCRYPTION_KEYS", `key "k1" must be exactly 32 bytes, is 31`},
 		{prod(map[string]string{"ENCRYPTION_KEYS": "k1:" + b64(32) + ",k1:" + b64(32)}), "ENCRYPTION_KEYS", `key id "k1" appears twice`},

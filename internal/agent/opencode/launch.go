@@ -36,6 +36,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -93,6 +94,11 @@ type LaunchOptions struct {
 	ReadyTimeout time.Duration
 	// Logger receives lifecycle lines; nil discards.
 	Logger *slog.Logger
+	// Jail, when set, runs the agent inside an isolation layer with its own
+	// view of the filesystem and its own network namespace (the local
+	// sandbox provider's bubblewrap sandbox). Nil runs it as a plain
+	// process of this host.
+	Jail *Jail
 }
 
 // Process is a running `opencode serve`.
@@ -325,13 +331,21 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 		return nil, fmt.Errorf("opencode: open log: %w", err)
 	}
 
+	inside := func(p string) string { return p }
+	if opts.Jail != nil {
+		inside = opts.Jail.Path
+	}
 	env := baseEnv()
-	env = append(env, "HOME="+home, "USER=opencode")
+	env = append(env, "HOME="+inside(home), "USER=opencode")
 	for k, v := range xdg {
-		env = append(env, k+"="+v)
+		env = append(env, k+"="+inside(v))
 	}
 	env = append(env, offlineEnv...)
-	env = append(env, "OPENCODE_DB="+db)
+	if db != ":memory:" {
+		env = append(env, "OPENCODE_DB="+inside(db))
+	} else {
+		env = append(env, "OPENCODE_DB="+db)
+	}
 	env = append(env, "OPENCODE_CONFIG_CONTENT="+config, "OPENCODE_SERVER_PASSWORD="+password)
 	env = append(env, opts.Env...)
 	tag := "PROLIFERATE_AGENT_TAG=" + password[:16]
@@ -339,7 +353,11 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 
 	// The process must outlive ctx (ctx only bounds start-up), so it is not
 	// started with CommandContext.
-	cmd := exec.Command(opts.Binary, "serve", "--hostname", "127.0.0.1", "--port", "0")
+	argv := []string{opts.Binary, "serve", "--hostname", "127.0.0.1", "--port", "0"}
+	if opts.Jail != nil {
+		argv = opts.Jail.Wrap([]string{opts.Binary, "serve", "--hostname", "127.0.0.1", "--port", strconv.Itoa(opts.Jail.Port)})
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = workspace
 	cmd.Env = env
 	cmd.Stderr = logFile
@@ -380,12 +398,15 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 	select {
 	case u := <-urlCh:
 		p.URL = u
+		if opts.Jail != nil {
+			p.URL = opts.Jail.URL // u is the jail's own loopback
+		}
 	case <-p.exited:
 		return fail(fmt.Errorf("opencode: exited before listening: %v", p.waitErr))
 	case <-readyCtx.Done():
 		return fail(fmt.Errorf("opencode: no listening address within %s: %w", timeout, readyCtx.Err()))
 	}
-	p.client, err = NewClient(p.URL, ClientOptions{Password: password, Directory: workspace})
+	p.client, err = NewClient(p.URL, ClientOptions{Password: password, Directory: inside(workspace)})
 	if err != nil {
 		return fail(err)
 	}
@@ -394,7 +415,7 @@ func Launch(ctx context.Context, opts LaunchOptions) (*Process, error) {
 	}
 	p.StartupDuration = time.Since(started)
 	log.Info("opencode ready", "url", p.URL, "pid", cmd.Process.Pid, "workspace", workspace,
-		"startup_ms", p.StartupDuration.Milliseconds())
+		"jailed", opts.Jail != nil, "startup_ms", p.StartupDuration.Milliseconds())
 	return p, nil
 }
 

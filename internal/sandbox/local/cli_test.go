@@ -37,8 +37,12 @@ func TestAgentRunsTheProliferateCLI(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	gw := "http://127.0.0.1:9"
+	if p.Isolation() == local.IsolationBwrap {
+		gw = local.JailGatewayURL // the sandbox's channel to the gateway
+	}
 	parts := toolParts(prompt(t, e, sb, "run-cli", "List the actions."))
-	if len(parts) != 1 || !strings.Contains(parts[0].State.Output, "cli-args=actions list session=sess-cli-1 gw=http://127.0.0.1:9") {
+	if len(parts) != 1 || !strings.Contains(parts[0].State.Output, "cli-args=actions list session=sess-cli-1 gw="+gw) {
 		t.Fatalf("bash tool parts %+v", parts)
 	}
 	if matches := grepTree(t, sb.Workspace, "cli-args"); len(matches) != 0 {

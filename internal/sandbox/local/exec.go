@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -30,6 +31,8 @@ var _ sandbox.Executor = (*Provider)(nil)
 // on timeout), with a minimal environment (PATH, the sandbox's isolated
 // HOME) plus cmd.Env. cmd.Dir is confined to the workspace through os.Root:
 // absolute paths, ".." escapes and symlinks resolving outside are refused.
+// With isolation the command runs in a bubblewrap sandbox of its own with
+// the agent's binds (at /workspace and /home/agent) and no network.
 func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecCommand) (sandbox.ExecResult, error) {
 	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
 		return sandbox.ExecResult{}, errors.New("local sandbox: exec: empty command")
@@ -38,7 +41,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	if in == nil {
 		return sandbox.ExecResult{}, fmt.Errorf("local sandbox: exec in %s: %w", sandboxID, sandbox.ErrNotFound)
 	}
-	dir, err := confineDir(in.workspace, cmd.Dir)
+	dir, rel, err := confineDir(in.workspace, cmd.Dir)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -51,9 +54,18 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 
 	c := exec.CommandContext(ctx, cmd.Args[0], cmd.Args[1:]...)
 	c.Dir = dir
+	home := in.home
+	if p.jail != nil {
+		// A sandbox of its own with the agent's binds and no network: git
+		// hooks and configuration of the workspace are the agent's.
+		inside := path.Join(JailWorkspace, filepath.ToSlash(rel))
+		c = exec.CommandContext(ctx, p.jail.bwrap, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside}, true, cmd.Args...)...)
+		c.Dir = in.workspace
+		home = JailHome
+	}
 	c.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + filepath.Join(p.sandboxDir(in.sessionID), "state", "home"),
+		"HOME=" + home,
 		"LANG=C.UTF-8",
 	}
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
@@ -66,6 +78,16 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	c.Stdout, c.Stderr = stdout, stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	c.Cancel = func() error { return syscall.Kill(-c.Process.Pid, syscall.SIGKILL) }
+	if p.jail != nil {
+		// The sandbox first (bwrap then reaps it and exits); bwrap's group
+		// too if the sandbox was not started yet.
+		c.Cancel = func() error {
+			if killJail(c.Process.Pid) {
+				return nil
+			}
+			return syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+		}
+	}
 	c.WaitDelay = 5 * time.Second
 
 	err = c.Run()
@@ -96,43 +118,48 @@ func (p *Provider) instanceByID(sandboxID string) *instance {
 }
 
 // confineDir resolves rel inside workspace, refusing absolute paths, ".."
-// escapes, symlinks leading out of the workspace and non-directories.
-func confineDir(workspace, rel string) (string, error) {
+// escapes, symlinks leading out of the workspace and non-directories. It
+// returns the resolved host path and that path relative to the workspace.
+func confineDir(workspace, rel string) (string, string, error) {
 	if rel == "" {
 		rel = "."
 	}
 	if filepath.IsAbs(rel) {
-		return "", fmt.Errorf("local sandbox: exec dir %q must be relative to the workspace", rel)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q must be relative to the workspace", rel)
 	}
 	clean := filepath.Clean(rel)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
 	}
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
-		return "", fmt.Errorf("local sandbox: open workspace: %w", err)
+		return "", "", fmt.Errorf("local sandbox: open workspace: %w", err)
 	}
 	defer root.Close()
 	st, err := root.Stat(clean) // follows symlinks only within the root
 	if err != nil {
-		return "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
 	}
 	if !st.IsDir() {
-		return "", fmt.Errorf("local sandbox: exec dir %q is not a directory", rel)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q is not a directory", rel)
 	}
 	// Belt and braces: the resolved path must lie in the resolved workspace.
 	wsReal, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
-		return "", fmt.Errorf("local sandbox: resolve workspace: %w", err)
+		return "", "", fmt.Errorf("local sandbox: resolve workspace: %w", err)
 	}
 	real, err := filepath.EvalSymlinks(filepath.Join(wsReal, clean))
 	if err != nil {
-		return "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
 	}
 	if real != wsReal && !strings.HasPrefix(real, wsReal+string(filepath.Separator)) {
-		return "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+		return "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
 	}
-	return real, nil
+	inside, err := filepath.Rel(wsReal, real)
+	if err != nil {
+		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+	}
+	return real, inside, nil
 }
 
 // cappedBuffer keeps the first max bytes written and discards the rest.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
 )
 
 func TestExecRunsInTheWorkspaceAndStaysConfined(t *testing.T) {
@@ -34,6 +35,9 @@ func TestExecRunsInTheWorkspaceAndStaysConfined(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	if p.Isolation() == local.IsolationBwrap {
+		ws = local.JailWorkspace // commands run in the sandbox
+	}
 	run := func(dir string, args ...string) (sandbox.ExecResult, error) {
 		return p.Exec(ctx, sb.ID, sandbox.ExecCommand{Args: args, Dir: dir, Timeout: 10 * time.Second})
 	}

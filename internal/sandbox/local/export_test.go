@@ -1,6 +1,10 @@
 package local
 
-import "context"
+import (
+	"context"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+)
 
 // Hooks for the benchmarks (package local_test).
 
@@ -19,3 +23,21 @@ func (p *Provider) RestoreSnapshot(id, sessionID string) error {
 	_, err := p.restore(id, sessionID)
 	return err
 }
+
+// AgentPID is the host pid of the process the provider started for the
+// session's agent (opencode, or the bwrap launching it), 0 when none runs.
+func (p *Provider) AgentPID(sessionID string) int {
+	in := p.instanceFor(sessionID, "")
+	if in == nil {
+		return 0
+	}
+	return in.proc.Pid()
+}
+
+// TerminalPID is the host pid of the process the provider started for a
+// terminal (the shell, or the bwrap launching it): its session id.
+func TerminalPID(t sandbox.Terminal) int { return t.(*terminal).cmd.Process.Pid }
+
+// JailGatewayURL is PROLIFERATE_GATEWAY_URL inside an isolated sandbox
+// for a gateway URL without a path.
+const JailGatewayURL = "http://127.0.0.1:4100"

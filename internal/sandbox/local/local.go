@@ -75,6 +75,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -83,6 +84,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -121,13 +123,25 @@ type Options struct {
 	// directory prepended to the agent's PATH (cli.go). Empty means this
 	// process's executable when it is named proliferate, else no CLI.
 	CLIPath string
-	Logger  *slog.Logger
+	// Isolation is how sandboxes are contained: IsolationBwrap (empty
+	// means it) runs the agent, terminals and Exec in bubblewrap sandboxes
+	// (jail.go, channels.go); IsolationNone runs them as plain processes
+	// of this host (development only: the agent can read everything this
+	// process's user can, and reach every port of the machine).
+	Isolation string
+	Logger    *slog.Logger
 }
 
 // Provider is the local sandbox provider. It is safe for concurrent use.
 type Provider struct {
 	opts Options
 	log  *slog.Logger
+	// jail is nil with IsolationNone. runRoot holds the sandboxes' runtime
+	// dirs (Unix sockets, so a short path); tmpRunRoot when it is a
+	// temporary dir of this provider (the data dir's path was too long).
+	jail       *jail
+	runRoot    string
+	tmpRunRoot bool
 
 	mu    sync.Mutex
 	locks map[string]*sessionLock // session id → lock (refcounted)
@@ -146,6 +160,7 @@ type instance struct {
 	workspace string
 	home      string // the isolated HOME under state/
 	proc      *opencode.Process
+	ch        *channels // the sandbox's channels (nil without isolation)
 	expiresAt time.Time
 	expiry    *time.Timer
 
@@ -190,13 +205,72 @@ func New(opts Options) (*Provider, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Provider{
+	p := &Provider{
 		opts:  opts,
 		log:   log.With("provider", ProviderName),
 		locks: map[string]*sessionLock{},
 		live:  map[string]*instance{},
-	}, nil
+	}
+	switch opts.Isolation {
+	case "", IsolationBwrap:
+		p.opts.Isolation = IsolationBwrap
+		if err := p.initJail(); err != nil {
+			return nil, err
+		}
+	case IsolationNone:
+		p.log.Warn("SANDBOX ISOLATION IS OFF (SANDBOX_ISOLATION=none): agents, terminals and git commands run as plain processes of this host, " +
+			"as this user, with its network; a prompt-injected agent can read this process's secrets, every session's workspace and reach every local service. " +
+			"Development only.")
+	default:
+		return nil, fmt.Errorf("local sandbox: unknown isolation %q (want %s or %s)", opts.Isolation, IsolationBwrap, IsolationNone)
+	}
+	return p, nil
 }
+
+// initJail prepares the bubblewrap sandboxes: the runtime root and what
+// every sandbox shares (jail.go).
+func (p *Provider) initJail() error {
+	if p.opts.OpenCodeBin == "" || p.opts.PluginDir == "" {
+		tools, err := opencode.ResolveTools(context.Background(), "")
+		if err != nil {
+			return fmt.Errorf("local sandbox: %w", err)
+		}
+		if p.opts.OpenCodeBin == "" {
+			p.opts.OpenCodeBin = tools.Binary
+		}
+		if p.opts.PluginDir == "" {
+			p.opts.PluginDir = tools.PluginDir
+		}
+	}
+	bin, err := exec.LookPath(p.opts.OpenCodeBin)
+	if err != nil {
+		return fmt.Errorf("local sandbox: opencode binary: %w", err)
+	}
+	if p.opts.OpenCodeBin, err = filepath.Abs(bin); err != nil {
+		return fmt.Errorf("local sandbox: opencode binary: %w", err)
+	}
+	p.runRoot = filepath.Join(p.opts.DataDir, "run")
+	// Socket paths are limited to 107 bytes: <root>/<10 digits>/gateway.sock.
+	if len(p.runRoot)+len("/0123456789/gateway.sock") > 100 {
+		root, err := os.MkdirTemp("", "proliferate-sbx-")
+		if err != nil {
+			return fmt.Errorf("local sandbox: runtime root: %w", err)
+		}
+		p.runRoot, p.tmpRunRoot = root, true
+	}
+	if err := os.MkdirAll(p.runRoot, 0o700); err != nil {
+		return fmt.Errorf("local sandbox: runtime root: %w", err)
+	}
+	j, err := newJail(p.opts.OpenCodeBin, p.opts.PluginDir, p.opts.CLIPath, filepath.Join(p.runRoot, "etc"))
+	if err != nil {
+		return err
+	}
+	p.jail = j
+	return nil
+}
+
+// Isolation reports the provider's isolation mode.
+func (p *Provider) Isolation() string { return p.opts.Isolation }
 
 // Name implements sandbox.Provider.
 func (p *Provider) Name() string { return ProviderName }
@@ -292,10 +366,27 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		log.Info("repositories cloned", "repos", len(spec.Repos), "ms", time.Since(started).Milliseconds())
 	}
 
+	// With isolation the agent reaches the gateway and the LLM only
+	// through its channels, at fixed URLs of its own loopback.
+	gatewayURL, llmURL := spec.GatewayURL, spec.LLM.BaseURL
+	var ch *channels
+	if p.jail != nil {
+		var urls insideURLs
+		if ch, urls, err = openChannels(p.runRoot, spec.SessionID, spec.GatewayURL, spec.LLM.BaseURL, log); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		gatewayURL, llmURL = urls.gateway, urls.llm
+	}
+	launched := false
+	defer func() {
+		if ch != nil && !launched {
+			ch.close()
+		}
+	}()
 	capSpec := capabilities.CapabilitySpec{
 		SessionType:  spec.SessionType,
 		ClientType:   spec.ClientType,
-		GatewayURL:   spec.GatewayURL,
+		GatewayURL:   gatewayURL,
 		SessionID:    spec.SessionID,
 		SandboxToken: spec.SandboxToken,
 		SystemPrompt: spec.SystemPrompt,
@@ -308,29 +399,52 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		return sandbox.Sandbox{}, err
 	}
 
-	binDir, err := p.linkCLI(filepath.Join(dir, "state"))
-	if err != nil {
+	stateDir := filepath.Join(dir, "state")
+	home := filepath.Join(stateDir, "home")
+	agentDir := filepath.Join(stateDir, agentPrefix)
+	paths := mapper{} // host paths as the agent sees them: unchanged without isolation
+	var binDir string
+	if p.jail != nil {
+		paths = mapper{workspace: workspace, home: home, agentDir: agentDir}
+		if p.opts.CLIPath != "" {
+			binDir = jailCLIDir // the CLI is bound there
+		}
+	} else if binDir, err = p.linkCLI(stateDir); err != nil {
 		return sandbox.Sandbox{}, err
 	}
 	model := spec.ModelID
 	if model == "" {
 		model = spec.LLM.Model
 	}
+	env := withPath(agentEnv(spec, capSpec), binDir)
+	if p.jail != nil {
+		env = append(env, "TMPDIR=/tmp")
+	}
 	launch := opencode.LaunchOptions{
 		Binary:    p.opts.OpenCodeBin,
 		PluginDir: p.opts.PluginDir,
 		Workspace: workspace,
-		StateDir:  filepath.Join(dir, "state"),
-		DBPath:    filepath.Join(dir, "state", agentPrefix, agentDBName),
+		StateDir:  stateDir,
+		DBPath:    filepath.Join(agentDir, agentDBName),
 		Provider: opencode.Provider{
-			ID: spec.LLM.ProviderID, NPM: spec.LLM.NPM, BaseURL: spec.LLM.BaseURL,
+			ID: spec.LLM.ProviderID, NPM: spec.LLM.NPM, BaseURL: llmURL,
 			APIKey: spec.LLM.APIKey, Models: []string{model},
 		},
 		Model:        model,
-		ExtraConfig:  map[string]any{"instructions": []string{files.Instructions}},
-		Env:          withPath(agentEnv(spec, capSpec), binDir),
+		ExtraConfig:  map[string]any{"instructions": []string{paths.path(files.Instructions)}},
+		Env:          env,
 		ReadyTimeout: p.opts.ReadyTimeout,
 		Logger:       log,
+	}
+	if p.jail != nil {
+		binds := jailBinds{workspace: workspace, home: home, agentDir: agentDir, runDir: ch.dir}
+		launch.Jail = &opencode.Jail{
+			Wrap: func(argv []string) []string { return p.jail.agentArgv(binds, argv) },
+			Path: paths.path, Port: jailAgentPort, URL: ch.agentURL(),
+		}
+	}
+	if err := relinkPluginDeps(filepath.Join(workspace, ".opencode"), p.opts.PluginDir); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	if err := writeGlobalConfig(launch); err != nil {
 		return sandbox.Sandbox{}, err
@@ -339,12 +453,14 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	if err != nil {
 		return sandbox.Sandbox{}, fmt.Errorf("local sandbox: start agent for %s: %w", spec.SessionID, err)
 	}
+	launched = true
 	in = &instance{
 		id:        "lsb_" + randomHex(6) + "_" + spec.SessionID,
 		sessionID: spec.SessionID,
 		workspace: workspace,
-		home:      filepath.Join(dir, "state", "home"),
+		home:      home,
 		proc:      proc,
+		ch:        ch,
 		expiresAt: started.Add(p.opts.Timeout),
 		terminals: map[*terminal]struct{}{},
 	}
@@ -352,7 +468,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	p.mu.Lock()
 	p.live[spec.SessionID] = in
 	p.mu.Unlock()
-	log.Info("sandbox started", "sandbox_id", in.id, "tools", files.Tools, "expires_at", in.expiresAt,
+	log.Info("sandbox started", "sandbox_id", in.id, "tools", files.Tools, "expires_at", in.expiresAt, "isolation", p.opts.Isolation,
 		"ms", time.Since(started).Milliseconds(), "agent_startup_ms", proc.StartupDuration.Milliseconds())
 	return in.sandbox(), nil
 }
@@ -389,7 +505,19 @@ func (p *Provider) stop(in *instance) {
 	for _, t := range terms {
 		_ = t.Close()
 	}
+	if p.jail != nil && killJail(in.proc.Pid()) {
+		// The whole sandbox at once; bwrap reaps it and exits with it.
+		t := time.NewTimer(opencode.StopGrace)
+		select {
+		case <-in.proc.Exited():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	in.proc.Stop()
+	if in.ch != nil {
+		in.ch.close()
+	}
 	p.forget(in)
 }
 
@@ -416,6 +544,31 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) []string {
 		}
 	}
 	return append(env, capabilities.Env(capSpec)...)
+}
+
+// relinkPluginDeps links the seeded plugin dependencies again into a
+// workspace restored from a snapshot (which leaves the link out: it points
+// at a host path): opencode.SeedPluginDeps leaves a dir with a
+// package.json alone, and without node_modules OpenCode would run
+// `npm install` before loading the platform tools, which never finishes in
+// a sandbox without network. Only our own seed (the plugin dir's
+// package.json) is relinked; a workspace's own dependencies stay its own.
+func relinkPluginDeps(dir, pluginDir string) error {
+	if pluginDir == "" || exists(filepath.Join(dir, "node_modules")) {
+		return nil
+	}
+	have, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return nil // not seeded yet: Launch seeds it
+	}
+	ours, err := os.ReadFile(filepath.Join(pluginDir, "package.json"))
+	if err != nil || !bytes.Equal(have, ours) {
+		return nil
+	}
+	if err := os.Symlink(filepath.Join(pluginDir, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		return fmt.Errorf("local sandbox: link plugin dependencies: %w", err)
+	}
+	return nil
 }
 
 // writeGlobalConfig writes the OpenCode config to the isolated home's
@@ -576,6 +729,10 @@ func (p *Provider) Close() {
 		wg.Go(func() { p.stop(in) })
 	}
 	wg.Wait()
+	if p.tmpRunRoot {
+		_ = os.RemoveAll(filepath.Join(p.runRoot, "etc"))
+		_ = os.Remove(p.runRoot) // only when no sandbox of this provider runs
+	}
 }
 
 func exists(path string) bool {

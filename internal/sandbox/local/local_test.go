@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -179,7 +180,7 @@ func prompt(t *testing.T, e env, sb sandbox.Sandbox, script, text string) []open
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword, Directory: sb.Workspace})
+	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,17 +635,56 @@ func TestCloneAuthenticatesWithTheRepoToken(t *testing.T) {
 	}
 }
 
-// agentPids finds the processes running in workspace (the agent).
-func agentPids(t *testing.T, workspace string) []int {
+// sandboxProcs returns a function listing the processes of a session's
+// running agent sandbox at the time of the call: without isolation the
+// processes working in the workspace, with isolation those of the agent's
+// pid namespace (found now, through the bwrap the provider started).
+func sandboxProcs(t *testing.T, p *local.Provider, sessionID, workspace string) func() []int {
 	t.Helper()
+	if p.Isolation() == local.IsolationNone {
+		return func() []int { return procsWhere(func(pid string) bool { return readlink("/proc/"+pid+"/cwd") == workspace }) }
+	}
+	outer := strconv.Itoa(p.AgentPID(sessionID))
+	inner := procsWhere(func(pid string) bool { return statField(pid, 1) == outer })
+	if len(inner) == 0 {
+		t.Fatalf("no process inside the sandbox of %s (bwrap pid %s)", sessionID, outer)
+	}
+	ns := readlink(fmt.Sprintf("/proc/%d/ns/pid", inner[0]))
+	return func() []int {
+		return procsWhere(func(pid string) bool { return readlink("/proc/"+pid+"/ns/pid") == ns })
+	}
+}
+
+func readlink(p string) string {
+	s, _ := os.Readlink(p)
+	return s
+}
+
+// statField is field n (0 = state, 1 = ppid, 2 = pgrp, 3 = session) after
+// the command name of /proc/<pid>/stat.
+func statField(pid string, n int) string {
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) <= n {
+		return ""
+	}
+	return f[n]
+}
+
+// procsWhere lists the processes (other than this one) matching keep.
+func procsWhere(keep func(pid string) bool) []int {
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
-		var pid int
-		if _, err := fmt.Sscan(e.Name(), &pid); err != nil || pid == os.Getpid() {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if cwd, err := os.Readlink("/proc/" + e.Name() + "/cwd"); err == nil && cwd == workspace {
+		if keep(e.Name()) {
 			pids = append(pids, pid)
 		}
 	}
@@ -664,7 +704,7 @@ func TestCrashedAgentIsRestartedOnItsWorkspace(t *testing.T) {
 	if err := os.WriteFile(marker, []byte("work in progress"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pids := agentPids(t, sb.Workspace)
+	pids := sandboxProcs(t, p, spec.SessionID, sb.Workspace)()
 	if len(pids) == 0 {
 		t.Fatal("agent process not found")
 	}

@@ -39,7 +39,7 @@ func newProviderWith(t *testing.T, e env, set func(*local.Options)) (*local.Prov
 
 func agentClient(t *testing.T, sb sandbox.Sandbox) *opencode.Client {
 	t.Helper()
-	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword, Directory: sb.Workspace})
+	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,10 @@ const terminalCloseGrace = 5 * time.Second
 // its working directory and an environment of the sandbox's isolated HOME
 // and XDG directories, PATH, TERM, LANG and the git identity. Neither the
 // LLM key nor the sandbox token reaches it. The terminal is closed with the
-// sandbox (Terminate, Pause, expiry, Close).
+// sandbox (Terminate, Pause, expiry, Close). With isolation the shell runs
+// in a bubblewrap sandbox of its own with the same binds as the agent's
+// (the workspace and home at /workspace and /home/agent) and its own
+// network namespace; it does not see the agent's processes.
 func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (sandbox.Terminal, error) {
 	if !idRE.MatchString(sessionID) {
 		return nil, fmt.Errorf("local sandbox: invalid session id %q", sessionID)
@@ -59,6 +62,16 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	cmd := exec.Command(shell, "-i")
 	cmd.Dir = in.workspace
 	cmd.Env = terminalEnv(in.home)
+	if p.jail != nil {
+		// A sandbox of its own with the workspace and home (no channels: a
+		// terminal holds no platform credential). It keeps the pty as its
+		// controlling terminal for job control: the pty is the sandbox's
+		// alone, so no --new-session.
+		argv := p.jail.args(jailBinds{workspace: in.workspace, home: in.home}, false, shell, "-i")
+		cmd = exec.Command(p.jail.bwrap, argv...)
+		cmd.Dir = in.workspace
+		cmd.Env = terminalEnv(JailHome)
+	}
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -71,7 +84,7 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: start terminal shell: %w", err)
 	}
-	t := &terminal{master: master, cmd: cmd, exited: make(chan struct{})}
+	t := &terminal{master: master, cmd: cmd, jailed: p.jail != nil, exited: make(chan struct{})}
 	t.onClose = func() {
 		in.mu.Lock()
 		delete(in.terminals, t)
@@ -116,6 +129,7 @@ func terminalEnv(home string) []string {
 type terminal struct {
 	master    *os.File
 	cmd       *exec.Cmd
+	jailed    bool // cmd is the bwrap running the shell
 	exited    chan struct{}
 	onClose   func()
 	closeOnce sync.Once
@@ -147,6 +161,15 @@ func (t *terminal) Resize(cols, rows uint16) error {
 func (t *terminal) Close() error {
 	t.closeOnce.Do(func() {
 		sid := t.cmd.Process.Pid
+		if t.jailed && killJail(sid) {
+			// The sandbox is gone; bwrap reaps it and exits.
+			timer := time.NewTimer(terminalCloseGrace)
+			select {
+			case <-t.exited:
+			case <-timer.C:
+			}
+			timer.Stop()
+		}
 		_ = syscall.Kill(-sid, syscall.SIGKILL)
 		killSession(sid)
 		timer := time.NewTimer(terminalCloseGrace)

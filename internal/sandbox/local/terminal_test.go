@@ -2,11 +2,11 @@ package local_test
 
 import (
 	"bytes"
+	"fmt"
 	"errors"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -117,8 +117,14 @@ func TestTerminal(t *testing.T) {
 	typeLine(t, term, "echo $((6*7))")
 	out.waitFor(t, "\r42\r\n")
 
+	// The workspace and home: at fixed paths in an isolated sandbox.
+	wantWS := sb.Workspace
+	home := filepath.Join(dataDir, "sandboxes", spec.SessionID, "state", "home")
+	if p.Isolation() == local.IsolationBwrap {
+		wantWS, home = local.JailWorkspace, local.JailHome
+	}
 	typeLine(t, term, "pwd")
-	out.waitFor(t, "\r"+sb.Workspace+"\r\n")
+	out.waitFor(t, "\r"+wantWS+"\r\n")
 
 	typeLine(t, term, "stty size")
 	out.waitFor(t, "\r24 80\r\n")
@@ -132,7 +138,6 @@ func TestTerminal(t *testing.T) {
 	// identity; no platform secret.
 	typeLine(t, term, "env; echo env-end-$((1+1))")
 	env := out.waitFor(t, "env-end-2")
-	home := filepath.Join(dataDir, "sandboxes", spec.SessionID, "state", "home")
 	for _, want := range []string{"HOME=" + home + "\r\n", "TERM=xterm-256color\r\n", "GIT_AUTHOR_NAME=Proliferate Agent\r\n"} {
 		if !strings.Contains(env, want) {
 			t.Fatalf("terminal env lacks %q:\n%s", want, env)
@@ -146,14 +151,13 @@ func TestTerminal(t *testing.T) {
 
 	// Close kills the shell and its jobs (a background job runs in a
 	// process group of its own).
-	typeLine(t, term, "sleep 31337 & echo shell-pid=$$")
-	var m []string
-	testenv.Eventually(t, 10*time.Second, "shell pid printed", func() bool {
-		m = regexp.MustCompile(`shell-pid=(\d+)\r\n`).FindStringSubmatch(out.String())
-		return m != nil
-	})
-	shell, _ := strconv.Atoi(m[1])
-	testenv.Eventually(t, 10*time.Second, "background job started", func() bool { return len(sessionProcs(shell)) >= 2 })
+	// (The terminal's session on the host: the shell's, or the bwrap's
+	// that runs it.)
+	shell := local.TerminalPID(term)
+	baseline := len(sessionProcs(shell))
+	typeLine(t, term, "sleep 31337 & echo job-$((1+1))")
+	out.waitFor(t, "job-2\r\n")
+	testenv.Eventually(t, 10*time.Second, "background job started", func() bool { return len(sessionProcs(shell)) > baseline })
 	if err := term.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -175,12 +179,9 @@ func TestTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	out2 := readTerminal(term2)
-	typeLine(t, term2, "echo shell-pid=$$")
-	testenv.Eventually(t, 10*time.Second, "shell pid printed", func() bool {
-		m = regexp.MustCompile(`shell-pid=(\d+)\r\n`).FindStringSubmatch(out2.String())
-		return m != nil
-	})
-	shell2, _ := strconv.Atoi(m[1])
+	typeLine(t, term2, "echo shell-up")
+	out2.waitFor(t, "\rshell-up\r\n")
+	shell2 := local.TerminalPID(term2)
 	if err := p.Terminate(t.Context(), spec.SessionID, sb.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +198,15 @@ func TestTerminal(t *testing.T) {
 // a cloud provider; its files stay and the session resumes on them.
 func TestSandboxLifetime(t *testing.T) {
 	e := setup(t)
-	const lifetime = 6 * time.Second
+	// The lifetime must leave time to open a terminal after the start:
+	// three starts on this machine now, at least 6 s.
+	probe, _ := newProviderWith(t, e, nil)
+	start := time.Now()
+	if _, err := probe.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: "sess-lifetime-probe", LLM: e.llm}); err != nil {
+		t.Fatal(err)
+	}
+	lifetime := max(6*time.Second, 3*time.Since(start))
+	probe.Close()
 	p, _ := newProviderWith(t, e, func(o *local.Options) { o.Timeout = lifetime })
 	spec := sandbox.Spec{SessionID: "sess-lifetime", SessionType: "coding", ClientType: "web", LLM: e.llm}
 	before := time.Now()
@@ -221,6 +230,7 @@ func TestSandboxLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := readTerminal(term)
+	procs := sandboxProcs(t, p, spec.SessionID, sb.Workspace)
 
 	testenv.Eventually(t, lifetime+15*time.Second, "the sandbox expired", func() bool {
 		alive, err := p.Alive(t.Context(), sb.ID)
@@ -230,7 +240,12 @@ func TestSandboxLifetime(t *testing.T) {
 		t.Fatalf("sandbox stopped before its ExpiresAt %v", sb.ExpiresAt)
 	}
 	<-out.done // the terminal ended with it
-	if pids := agentPids(t, sb.Workspace); len(pids) > 0 {
+	if pids := procs(); len(pids) > 0 {
+		for _, pid := range pids {
+			c, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Logf("%d %q %s", pid, c, st)
+		}
 		t.Fatalf("processes left in the expired sandbox: %v", pids)
 	}
 	if _, err := os.Stat(marker); err != nil {

@@ -240,3 +240,38 @@ func TestWorkerReadinessFollowsItsGroup(t *testing.T) {
 	}
 	assertLive(t, ops)
 }
+
+// The relay is ready while Postgres answers, a broker leads the outbox's
+// topics and the backlog is young: an hour-old pending row it cannot publish
+// yet (its topic's broker is down) makes /readyz 503 naming the outbox and
+// kafka checks; once the broker is back the row goes out and /readyz is 200.
+func TestRelayReadinessFollowsTheBacklog(t *testing.T) {
+	kb := newStoppableBroker(t)
+	ensureTopics(t, kb.addr)
+	a := app.New(roleConfig(t, kb.addr), obs.NewLogger(io.Discard, "error", "text"))
+	ops := runRoles(t, a, a.RelayRole)
+	r := awaitReadyz(t, ops, http.StatusOK, "relay ready with the broker up and nothing pending")
+	if got := strings.Join(r.names(), ","); got != "kafka,outbox,postgres" {
+		t.Fatalf("the relay's readiness checks = %s, want kafka,outbox,postgres", got)
+	}
+
+	kb.stop()
+	ctx := context.Background()
+	var id int64
+	if err := a.Pool.QueryRow(ctx, `INSERT INTO outbox (topic, key, value, created_at)
+		VALUES ($1, 'run-ready', 'v', now() - interval '1 hour') RETURNING id`, topics.RunsLifecycle).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	r = awaitReadyz(t, ops, http.StatusServiceUnavailable, "relay not ready with an hour-old pending row")
+	if r.check("outbox").Status != obs.StatusFailing || !strings.Contains(r.check("outbox").Error, "oldest pending outbox row") {
+		t.Fatalf("outbox check: %+v", r.check("outbox"))
+	}
+	assertLive(t, ops)
+
+	kb.start()
+	awaitReadyz(t, ops, http.StatusOK, "relay ready again once the row is published")
+	var published bool
+	if err := a.Pool.QueryRow(ctx, `SELECT published_at IS NOT NULL FROM outbox WHERE id = $1`, id).Scan(&published); err != nil || !published {
+		t.Fatalf("row %d published = %v, %v", id, published, err)
+	}
+}

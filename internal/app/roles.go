@@ -115,6 +115,18 @@ func (a *App) RelayRole(ctx context.Context) (Role, error) {
 		Logger:        a.Log,
 		Registerer:    a.Reg,
 	})
+	// Ready: Postgres answers, a broker leads every partition of the topics
+	// events reach through the outbox, and the backlog is young enough.
+	a.readyPostgres()
+	var outboxTopics []string
+	for _, t := range topics.All() {
+		if t.DeadLetterOf == "" && t.Name != topics.WebhooksRaw {
+			outboxTopics = append(outboxTopics, t.Name)
+		}
+	}
+	if err := a.readyKafka(outboxTopics...); err != nil {
+		return Role{}, err
+	}
 	a.Checks.Add("outbox", relay.Ready)
 	return Role{"outbox-relay", relay.Run}, nil
 }

@@ -642,7 +642,9 @@ func TestCloneAuthenticatesWithTheRepoToken(t *testing.T) {
 func sandboxProcs(t *testing.T, p *local.Provider, sessionID, workspace string) func() []int {
 	t.Helper()
 	if p.Isolation() == local.IsolationNone {
-		return func() []int { return procsWhere(func(pid string) bool { return readlink("/proc/"+pid+"/cwd") == workspace }) }
+		return func() []int {
+			return procsWhere(func(pid string) bool { return readlink("/proc/"+pid+"/cwd") == workspace })
+		}
 	}
 	outer := strconv.Itoa(p.AgentPID(sessionID))
 	inner := procsWhere(func(pid string) bool { return statField(pid, 1) == outer })

@@ -249,6 +249,15 @@ func (p *Provider) initJail() error {
 	if p.opts.OpenCodeBin, err = filepath.Abs(bin); err != nil {
 		return fmt.Errorf("local sandbox: opencode binary: %w", err)
 	}
+	if p.opts.CLIPath == "" {
+		// Without isolation the agent finds a proliferate on this process's
+		// PATH; a sandbox sees only /usr of it, so that binary is bound in.
+		if found, err := exec.LookPath(cliName); err == nil {
+			if p.opts.CLIPath, err = resolveCLI(found); err != nil {
+				return err
+			}
+		}
+	}
 	p.runRoot = filepath.Join(p.opts.DataDir, "run")
 	// Socket paths are limited to 107 bytes: <root>/<10 digits>/gateway.sock.
 	if len(p.runRoot)+len("/0123456789/gateway.sock") > 100 {

@@ -253,3 +253,34 @@ func BenchmarkResume(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// BenchmarkColdStart is a new session's sandbox with an empty workspace:
+// EnsureSandbox until the agent answers, then terminate. bwrap is the
+// isolated sandbox (its channels, bubblewrap, the forwarders); the
+// baseline is the same without isolation (SANDBOX_ISOLATION=none).
+func BenchmarkColdStart(b *testing.B) {
+	e := setup(b)
+	for _, mode := range []struct{ name, isolation string }{{"baseline", local.IsolationNone}, {"bwrap", local.IsolationBwrap}} {
+		b.Run(mode.name, func(b *testing.B) {
+			p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+				Isolation: mode.isolation})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			spec := sandbox.Spec{SessionID: "sess-cold", SessionType: "coding", ClientType: "web", LLM: e.llm,
+				GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok"}
+			for b.Loop() {
+				sb, err := p.EnsureSandbox(context.Background(), spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := p.Terminate(context.Background(), spec.SessionID, sb.ID); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

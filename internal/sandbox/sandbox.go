@@ -103,7 +103,10 @@ type Sandbox struct {
 	AgentURL string
 	// AgentPassword is the server's Basic-auth password. Never logged.
 	AgentPassword string
-	// Workspace is the agent's working directory (inside the sandbox).
+	// Workspace is the workspace's path where the provider keeps it (the
+	// local provider: a host path, which its Exec and snapshots use);
+	// processes inside an isolated sandbox may see it at another path
+	// (/workspace).
 	Workspace string
 	// ExpiresAt is when the provider ends the sandbox on its own (its
 	// lifetime); zero means never. The gateway migrates or pauses the

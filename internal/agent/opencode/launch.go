@@ -15,7 +15,9 @@
 // mode as <DBPath>, <DBPath>-wal and <DBPath>-shm, and leaves the -wal file
 // un-checkpointed when it is stopped, so a copy of the conversation is the
 // database file together with its -wal file. The listening port is
-// read from the process output (`--port 0` still tries 4096 first), and
+// read from the process output (`--port 0` still tries 4096 first; a
+// jailed agent, LaunchOptions.Jail, listens on a fixed port of its own
+// loopback and is reached through the jail's forwarder), and
 // readiness is polled with a short per-request timeout because early
 // requests can hang. The process runs in its own process group so Stop
 // also reaps what the agent spawned (bash tool children).

@@ -8,6 +8,20 @@
 //	sandboxes/<session>/state/home           OpenCode's isolated HOME and config (holds the LLM key)
 //	sandboxes/<session>/state/agent          the agent's database: its conversation
 //	snapshots/<snapshot id>.tar.gz           snapshots
+//	run/<random>/                            a running isolated sandbox's runtime dir (channels.go)
+//
+// # Isolation
+//
+// With Options.Isolation IsolationBwrap (the default) the agent, every
+// terminal and every Exec run in bubblewrap sandboxes (jail.go): their own
+// namespaces, no capabilities, uid 1000, a read-only view of /usr and /etc
+// with only the workspace (at /workspace), the isolated home (at
+// /home/agent) and, for the agent, its database writable, and no network
+// but the Unix-socket channels of channels.go (the agent's port in, this
+// session's gateway routes and the LLM API out). The provider keeps
+// working with host paths (Sandbox.Workspace, snapshots, Exec's
+// confinement); only processes inside see the fixed paths.
+// IsolationNone runs them as plain processes of this host, as before.
 //
 // EnsureSandbox is serialised per session: a live sandbox of the session is
 // returned as is; otherwise the workspace is restored from Spec.SnapshotID,

@@ -422,7 +422,7 @@ func TestSnapshotCircuitBreaker(t *testing.T) {
 	m := e.manager(t, d)
 	e.prov.FailSnapshots(3)
 	started(t, m, id)
-	testenv.Eventually(t, 10*time.Second, "a failure counted", func() bool { return e.get(t, id).IdleSnapshotFailures >= 1 })
+	testenv.Eventually(t, 30*time.Second, "a failure counted", func() bool { return e.get(t, id).IdleSnapshotFailures >= 1 })
 	s := e.waitStatus(t, id, sessions.StatusStopped)
 	if s.Outcome == nil || *s.Outcome != "failed" || s.StopReason == nil || *s.StopReason != sessions.StopSnapshotFailed {
 		t.Fatalf("breaker: outcome %v reason %v", s.Outcome, s.StopReason)

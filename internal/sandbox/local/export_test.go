@@ -41,3 +41,6 @@ func TerminalPID(t sandbox.Terminal) int { return t.(*terminal).cmd.Process.Pid 
 // JailGatewayURL is PROLIFERATE_GATEWAY_URL inside an isolated sandbox
 // for a gateway URL without a path.
 const JailGatewayURL = "http://127.0.0.1:4100"
+
+// RunRoot is where the provider creates its sandboxes' runtime dirs.
+func (p *Provider) RunRoot() string { return p.runRoot }

@@ -346,3 +346,32 @@ func TestNoIsolationRunsOnTheHost(t *testing.T) {
 	typeLine(t, term, "pwd")
 	out.waitFor(t, "\r"+sb.Workspace+"\r\n")
 }
+
+// A data dir too deep for Unix socket paths gets its runtime dirs under
+// the temporary dir; the sandbox works, and Close leaves nothing there.
+func TestLongDataDirUsesAShortRuntimeRoot(t *testing.T) {
+	e := setup(t)
+	dataDir := filepath.Join(t.TempDir(), strings.Repeat("d", 90))
+	p, err := local.New(local.Options{DataDir: dataDir, OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		Isolation: local.IsolationBwrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	root := p.RunRoot()
+	if !strings.HasPrefix(root, os.TempDir()+"/") || len(root)+len("/0123456789/gateway.sock") > 100 {
+		t.Fatalf("runtime root %s for data dir %s", root, dataDir)
+	}
+	sb, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: "sess-long", SessionType: "coding", ClientType: "web", LLM: e.llm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt(t, e, sb, "bash", "Create hello.txt")
+	if data, err := os.ReadFile(filepath.Join(sb.Workspace, "hello.txt")); err != nil || string(data) != "hi\n" {
+		t.Fatalf("hello.txt = %q, %v", data, err)
+	}
+	p.Close()
+	if _, err := os.Stat(root); !os.IsNotExist(err) {
+		t.Fatalf("runtime root %s left after Close: %v", root, err)
+	}
+}

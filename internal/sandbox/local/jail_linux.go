@@ -41,3 +41,9 @@ func killJail(outer int) bool {
 	}
 	return found
 }
+
+// ownedByMe reports whether a file belongs to this process's user.
+func ownedByMe(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == os.Geteuid()
+}

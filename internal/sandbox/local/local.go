@@ -92,9 +92,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -151,8 +153,8 @@ type Provider struct {
 	opts Options
 	log  *slog.Logger
 	// jail is nil with IsolationNone. runRoot holds the sandboxes' runtime
-	// dirs (Unix sockets, so a short path); tmpRunRoot when it is a
-	// temporary dir of this provider (the data dir's path was too long).
+	// dirs (Unix sockets, so a short path); tmpRunRoot when it is in the
+	// temporary dir (the data dir's path was too long).
 	jail       *jail
 	runRoot    string
 	tmpRunRoot bool
@@ -241,6 +243,27 @@ func New(opts Options) (*Provider, error) {
 	return p, nil
 }
 
+// shortRunRoot is the runtime root of a data dir whose path is too long
+// for socket paths: a directory of the temporary dir named after the data
+// dir, so restarts reuse it. One that is not a directory of this user with
+// mode 0700 (another user could create the name first) is not used; a
+// fresh temporary directory is.
+func shortRunRoot(dataDir string) (string, error) {
+	sum := sha256.Sum256([]byte(dataDir))
+	root := filepath.Join(os.TempDir(), "proliferate-sbx-"+hex.EncodeToString(sum[:6]))
+	if err := os.Mkdir(root, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", fmt.Errorf("local sandbox: runtime root: %w", err)
+	}
+	if st, err := os.Lstat(root); err == nil && st.IsDir() && st.Mode().Perm() == 0o700 && ownedByMe(st) {
+		return root, nil
+	}
+	root, err := os.MkdirTemp("", "proliferate-sbx-")
+	if err != nil {
+		return "", fmt.Errorf("local sandbox: runtime root: %w", err)
+	}
+	return root, nil
+}
+
 // initJail prepares the bubblewrap sandboxes: the runtime root and what
 // every sandbox shares (jail.go).
 func (p *Provider) initJail() error {
@@ -275,16 +298,16 @@ func (p *Provider) initJail() error {
 	p.runRoot = filepath.Join(p.opts.DataDir, "run")
 	// Socket paths are limited to 107 bytes: <root>/<10 digits>/gateway.sock.
 	if len(p.runRoot)+len("/0123456789/gateway.sock") > 100 {
-		root, err := os.MkdirTemp("", "proliferate-sbx-")
+		root, err := shortRunRoot(p.opts.DataDir)
 		if err != nil {
-			return fmt.Errorf("local sandbox: runtime root: %w", err)
+			return err
 		}
 		p.runRoot, p.tmpRunRoot = root, true
 	}
 	if err := os.MkdirAll(p.runRoot, 0o700); err != nil {
 		return fmt.Errorf("local sandbox: runtime root: %w", err)
 	}
-	j, err := newJail(p.opts.OpenCodeBin, p.opts.PluginDir, p.opts.CLIPath, filepath.Join(p.runRoot, "etc"))
+	j, err := newJail(p.opts.OpenCodeBin, p.opts.PluginDir, p.opts.CLIPath, filepath.Join(p.opts.DataDir, "jail"))
 	if err != nil {
 		return err
 	}
@@ -753,8 +776,7 @@ func (p *Provider) Close() {
 	}
 	wg.Wait()
 	if p.tmpRunRoot {
-		_ = os.RemoveAll(filepath.Join(p.runRoot, "etc"))
-		_ = os.Remove(p.runRoot) // only when no sandbox of this provider runs
+		_ = os.Remove(p.runRoot) // only when empty: no sandbox runs on it
 	}
 }
 

@@ -401,7 +401,10 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 const DefaultMaxPendingAge = 30 * time.Second
 
 // OldestPending is the age of the oldest unpublished row (0 when none) and
-// how many rows are set aside in outbox_dead_letters.
+// how many rows are set aside in outbox_dead_letters. "Oldest" is the next
+// row the relay publishes (the lowest id, one index probe however long the
+// backlog); rows are created in id order, so it is the oldest but for
+// transactions that committed out of order.
 func OldestPending(ctx context.Context, pool *pgxpool.Pool) (age time.Duration, deadLetters int64, err error) {
 	var secs float64
 	err = pool.QueryRow(ctx, `SELECT

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -47,6 +48,11 @@ var (
 	// ErrNotRepo: the workspace path is not a git repository.
 	ErrNotRepo = errors.New("gitops: not a git repository")
 )
+
+// errOutside is wrapped in ErrNotRepo: the directory belongs to a
+// repository whose root lies outside the workspace (e.g. a workspace
+// without repos inside another checkout); git must not touch it.
+var errOutside = errors.New("its repository root lies outside the workspace")
 
 // GitError is a failed git command.
 type GitError struct {
@@ -76,11 +82,19 @@ type Repo struct {
 	sandboxID string
 	path      string
 	opts      Options
+
+	mu      sync.Mutex
+	ceiling string // the workspace's parent, once the root is checked
 }
 
 // Open returns the repository at workspacePath (relative to the workspace
 // root; "" or "." is the root) of sandbox sandboxID. It validates the path
-// only; commands fail with ErrNotRepo when it is not a repository.
+// only; commands fail with ErrNotRepo when it is not a repository, or when
+// git would find a repository whose root lies outside the workspace (a
+// workspace without repos inside another checkout): before its first
+// command a Repo checks that `git rev-parse --show-toplevel` lies in the
+// workspace, and every command runs with GIT_CEILING_DIRECTORIES set to the
+// workspace's parent.
 func Open(ex sandbox.Executor, sandboxID, workspacePath string, opts Options) (*Repo, error) {
 	p, err := CleanPath(workspacePath)
 	if err != nil {
@@ -131,13 +145,83 @@ func (r *Repo) git(ctx context.Context, o runOpts, args ...string) (sandbox.Exec
 	if o.network {
 		timeout = r.opts.NetworkTimeout
 	}
-	res, err := r.ex.Exec(ctx, r.sandboxID, sandbox.ExecCommand{
+	res, err := r.exec(ctx, sandbox.ExecCommand{
 		Args: append([]string{"git"}, args...), Dir: r.path, Env: env, Timeout: timeout,
 	})
 	if err != nil {
-		return res, fmt.Errorf("gitops: git %s: %w", args[0], err)
+		return res, execError("git "+args[0], err)
 	}
 	return res, nil
+}
+
+// execError wraps an error of exec, leaving the repository check's own
+// errors as they are.
+func execError(op string, err error) error {
+	if errors.Is(err, ErrNotRepo) {
+		return err
+	}
+	return fmt.Errorf("gitops: %s: %w", op, err)
+}
+
+// exec runs a command in the repository once its root is known to lie in
+// the workspace, with GIT_CEILING_DIRECTORIES set to the workspace's parent.
+func (r *Repo) exec(ctx context.Context, cmd sandbox.ExecCommand) (sandbox.ExecResult, error) {
+	ceiling, err := r.checkRoot(ctx)
+	if err != nil {
+		return sandbox.ExecResult{}, err
+	}
+	cmd.Env["GIT_CEILING_DIRECTORIES"] = ceiling
+	return r.ex.Exec(ctx, r.sandboxID, cmd)
+}
+
+// rootProbe prints the workspace root, then the root of the repository
+// git finds from the repository's directory (without a ceiling, so that a
+// repository around the workspace is named as such). A directory that does
+// not exist exits 3.
+const rootProbe = `root=$(pwd -P) || exit 1
+printf '%s\n' "$root"
+cd -- "$1" 2>/dev/null || exit 3
+exec git rev-parse --show-toplevel`
+
+// checkRoot checks, once per Repo, that the repository's root lies inside
+// the workspace, and returns the workspace's parent (the ceiling of every
+// git command). The check holds whatever the executor (its own
+// environment, isolation or none).
+func (r *Repo) checkRoot(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ceiling != "" {
+		return r.ceiling, nil
+	}
+	res, err := r.ex.Exec(ctx, r.sandboxID, sandbox.ExecCommand{
+		Args: []string{"sh", "-c", rootProbe, "sh", r.path}, Dir: ".", Env: gitEnv(runOpts{readOnly: true}), Timeout: r.opts.Timeout,
+	})
+	if err != nil {
+		return "", fmt.Errorf("gitops: repository probe: %w", err)
+	}
+	out := lines(res.Stdout)
+	if len(out) == 0 || !filepath.IsAbs(out[0]) {
+		return "", fmt.Errorf("gitops: repository probe: unexpected output %q (exit %d): %s", res.Stdout, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+	}
+	root := out[0]
+	if res.ExitCode != 0 {
+		if res.ExitCode == 3 {
+			return "", fmt.Errorf("%w: %s: no such directory", ErrNotRepo, r.path)
+		}
+		if strings.Contains(string(res.Stderr), "not a git repository") {
+			return "", fmt.Errorf("%w: %s", ErrNotRepo, r.path)
+		}
+		return "", r.gitError("rev-parse", res, "")
+	}
+	if len(out) != 2 || !filepath.IsAbs(out[1]) {
+		return "", fmt.Errorf("gitops: repository probe: unexpected output %q", res.Stdout)
+	}
+	top := out[1]
+	if top != root && !strings.HasPrefix(top, strings.TrimSuffix(root, "/")+"/") {
+		return "", fmt.Errorf("%w: %s: %w", ErrNotRepo, r.path, errOutside)
+	}
+	r.ceiling = filepath.Dir(root)
+	return r.ceiling, nil
 }
 
 // gitEnv is the non-interactive environment of every command.
@@ -230,9 +314,9 @@ func (r *Repo) Status(ctx context.Context) (Status, error) {
 // existing reports which of paths (relative to the repository) exist.
 func (r *Repo) existing(ctx context.Context, paths []string) (map[string]bool, error) {
 	args := append([]string{"sh", "-c", `for p do [ -e "$p" ] && printf '%s\n' "$p"; done; exit 0`, "sh"}, paths...)
-	res, err := r.ex.Exec(ctx, r.sandboxID, sandbox.ExecCommand{Args: args, Dir: r.path, Env: gitEnv(runOpts{readOnly: true}), Timeout: r.opts.Timeout})
+	res, err := r.exec(ctx, sandbox.ExecCommand{Args: args, Dir: r.path, Env: gitEnv(runOpts{readOnly: true}), Timeout: r.opts.Timeout})
 	if err != nil {
-		return nil, fmt.Errorf("gitops: probe: %w", err)
+		return nil, execError("probe", err)
 	}
 	found := map[string]bool{}
 	for _, l := range lines(res.Stdout) {
@@ -358,12 +442,12 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (CommitResult, err
 	commitEnv := gitEnv(runOpts{})
 	commitEnv["GIT_AUTHOR_NAME"], commitEnv["GIT_AUTHOR_EMAIL"] = r.opts.AuthorName, r.opts.AuthorEmail
 	commitEnv["GIT_COMMITTER_NAME"], commitEnv["GIT_COMMITTER_EMAIL"] = r.opts.AuthorName, r.opts.AuthorEmail
-	res, err := r.ex.Exec(ctx, r.sandboxID, sandbox.ExecCommand{
+	res, err := r.exec(ctx, sandbox.ExecCommand{
 		Args: append([]string{"git"}, args...), Dir: r.path, Stdin: []byte(req.Message), Timeout: r.opts.Timeout,
 		Env: commitEnv,
 	})
 	if err != nil {
-		return CommitResult{}, fmt.Errorf("gitops: git commit: %w", err)
+		return CommitResult{}, execError("git commit", err)
 	}
 	if res.ExitCode != 0 {
 		return CommitResult{}, r.gitError("commit", res, "")

@@ -407,3 +407,105 @@ func TestParseRemote(t *testing.T) {
 		t.Error("single element accepted")
 	}
 }
+
+// outerRepo is a git repository with one commit standing for the platform's
+// checkout, and a workspace without repos under its data dir.
+func outerRepo(t *testing.T) (outer, ws string) {
+	t.Helper()
+	outer = t.TempDir()
+	gitopstest.Git(t, outer, "init", "-q", "-b", "main")
+	write(t, filepath.Join(outer, "main.go"), "package main\n")
+	gitopstest.Git(t, outer, "add", "-A")
+	gitopstest.Git(t, outer, "commit", "-qm", "platform")
+	ws = filepath.Join(outer, ".data", "sandboxes", "sess", "workspace")
+	write(t, filepath.Join(ws, "notes.txt"), "agent's work\n")
+	write(t, filepath.Join(ws, "sub", "x.txt"), "x\n")
+	return outer, ws
+}
+
+// outerState is what a stray git command would change in the outer
+// repository: HEAD, branches, index and status.
+func outerState(t *testing.T, outer string) string {
+	t.Helper()
+	return strings.Join([]string{
+		gitopstest.Git(t, outer, "rev-parse", "HEAD"),
+		gitopstest.Git(t, outer, "symbolic-ref", "HEAD"),
+		gitopstest.Git(t, outer, "for-each-ref"),
+		gitopstest.Git(t, outer, "ls-files", "--stage"),
+		gitopstest.Git(t, outer, "status", "--porcelain", "--untracked-files=no"),
+	}, "\n")
+}
+
+func TestWorkspaceInsideAnotherRepositoryIsNotARepository(t *testing.T) {
+	outer, ws := outerRepo(t)
+	before := outerState(t, outer)
+	ex := &gitopstest.DirExec{Root: ws} // sets no GIT_CEILING_DIRECTORIES of its own
+	ctx := context.Background()
+	for _, p := range []string{"", "sub"} {
+		r, err := gitops.Open(ex, "sb", p, gitops.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check := func(op string, err error) {
+			t.Helper()
+			if !errors.Is(err, gitops.ErrNotRepo) || !strings.Contains(err.Error(), "outside the workspace") {
+				t.Errorf("%s at %q: %v, want ErrNotRepo (root outside the workspace)", op, p, err)
+			}
+		}
+		_, err = r.Status(ctx)
+		check("status", err)
+		check("branch", r.CreateBranch(ctx, "agent/x"))
+		_, err = r.Commit(ctx, gitops.CommitRequest{Message: "m"})
+		check("commit all", err)
+		_, err = r.Commit(ctx, gitops.CommitRequest{Message: "m", Mode: gitops.CommitTracked})
+		check("commit tracked", err)
+		_, err = r.Commit(ctx, gitops.CommitRequest{Message: "m", Files: []string{"notes.txt"}})
+		check("commit selected", err)
+		_, err = r.Push(ctx, "")
+		check("push", err)
+		_, err = r.Remote(ctx, "origin")
+		check("remote", err)
+	}
+	if after := outerState(t, outer); after != before {
+		t.Fatalf("outer repository changed:\n%s\nwant\n%s", after, before)
+	}
+	for _, env := range ex.Envs() {
+		if env["GIT_CEILING_DIRECTORIES"] != "" {
+			t.Fatalf("a command ran after the refusal: %v", env)
+		}
+	}
+
+	// The workspace's own repository is used, not the outer one.
+	gitopstest.Git(t, ws, "init", "-q", "-b", "work")
+	r, err := gitops.Open(ex, "sb", "sub", gitops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Commit(ctx, gitops.CommitRequest{Message: "agent commit"})
+	if err != nil || res.Branch != "work" {
+		t.Fatalf("commit in the workspace's repository: %+v %v", res, err)
+	}
+	if got := gitopstest.Git(t, ws, "rev-parse", "HEAD"); got != res.SHA {
+		t.Fatalf("workspace HEAD %s, commit %s", got, res.SHA)
+	}
+	wsReal, _ := filepath.EvalSymlinks(ws)
+	for _, env := range ex.Envs() {
+		if c, ok := env["GIT_CEILING_DIRECTORIES"]; ok && c != filepath.Dir(wsReal) {
+			t.Fatalf("ceiling %q, want the workspace's parent %q", c, filepath.Dir(wsReal))
+		}
+	}
+	if after := outerState(t, outer); after != before {
+		t.Fatalf("outer repository changed:\n%s\nwant\n%s", after, before)
+	}
+}
+
+func TestMissingRepositoryDirectoryIsNotARepository(t *testing.T) {
+	ex := &gitopstest.DirExec{Root: t.TempDir()}
+	r, err := gitops.Open(ex, "sb", "nope", gitops.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Status(context.Background()); !errors.Is(err, gitops.ErrNotRepo) {
+		t.Fatalf("status of a missing directory: %v", err)
+	}
+}

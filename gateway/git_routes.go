@@ -47,8 +47,11 @@ func gitError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, gitops.ErrBusy):
 		w.Header().Set("Retry-After", "1")
 		return api.Conflict("repository_busy", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrNotRepo):
+		// Also a workspace without repos inside another repository.
+		return api.Conflict("not_a_repository", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrInvalidPath), errors.Is(err, gitops.ErrInvalidRequest),
-		errors.Is(err, gitops.ErrDetached), errors.Is(err, gitops.ErrNotRepo), errors.Is(err, hub.ErrGitUnsupported):
+		errors.Is(err, gitops.ErrDetached), errors.Is(err, hub.ErrGitUnsupported):
 		return api.BadRequest(hub.GitErrorText(err))
 	case errors.As(err, &ge), errors.As(err, &ae):
 		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}

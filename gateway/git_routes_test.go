@@ -38,28 +38,8 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
 	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
 
-	// A gateway whose provider can run commands.
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}, Redis: w.api.Deps.Redis,
-		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	g := &gw{srv: srv, hubs: hubs, url: url}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
+	g := gitGateway(t, w, ws)
+	url := g.url
 
 	owner := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
@@ -126,5 +106,81 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	}
 	if msg := gitopstest.Git(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {
 		t.Fatalf("last commit %q", msg)
+	}
+}
+
+// gitGateway is a gateway whose provider runs commands in ws (the
+// workspace of every sandbox).
+func gitGateway(t *testing.T, w *world, ws string) *gw {
+	t.Helper()
+	hs := httptest.NewUnstartedServer(nil)
+	url := "http://" + hs.Listener.Addr().String()
+	log := slog.New(slog.NewJSONHandler(w.logs, nil))
+	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}, Redis: w.api.Deps.Redis,
+		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
+	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
+	g := &gw{srv: srv, hubs: hubs, url: url}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		hubs.Shutdown(ctx)
+		srv.Close(ctx)
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+
+	return g
+}
+
+func TestGitRoutesRefuseAWorkspaceInsideAnotherRepository(t *testing.T) {
+	w := newWorld(t)
+	// The platform's checkout, a session without repos in its data dir.
+	outer := t.TempDir()
+	gitopstest.Git(t, outer, "init", "-q", "-b", "main")
+	if err := os.WriteFile(filepath.Join(outer, "main.go"), []byte("package main\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitopstest.Git(t, outer, "add", "-A")
+	gitopstest.Git(t, outer, "commit", "-qm", "platform")
+	ws := filepath.Join(outer, ".data", "sandboxes", "sess", "workspace")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("n\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state := func() string {
+		return strings.Join([]string{gitopstest.Git(t, outer, "rev-parse", "HEAD"), gitopstest.Git(t, outer, "symbolic-ref", "HEAD"),
+			gitopstest.Git(t, outer, "for-each-ref"), gitopstest.Git(t, outer, "ls-files", "--stage"),
+			gitopstest.Git(t, outer, "status", "--porcelain", "--untracked-files=no")}, "\n")
+	}
+	before := state()
+	g := gitGateway(t, w, ws)
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	gitURL := g.url + "/proliferate/" + sid + "/git/"
+
+	notRepo := func(what string, st int, body []byte) {
+		t.Helper()
+		if st != http.StatusConflict || errorCode(t, body) != "not_a_repository" || !strings.Contains(string(body), "outside the workspace") {
+			t.Fatalf("%s: %d %s, want 409 not_a_repository", what, st, body)
+		}
+	}
+	st, body := call(t, "GET", gitURL+"status", owner.Token, nil, nil)
+	notRepo("status", st, body)
+	st, body = call(t, "POST", gitURL+"branch", owner.Token, map[string]any{"workspace_path": "", "branch": "agent/x"}, nil)
+	notRepo("branch", st, body)
+	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": ".", "message": "m", "mode": "all"}, nil)
+	notRepo("commit", st, body)
+	st, body = call(t, "POST", gitURL+"push", owner.Token, map[string]any{"workspace_path": ""}, nil)
+	notRepo("push", st, body)
+	if after := state(); after != before {
+		t.Fatalf("outer repository changed:\n%s\nwant\n%s", after, before)
 	}
 }

@@ -9,7 +9,7 @@ STACK_ENV = eval "$$($(STACK) env)"
 # The test-only npm package (avsc) the schemas interop tests run.
 AVSC_DIR := schemas/testdata/avsc
 
-.PHONY: run test bench lint docs build tools stack-up stack-down stack-status clean
+.PHONY: run test bench lint docs build tools stack-up stack-down stack-status clean clean-data
 
 ## run: start Postgres and Redis, then the whole platform (`proliferate dev`)
 run: build stack-up tools
@@ -63,5 +63,11 @@ stack-down:
 stack-status:
 	@$(STACK) status
 
+# .data: the data dir of older versions, inside the checkout.
 clean:
 	rm -rf bin bench .data
+
+# The default data dirs (SANDBOX_DATA_DIR, BLOB_DIR, BROKER_DATA_DIR), shared
+# by the checkouts of this machine.
+clean-data:
+	rm -rf /var/tmp/proliferate/data

@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 )
 
@@ -59,12 +58,17 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// DefaultBlobDir is the filesystem store's directory when none is set:
+// outside any working tree, as config's BLOB_DIR default.
+const DefaultBlobDir = "/var/tmp/proliferate/data/blobs"
+
 // Settings choose and configure the store (the S3_* and BLOB_DIR settings).
 type Settings struct {
 	// S3Bucket, when set, selects S3.
 	S3Bucket, S3Region, S3EndpointURL string
 	S3AccessKey, S3SecretKey          string
-	// BlobDir is the filesystem store's directory (default .data/blobs).
+	// BlobDir is the filesystem store's directory (default
+	// DefaultBlobDir).
 	BlobDir string
 }
 
@@ -77,7 +81,7 @@ func Open(s Settings) (Store, error) {
 	}
 	dir := s.BlobDir
 	if dir == "" {
-		dir = filepath.Join(".data", "blobs")
+		dir = DefaultBlobDir
 	}
 	return Filesystem(dir)
 }

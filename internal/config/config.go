@@ -45,7 +45,7 @@ type Config struct {
 	SchemaRegistryURL      string   `env:"SCHEMA_REGISTRY_URL" check:"url=http|https" doc:"Confluent-compatible schema registry; empty uses Avro single-object encoding"`
 
 	BrokerAddr              string        `env:"BROKER_ADDR" default:"127.0.0.1:9092" check:"hostport" doc:"listen address of the embedded broker (dev, broker)"`
-	BrokerDataDir           string        `env:"BROKER_DATA_DIR" default:".data/kafka" check:"nonempty" doc:"data directory of the embedded broker; locked against a second process"`
+	BrokerDataDir           string        `env:"BROKER_DATA_DIR" default:"/var/tmp/proliferate/data/kafka" check:"nonempty" doc:"data directory of the embedded broker; locked against a second process"`
 	BrokerRetentionInterval time.Duration `env:"BROKER_RETENTION_INTERVAL" default:"1m" check:"positive" doc:"how often the embedded broker applies topic retention"`
 
 	OpsAddr      string        `env:"OPS_ADDR" check:"opthostport" doc:"listen address of /healthz, /readyz and /metrics; empty: 127.0.0.1 and the port of the role (dev 9464; every role subcommand its own, see the table below), so split roles on one machine never collide"`
@@ -98,12 +98,12 @@ type Config struct {
 	S3EndpointURL           string        `env:"S3_ENDPOINT_URL" check:"url=http|https" doc:"S3-compatible endpoint (MinIO, R2, …), addressed path-style; empty uses AWS"`
 	S3AccessKey             string        `env:"S3_ACCESS_KEY" doc:"S3 access key id"`
 	S3SecretKey             string        `env:"S3_SECRET_KEY" secret:"true" doc:"S3 secret access key"`
-	BlobDir                 string        `env:"BLOB_DIR" default:".data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
+	BlobDir                 string        `env:"BLOB_DIR" default:"/var/tmp/proliferate/data/blobs" check:"nonempty" doc:"directory of the filesystem blob store (when S3_BUCKET is empty)"`
 	RunSessions             string        `env:"RUN_SESSIONS" default:"gateway" check:"oneof=gateway|record" doc:"how the run executor starts sessions: gateway (real sessions through GATEWAY_PUBLIC_URL) or record (logged in memory, nothing runs: for tests of the pipeline alone)"`
 	GatewayAddr             string        `env:"GATEWAY_ADDR" default:"127.0.0.1:8070" check:"hostport" doc:"listen address of the session gateway (/proliferate/…, WebSocket streaming, sandbox tool callbacks)"`
 	GatewayPublicURL        string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
 	SandboxProvider         string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
-	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:".data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots"`
+	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:"/var/tmp/proliferate/data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots; keep it outside any git checkout (git commands of a session never walk up out of its workspace, but the default is outside the working tree anyway)"`
 	SandboxIsolation        string        `env:"SANDBOX_ISOLATION" default:"bwrap" check:"oneof=bwrap|none" doc:"how the local provider contains agents: bwrap runs the agent, terminals and git commands of each session in a bubblewrap sandbox (own namespaces, no capabilities, a read-only host view with only its workspace and home writable, no network but its own session's gateway routes and the LLM API; needs bubblewrap and socat, which make tools installs); none runs them as plain host processes (development only; refused in production)"`
 	OrphanSweepInterval     time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
 	OrphanSweepGrace        time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`

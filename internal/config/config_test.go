@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,21 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 	if !cfg.Embedded() || cfg.ConsumerMaxAttempts != 5 || cfg.OutboxPollInterval != time.Second {
 		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+}
+
+// The default data dirs lie outside the working directory (the checkout
+// under `make run`): a session workspace there would be inside the
+// platform's own repository.
+func TestDefaultDataDirsAreOutsideTheWorkingTree(t *testing.T) {
+	cfg, err := LoadFrom(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, dir := range map[string]string{"SANDBOX_DATA_DIR": cfg.SandboxDataDir, "BLOB_DIR": cfg.BlobDir, "BROKER_DATA_DIR": cfg.BrokerDataDir} {
+		if !filepath.IsAbs(dir) || !strings.HasPrefix(dir, "/var/tmp/proliferate/") {
+			t.Errorf("%s default %q: want an absolute path under /var/tmp/proliferate", name, dir)
+		}
 	}
 }
 

@@ -21,6 +21,10 @@ import (
 // DefaultExecTimeout bounds an Exec command without its own Timeout.
 const DefaultExecTimeout = 2 * time.Minute
 
+// jailCeiling is GIT_CEILING_DIRECTORIES in the sandbox: the parent of
+// JailWorkspace.
+const jailCeiling = "/"
+
 // maxExecOutput caps each of a command's stdout and stderr.
 const maxExecOutput = 8 << 20
 
@@ -41,7 +45,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	if in == nil {
 		return sandbox.ExecResult{}, fmt.Errorf("local sandbox: exec in %s: %w", sandboxID, sandbox.ErrNotFound)
 	}
-	dir, rel, err := confineDir(in.workspace, cmd.Dir)
+	dir, rel, wsReal, err := confineDir(in.workspace, cmd.Dir)
 	if err != nil {
 		return sandbox.ExecResult{}, err
 	}
@@ -55,6 +59,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	c := exec.CommandContext(ctx, cmd.Args[0], cmd.Args[1:]...)
 	c.Dir = dir
 	home := in.home
+	ceiling := filepath.Dir(wsReal)
 	if p.jail != nil {
 		// A sandbox of its own with the agent's binds and no network: git
 		// hooks and configuration of the workspace are the agent's.
@@ -62,6 +67,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 		c = exec.CommandContext(ctx, p.jail.bwrap, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside}, true, cmd.Args...)...)
 		c.Dir = in.workspace
 		home = JailHome
+		ceiling = jailCeiling
 	}
 	c.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
@@ -69,10 +75,11 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 		"LANG=C.UTF-8",
 	}
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
-		if envKeyRE.MatchString(k) {
+		if envKeyRE.MatchString(k) && k != "GIT_CEILING_DIRECTORIES" {
 			c.Env = append(c.Env, k+"="+cmd.Env[k])
 		}
 	}
+	c.Env = append(c.Env, "GIT_CEILING_DIRECTORIES="+ceiling)
 	c.Stdin = bytes.NewReader(cmd.Stdin)
 	stdout, stderr := &cappedBuffer{max: maxExecOutput}, &cappedBuffer{max: maxExecOutput}
 	c.Stdout, c.Stderr = stdout, stderr
@@ -119,47 +126,48 @@ func (p *Provider) instanceByID(sandboxID string) *instance {
 
 // confineDir resolves rel inside workspace, refusing absolute paths, ".."
 // escapes, symlinks leading out of the workspace and non-directories. It
-// returns the resolved host path and that path relative to the workspace.
-func confineDir(workspace, rel string) (string, string, error) {
+// returns the resolved host path, that path relative to the workspace and
+// the resolved workspace.
+func confineDir(workspace, rel string) (string, string, string, error) {
 	if rel == "" {
 		rel = "."
 	}
 	if filepath.IsAbs(rel) {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q must be relative to the workspace", rel)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q must be relative to the workspace", rel)
 	}
 	clean := filepath.Clean(rel)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
 	}
 	root, err := os.OpenRoot(workspace)
 	if err != nil {
-		return "", "", fmt.Errorf("local sandbox: open workspace: %w", err)
+		return "", "", "", fmt.Errorf("local sandbox: open workspace: %w", err)
 	}
 	defer root.Close()
 	st, err := root.Stat(clean) // follows symlinks only within the root
 	if err != nil {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
 	}
 	if !st.IsDir() {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q is not a directory", rel)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q is not a directory", rel)
 	}
 	// Belt and braces: the resolved path must lie in the resolved workspace.
 	wsReal, err := filepath.EvalSymlinks(workspace)
 	if err != nil {
-		return "", "", fmt.Errorf("local sandbox: resolve workspace: %w", err)
+		return "", "", "", fmt.Errorf("local sandbox: resolve workspace: %w", err)
 	}
 	real, err := filepath.EvalSymlinks(filepath.Join(wsReal, clean))
 	if err != nil {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
 	}
 	if real != wsReal && !strings.HasPrefix(real, wsReal+string(filepath.Separator)) {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q escapes the workspace", rel)
 	}
 	inside, err := filepath.Rel(wsReal, real)
 	if err != nil {
-		return "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
+		return "", "", "", fmt.Errorf("local sandbox: exec dir %q: %w", rel, err)
 	}
-	return real, inside, nil
+	return real, inside, wsReal, nil
 }
 
 // cappedBuffer keeps the first max bytes written and discards the rest.

@@ -464,7 +464,10 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	}
 	env := withPath(agentEnv(spec, capSpec), binDir)
 	if p.jail != nil {
-		env = append(env, "TMPDIR=/tmp")
+		env = append(env, "TMPDIR=/tmp", "GIT_CEILING_DIRECTORIES="+jailCeiling)
+	} else {
+		// git never walks up from the workspace into a repository around it.
+		env = append(env, "GIT_CEILING_DIRECTORIES="+hostCeiling(workspace))
 	}
 	launch := opencode.LaunchOptions{
 		Binary:    p.opts.OpenCodeBin,
@@ -590,6 +593,16 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) []string {
 		}
 	}
 	return append(env, capabilities.Env(capSpec)...)
+}
+
+// hostCeiling is the workspace's parent on the host (symlinks resolved, as
+// git compares them): the GIT_CEILING_DIRECTORIES of commands run without
+// isolation.
+func hostCeiling(workspace string) string {
+	if real, err := filepath.EvalSymlinks(workspace); err == nil {
+		workspace = real
+	}
+	return filepath.Dir(workspace)
 }
 
 // relinkPluginDeps links the seeded plugin dependencies again into a

@@ -61,7 +61,7 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	}
 	cmd := exec.Command(shell, "-i")
 	cmd.Dir = in.workspace
-	cmd.Env = terminalEnv(in.home)
+	cmd.Env = terminalEnv(in.home, hostCeiling(in.workspace))
 	if p.jail != nil {
 		// A sandbox of its own with the workspace and home (no channels: a
 		// terminal holds no platform credential). It keeps the pty as its
@@ -70,7 +70,7 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 		argv := p.jail.args(jailBinds{workspace: in.workspace, home: in.home}, false, shell, "-i")
 		cmd = exec.Command(p.jail.bwrap, argv...)
 		cmd.Dir = in.workspace
-		cmd.Env = terminalEnv(JailHome)
+		cmd.Env = terminalEnv(JailHome, jailCeiling)
 	}
 
 	in.mu.Lock()
@@ -99,8 +99,9 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	return t, nil
 }
 
-// terminalEnv is a terminal shell's whole environment.
-func terminalEnv(home string) []string {
+// terminalEnv is a terminal shell's whole environment; git stops at
+// ceiling (the workspace's parent).
+func terminalEnv(home, ceiling string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
@@ -122,6 +123,7 @@ func terminalEnv(home string) []string {
 		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
 		"GIT_AUTHOR_NAME=Proliferate Agent", "GIT_AUTHOR_EMAIL=agent@proliferate.dev",
 		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
+		"GIT_CEILING_DIRECTORIES=" + ceiling,
 	}
 }
 

@@ -142,6 +142,10 @@ func (c *channels) serve(name string, target *url.URL, allow func(*http.Request)
 			if !canonicalPath(r.URL) || !allow(r) {
 				c.log.Warn("sandbox channel: request refused", "channel", channel, "session_id", sessionID,
 					"method", r.Method, "path", r.URL.Path)
+				// Read what the client sent first: closing with unread bytes
+				// makes the kernel (and the sandbox's socat) reset the
+				// connection, and the client could lose the 403.
+				_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, 1<<20))
 				http.Error(w, "forbidden: a sandbox may only reach its own session's gateway routes and the LLM API", http.StatusForbidden)
 				return
 			}

@@ -55,8 +55,7 @@ func ReadStatus(ctx context.Context, pool *pgxpool.Pool) (Status, error) {
 // ListDeadLetters returns up to limit dead letters with ids above afterID,
 // oldest first, without their values.
 func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, afterID int64, limit int) ([]DeadLetter, error) {
-	rows, err := pool.Query(ctx, `SELECT id, topic, key, headers, length(key) + length(value), created_at, failed_at, error
-		FROM outbox_dead_letters WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	rows, err := pool.Query(ctx, `SELECT `+deadLetterCols+` FROM outbox_dead_letters WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list outbox dead letters: %w", err)
 	}
@@ -69,28 +68,22 @@ func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, afterID int64, lim
 
 // GetDeadLetter returns one dead letter with its value.
 func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLetter, error) {
-	rows, err := pool.Query(ctx, `SELECT id, topic, key, headers, length(key) + length(value), created_at, failed_at, error, value
-		FROM outbox_dead_letters WHERE id = $1`, id)
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("read outbox dead letter %d: %w", id, err)
-	}
-	d, err := pgx.CollectExactlyOneRow(rows, func(row pgx.CollectableRow) (DeadLetter, error) {
-		var d DeadLetter
-		var h []byte
-		err := row.Scan(&d.ID, &d.Topic, &d.Key, &h, &d.Size, &d.CreatedAt, &d.FailedAt, &d.Error, &d.Value)
-		if err == nil {
-			d.Headers = headersOf(h)
-		}
-		return d, err
-	})
+	var d DeadLetter
+	var h []byte
+	err := pool.QueryRow(ctx, `SELECT `+deadLetterCols+`, value FROM outbox_dead_letters WHERE id = $1`, id).
+		Scan(&d.ID, &d.Topic, &d.Key, &h, &d.Size, &d.CreatedAt, &d.FailedAt, &d.Error, &d.Value)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, ErrNoDeadLetter
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("read outbox dead letter %d: %w", id, err)
 	}
+	d.Headers = headersOf(h)
 	return d, nil
 }
+
+// deadLetterCols are the columns scanDeadLetter reads, in its order.
+const deadLetterCols = `id, topic, key, headers, length(key) + length(value), created_at, failed_at, error`
 
 func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
 	var d DeadLetter

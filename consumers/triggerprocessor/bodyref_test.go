@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/blobstore/s3fake"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -104,41 +102,9 @@ func TestBadBodyRefDeadLettered(t *testing.T) {
 	// Through the runner, on a real broker.
 	dlq := topics.DeadLetterTopic(topics.GroupTriggerProcessor)
 	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.WebhooksRaw), kfake.SeedTopics(1, dlq))
-	var recs []*kgo.Record
-	for _, m := range append(bad, good) {
-		r, err := kafka.EventRecord(e.codec, topics.WebhooksRaw, "custom:"+trig, m.Event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
-		t.Fatal(err)
-	}
-	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupTriggerProcessor, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
+	runGroup(t, e, seeds, append(bad, good), func(*consumers.Message) string { return "custom:" + trig },
 		// Permanent errors skip the retries: a long backoff would show.
-		Retry:   consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: time.Minute, MaxBackoff: time.Minute},
-		Kafka:   kafka.Options{Seeds: seeds},
-		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	}()
+		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: time.Minute, MaxBackoff: time.Minute})
 	testenv.Eventually(t, 30*time.Second, "the good record processed", func() bool { return len(e.events(trig)) == 1 })
 	if ev := e.one(trig); ev.Status != "queued" || ev.WebhookEventID != good.Event.EventID {
 		t.Fatalf("%+v", ev)

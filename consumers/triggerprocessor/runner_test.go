@@ -32,41 +32,8 @@ func TestThroughRunner(t *testing.T) {
 		e.message(pushRec), // redelivered by the provider: a new record, the same delivery
 		e.message(record{provider: "custom", route: "trigger", triggerID: custom, body: []byte(`{"ok":true}`)}),
 	}
-	var recs []*kgo.Record
-	for _, m := range msgs {
-		r, err := kafka.EventRecord(e.codec, topics.WebhooksRaw, m.Event.EventID, m.Event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
-	}
-	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
-		t.Fatal(err)
-	}
-
-	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupTriggerProcessor, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
-		Retry:   consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
-		Kafka:   kafka.Options{Seeds: seeds},
-		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	}()
+	runGroup(t, e, seeds, msgs, func(m *consumers.Message) string { return m.Event.EventID },
+		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 
 	testenv.Eventually(t, 30*time.Second, "webhooks processed", func() bool {
 		return len(e.events(push)) == 1 && len(e.events(custom)) == 2
@@ -81,4 +48,42 @@ func TestThroughRunner(t *testing.T) {
 	if statuses["failed"] != 1 || statuses["queued"] != 1 {
 		t.Fatalf("custom: %v", statuses)
 	}
+}
+
+// runGroup produces msgs to webhooks.raw (keyed by key) and runs the
+// trigger-processor group on them with retry until the test ends.
+func runGroup(t *testing.T, e *env, seeds []string, msgs []*consumers.Message, key func(*consumers.Message) string, retry consumers.RetryOptions) {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, m := range msgs {
+		r, err := kafka.EventRecord(e.codec, topics.WebhooksRaw, key(m), m.Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
+		t.Fatal(err)
+	}
+	r, err := consumers.New(consumers.Config{
+		Group: topics.GroupTriggerProcessor, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
+		Retry: retry, Kafka: kafka.Options{Seeds: seeds}, Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runner: %v", err)
+		}
+	})
 }

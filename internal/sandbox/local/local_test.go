@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,36 +28,22 @@ import (
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// env is what every test shares: the installed agent and the scripted LLM.
+// env is what every test shares: the installed agent and the scripted LLM
+// (sandboxtest's, so the provider suite and these tests use one).
 type env struct {
 	tools opencode.Tools
 	sim   *llmsim.Server
 	llm   sandbox.LLM
 }
 
-var (
-	envOnce sync.Once
-	shared  env
-	envErr  error
-)
-
 func setup(t testing.TB) env {
 	t.Helper()
-	envOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "opencode.sh")
-		shared.tools, envErr = opencode.ResolveTools(context.Background(), script)
-		shared.sim = llmsim.New(llmsim.Options{APIKey: "sim-key"})
-		srv := httptest.NewServer(shared.sim.Handler()) // lives for the test binary
-		shared.llm = sandbox.LLM{ProviderID: "sim", BaseURL: srv.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
-	})
-	if envErr != nil {
-		t.Fatalf("install opencode: %v", envErr)
-	}
-	return shared
+	s := sandboxtest.Shared(t)
+	return env{tools: s.Tools, sim: s.Sim, llm: s.LLM}
 }
 
 func newProvider(t *testing.T, e env) (*local.Provider, string, *testenv.LogBuffer) {
@@ -176,56 +160,12 @@ func (g *gateway) got() []call {
 
 // prompt sends text to a new agent session bound to script and waits until
 // the session is idle; it returns the history.
-func prompt(t *testing.T, e env, sb sandbox.Sandbox, script, text string) []opencode.MessageWithParts {
+func prompt(t *testing.T, _ env, sb sandbox.Sandbox, script, text string) []opencode.MessageWithParts {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := c.Events(ctx, opencode.EventsOptions{HeartbeatTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stream.Close()
-	sess, err := c.CreateSession(ctx, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.sim.AssignSession(sess.ID, script); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.PromptAsync(ctx, sess.ID, []opencode.PartInput{opencode.TextPart(text)}, opencode.PromptOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		ev, err := stream.Next(ctx)
-		if err != nil {
-			t.Fatalf("waiting for the agent to finish: %v", err)
-		}
-		if ev.SessionID == sess.ID && ev.Type == opencode.EventSessionIdle {
-			break
-		}
-	}
-	msgs, err := c.Messages(ctx, sess.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return msgs
+	return sandboxtest.Prompt(t, sb, script, text)
 }
 
-func toolParts(msgs []opencode.MessageWithParts) []opencode.Part {
-	var out []opencode.Part
-	for _, m := range msgs {
-		for _, p := range m.Parts {
-			if p.Type == opencode.PartTool {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
-}
+var toolParts = sandboxtest.ToolParts
 
 func toolFiles(t *testing.T, workspace string) []string {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/sandbox/egress"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -106,6 +107,8 @@ type Config struct {
 	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:"/var/tmp/proliferate/data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots; keep it outside any git checkout (git commands of a session never walk up out of its workspace, but the default is outside the working tree anyway)"`
 	SandboxIsolation        string        `env:"SANDBOX_ISOLATION" default:"bwrap" check:"oneof=bwrap|none" doc:"how the local provider contains agents: bwrap runs the agent, terminals and git commands of each session in a bubblewrap sandbox (own namespaces, no capabilities, a read-only host view with only its workspace and home writable, no network but its own session's gateway routes and the LLM API; needs bubblewrap and socat, which make tools installs); none runs them as plain host processes (development only; refused in production)"`
 	OrphanSweepInterval     time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
+	SandboxEgress           string        `env:"SANDBOX_EGRESS" default:"allowlist" check:"oneof=none|allowlist|open" doc:"internet egress of isolated sandboxes, through a per-sandbox HTTP(S) proxy the agent, terminals and git commands are configured to use (HTTP_PROXY, HTTPS_PROXY): none refuses everything; allowlist permits only the hosts of SANDBOX_EGRESS_ALLOW; open permits any host. In every mode a destination resolving to a loopback, private, link-local or other non-public address, or to one of the platform's own addresses, is refused unless a SANDBOX_EGRESS_ALLOW entry names that exact host:port. Every refusal is logged with the session id and counted (proliferate_sandbox_egress_refused_total). Not enforced with SANDBOX_ISOLATION=none"`
+	SandboxEgressAllow      []string      `env:"SANDBOX_EGRESS_ALLOW" default:"github.com,*.github.com,*.githubusercontent.com,registry.npmjs.org,registry.yarnpkg.com,pypi.org,files.pythonhosted.org,proxy.golang.org,sum.golang.org,crates.io,*.crates.io,rubygems.org,repo.maven.apache.org,repo1.maven.org,deb.debian.org,security.debian.org" check:"egressallow" doc:"comma-separated hosts sandboxes may reach with SANDBOX_EGRESS=allowlist: host names, *.suffix wildcards (names under suffix, not suffix itself) or IP addresses, each with an optional :port (without one, any port); an entry with a host and a port also lets that exact host:port resolve to an internal address (a registry mirror on the private network)"`
 	OrphanSweepGrace        time.Duration `env:"ORPHAN_SWEEP_GRACE" default:"60s" check:"positive" doc:"a session must be without activity this long before it can be swept as orphaned"`
 	OpenCodeBin             string        `env:"OPENCODE_BIN" doc:"the opencode binary (a path, or a name on PATH); empty: the pinned version in the shared tools cache scripts/opencode.sh installs into (PROLIFERATE_TOOLS_DIR, default /var/tmp/proliferate/tools), else opencode on PATH when OPENCODE_PLUGIN_DIR is set, else the pinned version is installed into the cache (npm); found the same from any working directory"`
 	SandboxTimeout          time.Duration `env:"SANDBOX_TIMEOUT" default:"1h" check:"positive" doc:"a sandbox's lifetime; the provider ends it after this (the gateway migrates active sessions and pauses idle ones EXPIRY_LEAD before)"`
@@ -412,6 +415,10 @@ func checkRule(f reflect.Value, raw, name, arg string) error {
 		for _, hp := range f.Interface().([]string) {
 			if err := checkHostPort(hp); err != nil {
 				return fmt.Errorf("%q: %w", hp, err)
+	case "egressallow":
+		if _, err := egress.ParseAllowlist(f.Interface().([]string)); err != nil {
+			return err
+		}
 			}
 		}
 	case "url":

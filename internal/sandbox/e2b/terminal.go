@@ -29,7 +29,7 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 		return nil, fmt.Errorf("e2b: terminal in %s: %w", sandboxID, err)
 	}
 	pr, pw := io.Pipe()
-	t := &terminal{e: e, s: s, r: pr}
+	t := &terminal{e: e, s: s, r: pr, w: pw}
 	go func() {
 		for {
 			ev, err := s.Next()
@@ -55,6 +55,7 @@ type terminal struct {
 	e *Envd
 	s *Stream
 	r *io.PipeReader
+	w *io.PipeWriter
 
 	mu     sync.Mutex
 	closed bool
@@ -97,7 +98,7 @@ func (t *terminal) Close() error {
 	defer cancel()
 	err := t.e.Signal(ctx, t.s.PID, SIGKILL)
 	t.s.Close()
-	_ = t.r.CloseWithError(io.EOF)
+	_ = t.w.CloseWithError(io.EOF)
 	if errors.Is(err, sandbox.ErrNotFound) {
 		err = nil // already gone
 	}

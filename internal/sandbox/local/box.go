@@ -21,16 +21,16 @@ import (
 // outside, like a remote VM: one set of namespaces (the jail's: its own
 // user, mount, PID, IPC, UTS and network namespaces, the read-only host
 // view of jail.args) kept alive by an idle init process, a read-write home
-// and private /tmp, commands started inside it later (Command, which
-// joins its namespaces with nsenter and sets no_new_privs), its ports
+// and private /tmp, commands started inside it later (Command: they join
+// its namespaces with nsenter, then drop every capability), its ports
 // reached from outside (DialPort) and chosen loopback addresses of the
 // host reachable from inside at the same address (BoxOptions.Forward).
 // The E2B fake (internal/sandbox/e2b/e2bfake) runs each "remote" sandbox
 // as a Box.
 //
-// Commands joined with nsenter do not inherit the init's seccomp filter or
-// cgroup; they hold no capability (their uid inside is not 0) and cannot
-// gain one (no_new_privs).
+// Commands do not inherit the init's seccomp filter or cgroup; they hold
+// no capability, not even in their bounding set, and cannot gain one
+// (no_new_privs).
 type Box struct {
 	boxes *Boxes
 	home  string // host dir, the box's home
@@ -255,13 +255,25 @@ func (b *Box) Done() <-chan struct{} { return b.done }
 // inside path), with exactly env as its environment. The caller sets its
 // standard streams (or a pseudo-terminal) and SysProcAttr, and starts it;
 // killing its process group ends it (the box's stop ends everything in
-// the box).
+// the box). The command joins the box's namespaces, then a nested
+// bubblewrap (its own user namespace, sharing the box's filesystem,
+// processes and network) drops every capability, the bounding set
+// included: joining a user namespace grants a full set, which nothing
+// else here can drop before exec.
 func (b *Box) Command(ctx context.Context, argv []string, dir string, env []string) *exec.Cmd {
-	args := []string{"--target", strconv.Itoa(b.init), "--user", "--mount", "--net", "--pid", "--ipc", "--uts",
-		"--root", "--wd", "--preserve-credentials", "--", b.boxes.setpriv, "--no-new-privs", "--", "env", "--chdir=" + dir, "--"}
-	c := exec.CommandContext(ctx, b.boxes.nsenter, append(args, argv...)...)
+	inner := []string{b.boxes.setpriv, "--no-new-privs", "--", b.boxes.j.bwrap,
+		"--unshare-user", "--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailGID), "--cap-drop", "ALL",
+		"--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--chdir", dir, "--"}
+	c := exec.CommandContext(ctx, b.boxes.nsenter, b.nsenterArgs(append(inner, argv...))...)
 	c.Env = env
 	return c
+}
+
+// nsenterArgs is nsenter's command line to run argv in the box's
+// namespaces (in its root, as its uid).
+func (b *Box) nsenterArgs(argv []string) []string {
+	return append([]string{"--target", strconv.Itoa(b.init), "--user", "--mount", "--net", "--pid", "--ipc", "--uts",
+		"--root", "--wd", "--preserve-credentials", "--"}, argv...)
 }
 
 // DialPort connects to a TCP port on the box's loopback (a socat inside,
@@ -279,8 +291,9 @@ func (b *Box) DialPort(ctx context.Context, port int) (net.Conn, error) {
 	ours, theirs := os.NewFile(uintptr(fds[0]), "box-conn"), os.NewFile(uintptr(fds[1]), "box-conn")
 	defer theirs.Close()
 	defer ours.Close()
-	cmd := b.Command(context.Background(), []string{b.boxes.socatBin, "-lf", "/dev/null", "STDIO",
-		"TCP:127.0.0.1:" + strconv.Itoa(port)}, "/", []string{"PATH=/usr/bin:/bin"})
+	cmd := exec.Command(b.boxes.nsenter, b.nsenterArgs([]string{b.boxes.setpriv, "--no-new-privs", "--",
+		b.boxes.socatBin, "-lf", "/dev/null", "STDIO", "TCP:127.0.0.1:" + strconv.Itoa(port)})...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stdin, cmd.Stdout = theirs, theirs
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -64,7 +64,7 @@ func TestBox(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	if got := run("pwd; id -u; echo hi > f; cat /opt/tpl/tool"); got != "/home/user\n1000\ntemplate file" {
+	if got := run("pwd; id -u; echo hi > f; cat /opt/tpl/tool; echo; awk '/^Cap(Eff|Bnd)/ {print $2}' /proc/self/status"); got != "/home/user\n1000\ntemplate file\n0000000000000000\n0000000000000000" {
 		t.Fatalf("got %q", got)
 	}
 	if data, err := os.ReadFile(filepath.Join(home, "f")); err != nil || string(data) != "hi\n" {

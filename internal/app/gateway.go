@@ -198,7 +198,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		return Role{}, err
 	}
 	prov, err := local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
-		Timeout: a.Cfg.SandboxTimeout, Isolation: a.Cfg.SandboxIsolation, Logger: a.Log.With("component", "sandbox")})
+		Timeout: a.Cfg.SandboxTimeout, Isolation: a.Cfg.SandboxIsolation, Logger: a.Log.With("component", "sandbox"),
+		Egress: a.Cfg.SandboxEgress, EgressAllow: a.Cfg.SandboxEgressAllow, EgressPlatformHosts: egressPlatformHosts(a.Cfg), Registerer: a.Reg})
 	if err != nil {
 		return Role{}, fmt.Errorf("sandbox provider: %w", err)
 	}

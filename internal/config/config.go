@@ -415,11 +415,11 @@ func checkRule(f reflect.Value, raw, name, arg string) error {
 		for _, hp := range f.Interface().([]string) {
 			if err := checkHostPort(hp); err != nil {
 				return fmt.Errorf("%q: %w", hp, err)
+			}
+		}
 	case "egressallow":
 		if _, err := egress.ParseAllowlist(f.Interface().([]string)); err != nil {
 			return err
-		}
-			}
 		}
 	case "url":
 		if raw == "" {

@@ -241,8 +241,11 @@ func drain(r *http.Request) {
 // logs the refusal with the session id and counts it.
 func (s *Server) refuse(w http.ResponseWriter, host, reason, detail string, connect bool) {
 	s.o.Metrics.refused.WithLabelValues(reason).Inc()
-	s.o.Log.Warn("sandbox egress refused", "session_id", s.o.SessionID, "host", host, "reason", reason,
-		"detail", detail, "mode", s.o.Policy.mode)
+	attrs := []any{"session_id", s.o.SessionID, "host", host, "reason", reason, "mode", s.o.Policy.mode}
+	if detail != "" {
+		attrs = append(attrs, "detail", detail)
+	}
+	s.o.Log.Warn("sandbox egress refused", attrs...)
 	status := http.StatusForbidden
 	switch reason {
 	case ReasonBadRequest:

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/sandbox/egress"
 )
 
 // A sandbox's network namespace holds only lo. Its three channels to the
@@ -36,12 +38,15 @@ import (
 //     the LLM endpoint's API paths only (messages, chat completions,
 //     responses, models); the host side speaks https when the endpoint
 //     does.
+//   - egress.sock: the sandbox's HTTP(S) proxy to the internet, on
+//     127.0.0.1:4102 inside, under the provider's egress policy (egress.go).
 
 // channels are one running sandbox's host ends.
 type channels struct {
 	dir     string       // the host runtime dir
 	agent   net.Listener // 127.0.0.1:0 → agent.sock
 	servers []*http.Server
+	egress  *egress.Server // the egress proxy (egress.go)
 	log     *slog.Logger
 
 	mu    sync.Mutex
@@ -58,7 +63,7 @@ type insideURLs struct {
 
 // openChannels creates the runtime dir under root and the host ends of a
 // sandbox's channels.
-func openChannels(root, sessionID, gatewayURL, llmBaseURL string, log *slog.Logger) (*channels, insideURLs, error) {
+func openChannels(root, sessionID, gatewayURL, llmBaseURL string, eg *egressConf, log *slog.Logger) (*channels, insideURLs, error) {
 	var in insideURLs
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, in, fmt.Errorf("local sandbox: runtime dir: %w", err)
@@ -107,6 +112,9 @@ func openChannels(root, sessionID, gatewayURL, llmBaseURL string, log *slog.Logg
 			return fail(err)
 		}
 		in.gateway = "http://127.0.0.1:" + strconv.Itoa(jailGatewayPort) + gwBase
+	}
+	if err := c.serveEgress(eg, sessionID); err != nil {
+		return fail(err)
 	}
 	return c, in, nil
 }
@@ -244,7 +252,7 @@ func (c *channels) untrack(conn net.Conn) {
 func (c *channels) close() {
 	c.mu.Lock()
 	c.done = true
-	servers := c.servers
+	servers, egressSrv := c.servers, c.egress
 	for conn := range c.conns {
 		conn.Close()
 	}
@@ -254,6 +262,9 @@ func (c *channels) close() {
 	}
 	for _, s := range servers {
 		_ = s.Close()
+	}
+	if egressSrv != nil {
+		egressSrv.Close()
 	}
 	c.wg.Wait()
 	if err := os.RemoveAll(c.dir); err != nil {

@@ -30,7 +30,8 @@ func TestProviderContract(t *testing.T) {
 
 // platformTargets are what a local sandbox must not reach: the data dir
 // (workspaces, snapshots), the pinned OpenCode (read-only), Postgres and
-// its URL in the platform's environment.
+// its URL in the platform's environment (PlatformAddrs[0], HostSecrets[0]),
+// Redis.
 func platformTargets(t *testing.T, e env, dataDir string) sandboxtest.Targets {
 	t.Helper()
 	dbURL := os.Getenv("DATABASE_URL")
@@ -42,7 +43,8 @@ func platformTargets(t *testing.T, e env, dataDir string) sandboxtest.Targets {
 		ReadOnlyPaths: []string{filepath.Dir(e.tools.Binary)},
 		HostSecrets:   []string{dbURL},
 	}
-	for raw, port := range map[string]string{dbURL: "5432", os.Getenv("REDIS_URL"): "6379"} {
+	for _, svc := range []struct{ url, port string }{{dbURL, "5432"}, {os.Getenv("REDIS_URL"), "6379"}} {
+		raw, port := svc.url, svc.port
 		if raw == "" {
 			continue
 		}

@@ -36,7 +36,8 @@ var _ sandbox.Executor = (*Provider)(nil)
 // HOME) plus cmd.Env. cmd.Dir is confined to the workspace through os.Root:
 // absolute paths, ".." escapes and symlinks resolving outside are refused.
 // With isolation the command runs in a bubblewrap sandbox of its own with
-// the agent's binds (at /workspace and /home/agent) and no network.
+// the agent's binds (at /workspace and /home/agent) and no network but
+// the egress proxy (egress.go: a git push reaches an allowlisted host).
 func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecCommand) (sandbox.ExecResult, error) {
 	if len(cmd.Args) == 0 || cmd.Args[0] == "" {
 		return sandbox.ExecResult{}, errors.New("local sandbox: exec: empty command")
@@ -61,10 +62,10 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	home := in.home
 	ceiling := filepath.Dir(wsReal)
 	if p.jail != nil {
-		// A sandbox of its own with the agent's binds and no network: git
+		// A sandbox of its own with the agent's binds and the egress proxy: git
 		// hooks and configuration of the workspace are the agent's.
 		inside := path.Join(JailWorkspace, filepath.ToSlash(rel))
-		c = exec.CommandContext(ctx, p.jail.bwrap, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside}, true, cmd.Args...)...)
+		c = exec.CommandContext(ctx, p.jail.bwrap, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside, egress: in.egressSock()}, true, p.jail.withEgress(p.egress.setsid, cmd.Args)...)...)
 		c.Dir = in.workspace
 		home = JailHome
 		ceiling = jailCeiling
@@ -80,6 +81,9 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 		}
 	}
 	c.Env = append(c.Env, "GIT_CEILING_DIRECTORIES="+ceiling)
+	if p.jail != nil {
+		c.Env = append(c.Env, egressEnv()...) // git push and package managers go through the egress proxy
+	}
 	c.Stdin = bytes.NewReader(cmd.Stdin)
 	stdout, stderr := &cappedBuffer{max: maxExecOutput}, &cappedBuffer{max: maxExecOutput}
 	c.Stdout, c.Stderr = stdout, stderr

@@ -213,6 +213,7 @@ type jailBinds struct {
 	home      string // → /home/agent, read-write
 	agentDir  string // → /var/lib/agent, read-write (the agent only)
 	runDir    string // → /run/proliferate read-only, its agent/ read-write (the agent only)
+	egress    string // the egress socket → /run/proliferate/egress.sock (terminals, Exec; the agent has it in runDir)
 	chdir     string // working directory inside; "" = /workspace
 }
 
@@ -253,6 +254,8 @@ func (j *jail) args(b jailBinds, newSession bool, argv ...string) []string {
 	if b.runDir != "" {
 		a = append(a, "--ro-bind", b.runDir, jailRun,
 			"--bind", filepath.Join(b.runDir, "agent"), jailRun+"/agent")
+	} else if b.egress != "" {
+		a = append(a, "--ro-bind", b.egress, jailRun+"/"+egressSockName)
 	}
 	chdir := b.chdir
 	if chdir == "" {
@@ -271,6 +274,7 @@ func (j *jail) agentArgv(b jailBinds, argv []string) []string {
 		fmt.Sprintf("%s -lf /dev/null UNIX-LISTEN:%s,fork,unlink-early TCP:127.0.0.1:%d &", j.socat, sock("agent/agent.sock"), jailAgentPort),
 		fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s &", j.socat, jailGatewayPort, sock("gateway.sock")),
 		fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s &", j.socat, jailLLMPort, sock("llm.sock")),
+		j.egressForwarder(""), // egress.go
 		`exec "$@"`,
 	}, "\n")
 	return append([]string{j.bwrap}, j.args(b, true, append([]string{"/bin/sh", "-c", script, "sandbox-init"}, argv...)...)...)

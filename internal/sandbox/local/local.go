@@ -18,7 +18,8 @@
 // with only the workspace (at /workspace), the isolated home (at
 // /home/agent) and, for the agent, its database writable, and no network
 // but the Unix-socket channels of channels.go (the agent's port in, this
-// session's gateway routes and the LLM API out). The provider keeps
+// session's gateway routes, the LLM API and the egress proxy of egress.go
+// out). The provider keeps
 // working with host paths (Sandbox.Workspace, snapshots, Exec's
 // confinement); only processes inside see the fixed paths.
 // IsolationNone runs them as plain processes of this host, as before.
@@ -108,6 +109,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -135,6 +138,18 @@ type Options struct {
 	// on disk: a later EnsureSandbox resumes on them. 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
+	// Egress is isolated sandboxes' internet egress policy (egress.go):
+	// egress.ModeNone, ModeAllowlist (empty means it) or ModeOpen.
+	// EgressAllow are the allowlist's entries (nil: egress.DefaultAllow);
+	// EgressPlatformHosts the platform's own hosts, always refused unless
+	// an entry names the exact host:port. Without isolation nothing is
+	// enforced: the agent has the host's network.
+	Egress              string
+	EgressAllow         []string
+	EgressPlatformHosts []string
+	// Registerer receives the provider's metrics (the egress refusals);
+	// nil: not registered.
+	Registerer prometheus.Registerer
 	// CLIPath is the proliferate binary linked as `proliferate` into a bin
 	// directory prepended to the agent's PATH (cli.go). Empty means this
 	// process's executable when it is named proliferate, else no CLI.
@@ -152,6 +167,8 @@ type Options struct {
 type Provider struct {
 	opts Options
 	log  *slog.Logger
+	// egress is the egress policy of isolated sandboxes (nil without isolation).
+	egress *egressConf
 	// jail is nil with IsolationNone. runRoot holds the sandboxes' runtime
 	// dirs (Unix sockets, so a short path); tmpRunRoot when it is in the
 	// temporary dir (the data dir's path was too long).
@@ -312,7 +329,7 @@ func (p *Provider) initJail() error {
 		return err
 	}
 	p.jail = j
-	return nil
+	return p.initEgress()
 }
 
 // Isolation reports the provider's isolation mode.
@@ -418,7 +435,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	var ch *channels
 	if p.jail != nil {
 		var urls insideURLs
-		if ch, urls, err = openChannels(p.runRoot, spec.SessionID, spec.GatewayURL, spec.LLM.BaseURL, log); err != nil {
+		if ch, urls, err = openChannels(p.runRoot, spec.SessionID, spec.GatewayURL, spec.LLM.BaseURL, p.egress, log); err != nil {
 			return sandbox.Sandbox{}, err
 		}
 		gatewayURL, llmURL = urls.gateway, urls.llm
@@ -465,6 +482,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	env := withPath(agentEnv(spec, capSpec), binDir)
 	if p.jail != nil {
 		env = append(env, "TMPDIR=/tmp", "GIT_CEILING_DIRECTORIES="+jailCeiling)
+		env = append(env, egressEnv()...) // last: a session variable cannot route around the egress proxy
 	} else {
 		// git never walks up from the workspace into a repository around it.
 		env = append(env, "GIT_CEILING_DIRECTORIES="+hostCeiling(workspace))

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -35,15 +34,6 @@ func newProviderWith(t *testing.T, e env, set func(*local.Options)) (*local.Prov
 	}
 	t.Cleanup(p.Close)
 	return p, dir
-}
-
-func agentClient(t *testing.T, sb sandbox.Sandbox) *opencode.Client {
-	t.Helper()
-	c, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 // tarEntry is one entry of a snapshot file.
@@ -81,11 +71,11 @@ func readSnapshot(t *testing.T, path string) []tarEntry {
 	}
 }
 
-// TestConversationSurvivesPauseAndResume is the full history test: the
-// agent's conversation is in the pause snapshot and comes back with the
-// workspace; a live snapshot carries it too, but never into another
-// session seeded from it.
-func TestConversationSurvivesPauseAndResume(t *testing.T) {
+// TestSnapshotHoldsTheConversationNotTheHome: what a local snapshot
+// holds (sandboxtest proves the conversation comes back): a manifest, the
+// workspace and the agent's database, nothing of the isolated home; a
+// session seeded from it gets the files but not the conversation.
+func TestSnapshotHoldsTheConversationNotTheHome(t *testing.T) {
 	e := setup(t)
 	p, dataDir := newProviderWith(t, e, nil)
 	spec := sandbox.Spec{SessionID: "sess-history", SessionType: "coding", ClientType: "web", LLM: e.llm,
@@ -150,43 +140,8 @@ func TestConversationSurvivesPauseAndResume(t *testing.T) {
 		t.Fatalf("agent entries %v, want the database and its WAL", agentFiles)
 	}
 
-	// Resume: the earlier conversation is there, and the agent goes on
-	// with it.
-	resume := spec
-	resume.SnapshotID = paused.ID
-	sb2, err := p.EnsureSandbox(t.Context(), resume)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := agentClient(t, sb2).Messages(t.Context(), agentSession)
-	if err != nil {
-		t.Fatalf("history after resume: %v", err)
-	}
-	if len(got) != 2 || got[0].Text() != "Say hello, please." || got[1].Text() != msgs[1].Text() {
-		t.Fatalf("history after resume %+v, want the conversation before the pause", got)
-	}
-
-	// A live snapshot (the agent keeps running) carries the conversation
-	// too ...
-	live, err := p.Snapshot(t.Context(), spec.SessionID, sb2.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Terminate(t.Context(), spec.SessionID, sb2.ID); err != nil {
-		t.Fatal(err)
-	}
-	resume.SnapshotID = live.ID
-	sb3, err := p.EnsureSandbox(t.Context(), resume)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := agentClient(t, sb3).Messages(t.Context(), agentSession); err != nil || len(got) != 2 {
-		t.Fatalf("history after a live snapshot: %d messages, %v", len(got), err)
-	}
-
-	// ... but a session seeded from it gets the files, not the
-	// conversation.
-	other := sandbox.Spec{SessionID: "sess-seeded", SessionType: "coding", ClientType: "web", LLM: e.llm, SnapshotID: live.ID}
+	// A session seeded from it gets the files, not the conversation.
+	other := sandbox.Spec{SessionID: "sess-seeded", SessionType: "coding", ClientType: "web", LLM: e.llm, SnapshotID: paused.ID}
 	sb4, err := p.EnsureSandbox(t.Context(), other)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +149,7 @@ func TestConversationSurvivesPauseAndResume(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(sb4.Workspace, "history", "README.md")); err != nil {
 		t.Fatalf("seeded workspace: %v", err)
 	}
-	if got, err := agentClient(t, sb4).Messages(t.Context(), agentSession); err == nil && len(got) > 0 {
+	if got, err := sandboxtest.AgentClient(t, sb4).Messages(t.Context(), agentSession); err == nil && len(got) > 0 {
 		t.Fatalf("a seeded session sees the snapshot's conversation: %+v", got)
 	}
 }
@@ -241,7 +196,7 @@ func TestPauseFailureKeepsWorkOnDisk(t *testing.T) {
 	if _, err := os.Stat(marker); err != nil || sb2.Workspace != sb.Workspace {
 		t.Fatalf("not resumed on the kept workspace: %v", err)
 	}
-	got, err := agentClient(t, sb2).Messages(t.Context(), msgs[0].Info.SessionID)
+	got, err := sandboxtest.AgentClient(t, sb2).Messages(t.Context(), msgs[0].Info.SessionID)
 	if err != nil || len(got) != len(msgs) {
 		t.Fatalf("conversation after a failed pause: %d messages, %v", len(got), err)
 	}
@@ -350,29 +305,5 @@ func TestVersion1SnapshotRestoresTheWorkspace(t *testing.T) {
 	}
 	if msgs := prompt(t, e, sb, "hello", "hi"); len(msgs) != 2 {
 		t.Fatalf("agent on a v1 workspace: %+v", msgs)
-	}
-}
-
-func TestDeleteSnapshotIsIdempotent(t *testing.T) {
-	e := setup(t)
-	p, dataDir := newProviderWith(t, e, nil)
-	path := filepath.Join(dataDir, "snapshots", "snap_del.tar.gz")
-	writeTarGz(t, path, []tar.Header{{Name: "a.txt", Typeflag: tar.TypeReg, Mode: 0o644}}, map[string]string{"a.txt": "a"})
-	for i := range 2 {
-		if err := p.DeleteSnapshot(t.Context(), "snap_del"); err != nil {
-			t.Fatalf("delete #%d: %v", i+1, err)
-		}
-	}
-	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("snapshot file still there: %v", err)
-	}
-	for _, id := range []string{"snap_never", "../../etc/passwd", ""} {
-		if err := p.DeleteSnapshot(t.Context(), id); err != nil {
-			t.Fatalf("delete of unknown %q: %v", id, err)
-		}
-	}
-	_, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: "sess-del", SnapshotID: "snap_del", LLM: e.llm})
-	if !errors.Is(err, sandbox.ErrNotFound) || !errors.Is(err, sandbox.ErrRestoreFailed) {
-		t.Fatalf("restore of a deleted snapshot: %v", err)
 	}
 }

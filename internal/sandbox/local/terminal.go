@@ -35,7 +35,8 @@ const terminalCloseGrace = 5 * time.Second
 // sandbox (Terminate, Pause, expiry, Close). With isolation the shell runs
 // in a bubblewrap sandbox of its own with the same binds as the agent's
 // (the workspace and home at /workspace and /home/agent) and its own
-// network namespace; it does not see the agent's processes.
+// network namespace, whose only way out is the egress proxy (egress.go);
+// it does not see the agent's processes.
 func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (sandbox.Terminal, error) {
 	if !idRE.MatchString(sessionID) {
 		return nil, fmt.Errorf("local sandbox: invalid session id %q", sessionID)
@@ -67,10 +68,10 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 		// terminal holds no platform credential). It keeps the pty as its
 		// controlling terminal for job control: the pty is the sandbox's
 		// alone, so no --new-session.
-		argv := p.jail.args(jailBinds{workspace: in.workspace, home: in.home}, false, shell, "-i")
+		argv := p.jail.args(jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock()}, false, p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})...)
 		cmd = exec.Command(p.jail.bwrap, argv...)
 		cmd.Dir = in.workspace
-		cmd.Env = terminalEnv(JailHome, jailCeiling)
+		cmd.Env = append(terminalEnv(JailHome, jailCeiling), egressEnv()...)
 	}
 
 	in.mu.Lock()

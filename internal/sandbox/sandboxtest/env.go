@@ -2,6 +2,7 @@ package sandboxtest
 
 import (
 	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -127,4 +128,27 @@ func ToolParts(msgs []opencode.MessageWithParts) []opencode.Part {
 		}
 	}
 	return out
+}
+
+// AgentBash has the agent of sb run command with its bash tool (the
+// scripted LLM asks for it) and returns the tool's output.
+func AgentBash(t testing.TB, sb sandbox.Sandbox, command string) string {
+	t.Helper()
+	input, err := json.Marshal(map[string]string{"command": command, "description": "run a command"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := Sim()
+	name := "sandboxtest-bash-" + randomHex(6)
+	if err := s.Register(name, llmsim.Script{Turns: []llmsim.Turn{
+		{ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: input}}},
+		{Text: "{{tool_result}}"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	parts := ToolParts(Prompt(t, sb, name, "Run the command."))
+	if len(parts) != 1 || parts[0].State == nil {
+		t.Fatalf("tool parts %+v, want one bash call", parts)
+	}
+	return parts[0].State.Output
 }

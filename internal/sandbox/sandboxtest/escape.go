@@ -159,7 +159,7 @@ func NewEscapeWorld(t testing.TB, tg Targets) *EscapeWorld {
 func (w *EscapeWorld) Script(extra string) string {
 	var b strings.Builder
 	for k, v := range w.vars {
-		fmt.Fprintf(&b, "%s='%s'\n", k, v)
+		fmt.Fprintf(&b, "%s='%s'\n", k, strings.ReplaceAll(v, "'", `'\''`))
 	}
 	b.WriteString(`p() { if eval "$2" >/dev/null 2>&1; then echo "probe $1 ok"; else echo "probe $1 refused"; fi; }
 tcp() { exec 3<>/dev/tcp/$1/$2 && exec 3<&-; }

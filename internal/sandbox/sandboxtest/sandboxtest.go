@@ -476,8 +476,10 @@ func (s *suite) testSnapshot(t *testing.T) {
 			t.Fatalf("delete #%d: %v", i+1, err)
 		}
 	}
-	if err := s.p.DeleteSnapshot(ctx, "snap-never-"+s.run); err != nil {
-		t.Fatalf("delete of an unknown snapshot: %v", err)
+	for _, id := range []string{"snap-never-" + s.run, "", "../../etc/passwd", "a/b?c#d"} {
+		if err := s.p.DeleteSnapshot(ctx, id); err != nil {
+			t.Fatalf("delete of the unknown snapshot %q: %v", id, err)
+		}
 	}
 	gone := s.spec("snap-gone")
 	gone.SnapshotID = live.ID

@@ -161,3 +161,36 @@ type Terminals interface {
 	// the given window size. ErrNotFound when the sandbox is not live.
 	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (Terminal, error)
 }
+
+// Limit kinds (LimitEvent.Kind).
+const (
+	// LimitMemory: the kernel killed a process of the sandbox because the
+	// sandbox reached its memory limit (out of memory).
+	LimitMemory = "memory"
+	// LimitPids: the sandbox reached its process limit and a fork or
+	// thread creation was refused.
+	LimitPids = "pids"
+)
+
+// LimitEvent reports that a sandbox hit one of its resource limits.
+type LimitEvent struct {
+	SessionID string
+	SandboxID string
+	// Kind is LimitMemory or LimitPids.
+	Kind string
+	// Detail says what happened, for people (the limit, how many times);
+	// it holds no secret.
+	Detail string
+	// AgentAlive is whether the sandbox's agent was still running when
+	// the event was read (an out-of-memory kill may have hit it).
+	AgentAlive bool
+}
+
+// LimitWatcher is implemented by providers that enforce resource limits
+// on their sandboxes and can tell when one is hit (the gateway turns it
+// into an error frame for the session's clients).
+type LimitWatcher interface {
+	// WatchLimits calls f for every limit event of every sandbox of the
+	// provider until stop is called. f must not block for long.
+	WatchLimits(f func(LimitEvent)) (stop func())
+}

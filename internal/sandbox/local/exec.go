@@ -65,7 +65,12 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 		// A sandbox of its own with the agent's binds and the egress proxy: git
 		// hooks and configuration of the workspace are the agent's.
 		inside := path.Join(JailWorkspace, filepath.ToSlash(rel))
-		c = exec.CommandContext(ctx, p.jail.bwrap, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside, egress: in.egressSock()}, true, p.jail.withEgress(p.egress.setsid, cmd.Args)...)...)
+		cg, ok := p.sandboxCgroup(in)
+		if !ok {
+			return sandbox.ExecResult{}, fmt.Errorf("local sandbox: exec in %s: %w", sandboxID, sandbox.ErrNotFound)
+		}
+		argv := p.jail.launch(cg, execOOMScore, append([]string{p.jail.bwrap}, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, chdir: inside, egress: in.egressSock()}, true, p.jail.withEgress(p.egress.setsid, cmd.Args)...)...))
+		c = exec.CommandContext(ctx, argv[0], argv[1:]...)
 		c.Dir = in.workspace
 		home = JailHome
 		ceiling = jailCeiling
@@ -102,6 +107,7 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	c.WaitDelay = 5 * time.Second
 
 	err = c.Run()
+	p.checkLimits(in) // a limit the command hit is reported before it returns
 	res := sandbox.ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("local sandbox: exec %s: %w", cmd.Args[0], ctx.Err())

@@ -85,6 +85,8 @@ type jail struct {
 	etc string
 	// cli is the proliferate binary ("" for none).
 	cli string
+	// seccomp is the file of the compiled seccomp filter (launch.go).
+	seccomp string
 }
 
 // newJail checks bwrap and socat and prepares what every sandbox shares.
@@ -158,9 +160,13 @@ func newJail(opencodeBin, pluginDir, cli, etcDir string) (*jail, error) {
 			return nil, fmt.Errorf("local sandbox: jail: %w", err)
 		}
 	}
+	if err := j.writeSeccomp(); err != nil {
+		return nil, err
+	}
 	// A sandbox that cannot start is better found now than at the first
 	// session.
-	out, err := exec.Command(j.bwrap, j.args(jailBinds{workspace: etcDir, home: filepath.Join(etcDir, "empty")}, true, "/bin/true")...).CombinedOutput()
+	probe := j.launch(nil, 0, append([]string{j.bwrap}, j.args(jailBinds{workspace: etcDir, home: filepath.Join(etcDir, "empty")}, true, "/bin/true")...))
+	out, err := exec.Command(probe[0], probe[1:]...).CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("local sandbox: bubblewrap cannot start a sandbox here (user namespaces disabled?): %w: %s", err, strings.TrimSpace(string(out)))
 	}

@@ -160,7 +160,13 @@ type Options struct {
 	// of this host (development only: the agent can read everything this
 	// process's user can, and reach every port of the machine).
 	Isolation string
-	Logger    *slog.Logger
+	// Limits are each isolated sandbox's resources, enforced with a
+	// cgroup per sandbox (limits.go). Where cgroups cannot be used the
+	// provider starts without limits and logs it loudly, unless
+	// RequireLimits (production), then New fails.
+	Limits        Limits
+	RequireLimits bool
+	Logger        *slog.Logger
 }
 
 // Provider is the local sandbox provider. It is safe for concurrent use.
@@ -175,6 +181,13 @@ type Provider struct {
 	jail       *jail
 	runRoot    string
 	tmpRunRoot bool
+	// cgroups is nil without resource limits (limitsOff says why).
+	cgroups   *cgroupRoot
+	limitsOff string
+
+	watchMu  sync.Mutex
+	watchID  int
+	watchers map[int]func(sandbox.LimitEvent)
 
 	mu    sync.Mutex
 	locks map[string]*sessionLock // session id → lock (refcounted)
@@ -200,6 +213,8 @@ type instance struct {
 	mu        sync.Mutex
 	stopped   bool                   // no more terminals may open
 	terminals map[*terminal]struct{} // open terminals, closed with the sandbox
+
+	limits limitState // its cgroup and limit events (limits.go)
 }
 
 func (in *instance) alive() bool {
@@ -241,8 +256,9 @@ func New(opts Options) (*Provider, error) {
 	p := &Provider{
 		opts:  opts,
 		log:   log.With("provider", ProviderName),
-		locks: map[string]*sessionLock{},
-		live:  map[string]*instance{},
+		locks:    map[string]*sessionLock{},
+		live:     map[string]*instance{},
+		watchers: map[int]func(sandbox.LimitEvent){},
 	}
 	switch opts.Isolation {
 	case "", IsolationBwrap:
@@ -250,7 +266,11 @@ func New(opts Options) (*Provider, error) {
 		if err := p.initJail(); err != nil {
 			return nil, err
 		}
+		if err := p.initLimits(); err != nil {
+			return nil, err
+		}
 	case IsolationNone:
+		p.limitsOff = "isolation is off"
 		p.log.Warn("SANDBOX ISOLATION IS OFF (SANDBOX_ISOLATION=none): agents, terminals and git commands run as plain processes of this host, " +
 			"as this user, with its network; a prompt-injected agent can read this process's secrets, every session's workspace and reach every local service. " +
 			"Development only.")
@@ -503,10 +523,22 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		ReadyTimeout: p.opts.ReadyTimeout,
 		Logger:       log,
 	}
+	id := "lsb_" + randomHex(6) + "_" + spec.SessionID
+	var cg *sandboxCgroup
+	if p.cgroups != nil {
+		if cg, err = p.cgroups.create(id); err != nil {
+			return sandbox.Sandbox{}, err
+		}
+		defer func() {
+			if !launched {
+				cg.remove()
+			}
+		}()
+	}
 	if p.jail != nil {
 		binds := jailBinds{workspace: workspace, home: home, agentDir: agentDir, runDir: ch.dir}
 		launch.Jail = &opencode.Jail{
-			Wrap: func(argv []string) []string { return p.jail.agentArgv(binds, argv) },
+			Wrap: func(argv []string) []string { return p.jail.launch(cg, 0, p.jail.agentArgv(binds, argv)) },
 			Path: paths.path, Port: jailAgentPort, URL: ch.agentURL(),
 		}
 	}
@@ -522,7 +554,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	}
 	launched = true
 	in = &instance{
-		id:        "lsb_" + randomHex(6) + "_" + spec.SessionID,
+		id:        id,
 		sessionID: spec.SessionID,
 		workspace: workspace,
 		home:      home,
@@ -530,8 +562,12 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		ch:        ch,
 		expiresAt: started.Add(p.opts.Timeout),
 		terminals: map[*terminal]struct{}{},
+		limits:    limitState{cg: cg, done: make(chan struct{})},
 	}
 	in.expiry = time.AfterFunc(time.Until(in.expiresAt), func() { p.expire(in) })
+	if cg != nil {
+		go p.watchLimits(in)
+	}
 	p.mu.Lock()
 	p.live[spec.SessionID] = in
 	p.mu.Unlock()
@@ -585,6 +621,7 @@ func (p *Provider) stop(in *instance) {
 	if in.ch != nil {
 		in.ch.close()
 	}
+	p.stopLimits(in)
 	p.forget(in)
 }
 

@@ -68,8 +68,12 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 		// terminal holds no platform credential). It keeps the pty as its
 		// controlling terminal for job control: the pty is the sandbox's
 		// alone, so no --new-session.
-		argv := p.jail.args(jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock()}, false, p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})...)
-		cmd = exec.Command(p.jail.bwrap, argv...)
+		cg, ok := p.sandboxCgroup(in)
+		if !ok {
+			return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
+		}
+		argv := p.jail.launch(cg, execOOMScore, append([]string{p.jail.bwrap}, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock()}, false, p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})...)...))
+		cmd = exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = in.workspace
 		cmd.Env = append(terminalEnv(JailHome, jailCeiling), egressEnv()...)
 	}

@@ -290,6 +290,18 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	var info SandboxInfo
 	fresh := false
 	switch {
+	case len(running) > 0:
+		// The session's sandbox runs but its agent is gone: a new agent on
+		// the same workspace (and conversation). Extra sandboxes of the
+		// session (a crash between create and boot) go.
+		for _, d := range running[1:] {
+			_ = p.c.Kill(ctx, d.SandboxID)
+		}
+		info, _, err = p.c.Connect(ctx, running[0].SandboxID, p.opts.Timeout)
+		if err != nil {
+			return sandbox.Sandbox{}, fmt.Errorf("e2b: connect to the sandbox of %s: %w", spec.SessionID, err)
+		}
+		log.Warn("sandbox agent gone; starting a new one", "e2b_id", info.SandboxID)
 	case strings.HasPrefix(spec.SnapshotID, snapshotPrefix):
 		info, err = p.c.Create(ctx, p.newSandbox(spec, strings.TrimPrefix(spec.SnapshotID, snapshotPrefix)))
 		if err != nil {
@@ -304,9 +316,6 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		}
 		log.Info("paused sandbox resumed", "snapshot_id", spec.SnapshotID, "was_paused", resumed)
 	default:
-		for _, d := range running { // agents gone: start over
-			_ = p.c.Kill(ctx, d.SandboxID)
-		}
 		info, err = p.c.Create(ctx, p.newSandbox(spec, p.opts.Template))
 		if err != nil {
 			return sandbox.Sandbox{}, fmt.Errorf("e2b: create sandbox for %s: %w", spec.SessionID, err)
@@ -326,7 +335,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 			cancel()
 			p.forgetEnvd(info.SandboxID)
 		}
-		if spec.SnapshotID != "" && !errors.Is(err, ErrAuth) {
+		if spec.SnapshotID != "" && len(running) == 0 && !errors.Is(err, ErrAuth) {
 			return sandbox.Sandbox{}, fmt.Errorf("%w: %w", sandbox.ErrRestoreFailed, err)
 		}
 		return sandbox.Sandbox{}, err

@@ -499,6 +499,9 @@ func (s *Server) get(w http.ResponseWriter, id string) {
 	if sb := s.lookup(w, id); sb != nil {
 		s.mu.Lock()
 		d := s.detail(sb)
+		if sb.token != "" { // SandboxDetail has it, ListedSandbox not
+			d["envdAccessToken"] = sb.token
+		}
 		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, d)
 	}

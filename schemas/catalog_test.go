@@ -200,7 +200,7 @@ func TestEnumConstants(t *testing.T) {
 		"TriggerEventStatus": {TriggerEventMatched, TriggerEventSkipped, TriggerEventFailed},
 		"RunStatus":          {RunQueued, RunEnriching, RunReady, RunRunning, RunSucceeded, RunFailed, RunNeedsHuman, RunTimedOut, RunCanceled},
 		"SessionEventKind": {SessionKindCreated, SessionKindRunning, SessionKindPaused, SessionKindStopped, SessionKindFailed,
-			SessionKindDeleted, SessionKindMigrated, SessionKindTelemetry, SessionKindUserMessage},
+			SessionKindDeleted, SessionKindMigrated, SessionKindTelemetry, SessionKindUserMessage, SessionKindLimitExceeded},
 		"SessionStatus":    {SessionStatusStarting, SessionStatusRunning, SessionStatusPaused, SessionStatusStopped, SessionStatusFailed},
 		"ToolCallStatus":   {ToolCallStarted, ToolCallCompleted, ToolCallFailed, ToolCallCancelled},
 		"RiskLevel":        {RiskRead, RiskWrite, RiskDanger},

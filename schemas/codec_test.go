@@ -258,7 +258,8 @@ func hostileRecords(c *Codec) (control []byte, hostile map[string][]byte) {
 	for range 3 {
 		body = binary.AppendVarint(body, 1)
 	}
-	control = binary.AppendVarint(binary.AppendVarint(slices.Clone(body), 0), 0)
+	// control: the array's end, latest_task null, limit null (v2).
+	control = binary.AppendVarint(binary.AppendVarint(binary.AppendVarint(slices.Clone(body), 0), 0), 0)
 	return control, map[string][]byte{
 		"huge array count":     binary.AppendVarint(slices.Clone(body), 1<<31-1),
 		"negative block count": binary.AppendVarint(binary.AppendVarint(slices.Clone(body), -(1<<31-1)), 1<<40),

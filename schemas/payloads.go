@@ -163,6 +163,15 @@ type SessionEvent struct {
 	UserID          *string           `avro:"user_id"`
 	Title           *string           `avro:"title"`
 	Telemetry       *SessionTelemetry `avro:"telemetry"`
+	// Limit (schema v2) is set when Kind is SessionKindLimitExceeded.
+	Limit *SandboxLimit `avro:"limit"`
+}
+
+// SandboxLimit is a resource limit a session's sandbox hit.
+type SandboxLimit struct {
+	Kind       string `avro:"kind"`
+	Detail     string `avro:"detail"`
+	AgentAlive bool   `avro:"agent_alive"`
 }
 
 // SessionTelemetry holds telemetry deltas since the previous flush.
@@ -188,6 +197,9 @@ const (
 	SessionKindMigrated    = "migrated"
 	SessionKindTelemetry   = "telemetry"
 	SessionKindUserMessage = "user_message"
+	// SessionKindLimitExceeded (schema v2): the sandbox hit a resource
+	// limit (SessionEvent.Limit).
+	SessionKindLimitExceeded = "limit_exceeded"
 )
 
 // Session statuses (SessionStatus enum symbols).

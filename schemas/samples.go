@@ -141,6 +141,7 @@ func SampleEvents() []*Event {
 				PRURLs:            []string{"https://github.com/acme/api/pull/43"},
 				LatestTask:        ptr("Running go test ./..."),
 			},
+			Limit: &SandboxLimit{Kind: "memory", Detail: "the sandbox ran out of memory (limit 2 GiB): the kernel killed one of its processes"},
 		},
 		&ToolCall{
 			SessionID:  session,

@@ -232,7 +232,7 @@ func (s *Store) emit(ctx context.Context, tx pgx.Tx, sess Session, kind string, 
 		Title: &sess.Title,
 	}
 	switch kind {
-	case schemas.SessionKindTelemetry, schemas.SessionKindUserMessage:
+	case schemas.SessionKindTelemetry, schemas.SessionKindUserMessage, schemas.SessionKindLimitExceeded:
 	default:
 		st := sess.Status
 		p.Status = &st

@@ -133,6 +133,7 @@ func NewManager(d Deps) *Manager {
 	go m.sweep()
 	go m.idleLoop()
 	go m.expiryLoop()
+	m.watchLimits()
 	return m
 }
 

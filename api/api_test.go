@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -158,16 +159,18 @@ func TestAccessLevels(t *testing.T) {
 	env.Do(t, "DELETE", "/widgets/"+id, owner.Token, nil).Expect(t, 204, nil)
 	env.Do(t, "DELETE", "/widgets/not-a-uuid", owner.Token, nil).ExpectError(t, 404, api.CodeNotFound)
 
-	// Sandbox tokens work on sandbox routes only; forged ones not at all.
-	sbx := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "ses_123")
+	// Sandbox tokens work on sandbox routes only; forged ones (the old form
+	// derived from SERVICE_TOKEN) not at all.
+	sid := sessionstest.New(t, env.Deps.Pool, owner.OrgID, sessionstest.Options{})
+	sbx := sessionstest.SandboxToken(t, env.Deps.Pool, sid)
 	env.Do(t, "GET", "/whoami", sbx, nil).ExpectError(t, 403, api.CodeForbidden)
 	env.Do(t, "GET", "/widgets", sbx, nil).ExpectError(t, 403, api.CodeForbidden)
 	var sb map[string]string
 	env.Do(t, "GET", "/sandbox-only", sbx, nil).Expect(t, 200, &sb)
-	if sb["session"] != "ses_123" {
+	if sb["session"] != sid {
 		t.Fatalf("sandbox principal %v", sb)
 	}
-	forged := auth.SandboxToken("another-service-token-entirely", "ses_123")
+	forged := sessionstest.DerivedSandboxToken(env.Deps.Cfg.ServiceToken, sid)
 	env.Do(t, "GET", "/sandbox-only", forged, nil).ExpectError(t, 401, api.CodeUnauthenticated)
 	env.Do(t, "GET", "/sandbox-only", owner.Token, nil).ExpectError(t, 403, api.CodeForbidden)
 

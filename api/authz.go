@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions"
 )
 
 // authorize authenticates the bearer credential (if any) and checks the
@@ -92,11 +93,11 @@ func bearerToken(h string) (string, bool) {
 // authenticate tries each verifier in order; the sandbox verifier is built in.
 func (s *Server) authenticate(ctx context.Context, bearer string) (*auth.Principal, error) {
 	if strings.HasPrefix(bearer, auth.SandboxTokenPrefix) {
-		sid, err := auth.VerifySandboxToken(s.Cfg.ServiceToken, bearer)
+		sid, org, err := sessions.VerifySandboxToken(ctx, s.Pool, bearer)
 		if err != nil {
 			return nil, err
 		}
-		return &auth.Principal{Kind: auth.KindSandbox, SessionID: sid}, nil
+		return &auth.Principal{Kind: auth.KindSandbox, SessionID: sid, OrgID: org}, nil
 	}
 	s.mu.Lock()
 	vs := slices.Clone(s.verifiers)

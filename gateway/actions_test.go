@@ -21,6 +21,7 @@ import (
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // testSource is an external service with one action per policy outcome:
@@ -88,7 +89,7 @@ func (w *world) startActions(t *testing.T, instance string, src *testSource, now
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
 	rdb := w.api.Deps.Redis
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
+		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
 	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
 		Sources: testSources{src: src}, Validator: actions.NewValidator(64), Log: log, Now: now,
 		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
@@ -271,11 +272,11 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 		t.Fatal("an expired invocation ran")
 	}
 
-	// An ended session's sandbox token invokes nothing.
+	// An ended session's sandbox token is dead: it invokes nothing.
 	if _, err := w.api.Deps.Pool.Exec(context.Background(), `UPDATE sessions SET status = 'stopped' WHERE id = $1`, sid); err != nil {
 		t.Fatal(err)
 	}
-	if st, _, body := invoke(t, g, sid, sbx, "read_thing", nil); st != 409 || errorCode(t, body) != "session_ended" {
+	if st, _, body := invoke(t, g, sid, sbx, "read_thing", nil); st != 401 || errorCode(t, body) != "unauthenticated" {
 		t.Fatalf("ended session: %d %s", st, body)
 	}
 }
@@ -452,12 +453,13 @@ func TestLiveApprovalsOverWebSocket(t *testing.T) {
 	g1, g2 := w.startActions(t, "a", src, nil), w.startActions(t, "b", src, nil)
 	owner := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
-	sbx := w.sandboxToken(sid)
 	st, c := dialWS(t, g1.gw, sid, owner.Token, false)
 	if st != 101 {
 		t.Fatal(st)
 	}
 	readUntil(t, c, hub.MsgInit)
+	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool { return w.prov.Created() == 1 })
+	sbx := w.sandboxToken(sid) // the token the boot gave the sandbox
 
 	// Pending → action_approval_request; approved on g2 → action_completed.
 	_, r, _ := invoke(t, g2, sid, sbx, "write_thing", map[string]any{"title": "ship it"})

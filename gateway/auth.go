@@ -61,6 +61,7 @@ func (s *Server) session(r *http.Request, p *auth.Principal, id string) (session
 		if !strings.EqualFold(p.SessionID, id) {
 			return sessions.Session{}, notFound
 		}
+		org = p.OrgID
 	case auth.KindService:
 		org = r.Header.Get(OrgHeader)
 		if org != "" && !uuidRE.MatchString(org) {

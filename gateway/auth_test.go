@@ -5,11 +5,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // Every gateway route against every kind of caller: the creator (access
@@ -29,23 +31,34 @@ func TestAuthMatrix(t *testing.T) {
 	stranger := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, Title: "matrix"})
 	other := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	// Boot sid's sandbox first, so the routes below that would boot it
+	// find it running and the sandbox's token is the one its boot minted.
+	if st, body := call(t, "POST", g.url+"/proliferate/"+sid+"/start", owner.Token, map[string]any{}, nil); st != 202 {
+		t.Fatalf("start: %d %s", st, body)
+	}
+	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool {
+		h, ok := g.hubs.Get(sid)
+		return ok && h.Status().RuntimeReady
+	})
 
 	callers := []struct {
 		name, token string
 		hdr         map[string]string
+		sandboxOf   string // the token is this session's sandbox token, taken at call time
 	}{
-		{"creator", owner.Token, nil},
-		{"creator api key", w.apiKey(t, owner), nil},
-		{"org member", member.Token, nil},
-		{"other org", stranger.Token, nil},
-		{"service", w.serviceToken(t), nil},
-		{"service scoped to org", w.serviceToken(t), map[string]string{"X-Proliferate-Org-Id": owner.OrgID}},
-		{"service scoped to other org", w.serviceToken(t), map[string]string{"X-Proliferate-Org-Id": stranger.OrgID}},
-		{"own sandbox", w.sandboxToken(sid), nil},
-		{"other session's sandbox", w.sandboxToken(other), nil},
-		{"forged sandbox", auth.SandboxToken("not-the-service-token-at-all", sid), nil},
-		{"garbage", "eyJhbGciOiJIUzI1NiJ9.e30.sig", nil},
-		{"none", "", nil},
+		{name: "creator", token: owner.Token},
+		{name: "creator api key", token: w.apiKey(t, owner)},
+		{name: "org member", token: member.Token},
+		{name: "other org", token: stranger.Token},
+		{name: "service", token: w.serviceToken(t)},
+		{name: "service scoped to org", token: w.serviceToken(t), hdr: map[string]string{"X-Proliferate-Org-Id": owner.OrgID}},
+		{name: "service scoped to other org", token: w.serviceToken(t), hdr: map[string]string{"X-Proliferate-Org-Id": stranger.OrgID}},
+		{name: "own sandbox", sandboxOf: sid},
+		{name: "other session's sandbox", sandboxOf: other},
+		// The old derived form, computed with the real SERVICE_TOKEN.
+		{name: "forged sandbox", token: sessionstest.DerivedSandboxToken(w.api.Deps.Cfg.ServiceToken, sid)},
+		{name: "garbage", token: "eyJhbGciOiJIUzI1NiJ9.e30.sig"},
+		{name: "none", token: ""},
 	}
 	// Expected status per route, in callers order.
 	want := map[string][]int{
@@ -64,30 +77,34 @@ func TestAuthMatrix(t *testing.T) {
 	for route, statuses := range want {
 		for i, cl := range callers {
 			t.Run(route+"/"+cl.name, func(t *testing.T) {
+				tok := cl.token
+				if cl.sandboxOf != "" {
+					tok = w.sandboxToken(cl.sandboxOf)
+				}
 				var status int
 				var body []byte
 				switch route {
 				case "info":
-					status, body = call(t, "GET", base+sid, cl.token, nil, cl.hdr)
+					status, body = call(t, "GET", base+sid, tok, nil, cl.hdr)
 				case "status":
-					status, body = call(t, "GET", base+sid+"/status", cl.token, nil, cl.hdr)
+					status, body = call(t, "GET", base+sid+"/status", tok, nil, cl.hdr)
 				case "message":
 					h := map[string]string{"Idempotency-Key": uuid.NewString()}
 					for k, v := range cl.hdr {
 						h[k] = v
 					}
-					status, body = call(t, "POST", base+sid+"/message", cl.token, map[string]string{"content": "hello"}, h)
+					status, body = call(t, "POST", base+sid+"/message", tok, map[string]string{"content": "hello"}, h)
 				case "cancel":
-					status, body = call(t, "POST", base+sid+"/cancel", cl.token, map[string]any{}, cl.hdr)
+					status, body = call(t, "POST", base+sid+"/cancel", tok, map[string]any{}, cl.hdr)
 				case "snapshot", "start":
-					status, body = call(t, "POST", base+sid+"/"+route, cl.token, map[string]any{}, cl.hdr)
+					status, body = call(t, "POST", base+sid+"/"+route, tok, map[string]any{}, cl.hdr)
 				case "tool":
-					status, body = call(t, "POST", base+sid+"/tools/echo_test", cl.token,
+					status, body = call(t, "POST", base+sid+"/tools/echo_test", tok,
 						map[string]any{"tool_call_id": uuid.NewString(), "args": map[string]any{}}, cl.hdr)
 				case "create":
-					status, body = call(t, "POST", base+"sessions", cl.token, map[string]any{"title": "new"}, cl.hdr)
+					status, body = call(t, "POST", base+"sessions", tok, map[string]any{"title": "new"}, cl.hdr)
 				case "ws":
-					st, c := dialWS(t, g, sid, cl.token, false, cl.hdr)
+					st, c := dialWS(t, g, sid, tok, false, cl.hdr)
 					status = st
 					if c != nil {
 						readUntil(t, c, "init")
@@ -140,6 +157,7 @@ func TestTokensAreNotLogged(t *testing.T) {
 	} else {
 		readUntil(t, c, "init")
 	}
+	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool { return w.prov.Created() == 1 })
 	call(t, "POST", g.url+"/proliferate/"+sid+"/tools/save_snapshot", w.sandboxToken(sid),
 		map[string]any{"tool_call_id": "x", "args": map[string]any{}}, nil)
 	logs := w.logs.String()

@@ -29,7 +29,7 @@ func (w *world) startGated(t *testing.T) string {
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
-		InstanceID: "gated-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken,
+		InstanceID: "gated-" + uuid.NewString(), Log: log, GatewayURL: url,
 		Gate: gate.Allow})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: pool, Redis: w.api.Deps.Redis,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})

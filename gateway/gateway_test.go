@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -52,6 +54,10 @@ type world struct {
 	store *sessions.Store
 	prov  *countingProvider
 	logs  *testenv.LogBuffer
+
+	t      *testing.T
+	mu     sync.Mutex
+	tokens map[string]string // sandbox tokens minted without a boot, by session
 }
 
 func newWorld(t *testing.T) *world {
@@ -64,7 +70,7 @@ func newWorld(t *testing.T) *world {
 	prov := &countingProvider{Provider: agentsim.NewProvider(agentsim.Options{TokenDelay: 2 * time.Millisecond})}
 	t.Cleanup(prov.Close)
 	return &world{api: e, codec: codec, store: &sessions.Store{Pool: e.Deps.Pool, Codec: codec}, prov: prov,
-		logs: &testenv.LogBuffer{}}
+		logs: &testenv.LogBuffer{}, t: t, tokens: map[string]string{}}
 }
 
 // gw is one running gateway instance.
@@ -82,7 +88,7 @@ func (w *world) start(t *testing.T, instance string) *gw {
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url, ServiceToken: w.api.Deps.Cfg.ServiceToken})
+		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
 	if err != nil {
@@ -114,8 +120,43 @@ func (w *world) serviceToken(t *testing.T) string {
 	return tok
 }
 
+// sandboxToken is the session's sandbox token: the one a gateway's boot
+// gave its sandbox (the provider's spec; waited for until the session runs
+// on it), else one minted as a boot does for a session no gateway booted
+// (kept, so repeated calls agree).
 func (w *world) sandboxToken(sessionID string) string {
-	return auth.SandboxToken(w.api.Deps.Cfg.ServiceToken, sessionID)
+	w.t.Helper()
+	var booted []string
+	for _, spec := range w.prov.Specs() {
+		if spec.SessionID == sessionID {
+			booted = append(booted, spec.SandboxToken)
+		}
+	}
+	if len(booted) > 0 {
+		tok := ""
+		testenv.Eventually(w.t, 10*time.Second, "the session running on a sandbox a boot gave a token", func() bool {
+			for _, b := range booted {
+				_, _, err := sessions.VerifySandboxToken(context.Background(), w.api.Deps.Pool, b)
+				if err == nil {
+					tok = b
+					return true
+				}
+				if !errors.Is(err, auth.ErrUnauthenticated) {
+					w.t.Fatal(err)
+				}
+			}
+			return false
+		})
+		return tok
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if tok, ok := w.tokens[sessionID]; ok {
+		return tok
+	}
+	tok := sessionstest.SandboxToken(w.t, w.api.Deps.Pool, sessionID)
+	w.tokens[sessionID] = tok
+	return tok
 }
 
 func (w *world) apiKey(t *testing.T, u *apitest.User) string {

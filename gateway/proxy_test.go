@@ -109,7 +109,7 @@ func (w *world) startWith(t *testing.T, instance string, prov sandbox.Provider, 
 	u := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	d := hub.Deps{Sessions: w.store, Provider: prov, Redis: w.api.Deps.Redis,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: u, ServiceToken: w.api.Deps.Cfg.ServiceToken}
+		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: u}
 	if mod != nil {
 		mod(&d)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -165,6 +166,14 @@ func (e *Env) AddMember(t testing.TB, u *User, orgID string, role auth.Role) {
 		t.Fatal(err)
 	}
 	u.OrgID = orgID
+}
+
+// SandboxToken creates a running session of orgID and returns its sandbox
+// token, minted as a gateway's boot does (sessionstest.SandboxToken).
+func (e *Env) SandboxToken(t testing.TB, orgID string) (sessionID, token string) {
+	t.Helper()
+	sessionID = sessionstest.New(t, e.Deps.Pool, orgID, sessionstest.Options{})
+	return sessionID, sessionstest.SandboxToken(t, e.Deps.Pool, sessionID)
 }
 
 // Response is a finished request.

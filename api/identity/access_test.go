@@ -15,6 +15,8 @@ import (
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/internal/auth"
 	internal "github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
 type route struct {
@@ -72,7 +74,7 @@ func TestSandboxAndServiceCredentialsAreForbidden(t *testing.T) {
 	env := newEnv(t)
 	u := env.NewUser(t)
 	k := createKey(t, env, u.Token, map[string]any{"name": "victim"})
-	sandbox := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "some-session")
+	_, sandbox := env.SandboxToken(t, u.OrgID)
 	service := newService(t, env, "gateway")
 	for _, tok := range []string{sandbox, service} {
 		for _, r := range personRoutes(k.ID) {
@@ -127,9 +129,14 @@ func TestBadCredentialsAreUnauthenticatedEverywhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	otherSvc, _ := identity.IssueServiceToken("some-other-service-secret", "gateway", time.Minute)
-	// A sandbox token with a bad MAC.
-	sbx := auth.SandboxToken(cfg.ServiceToken, "some-session")
-	badSbx := sbx[:len(sbx)-1] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", sbx[len(sbx)-1])+1)%16])
+	// Sandbox tokens: one character changed, the retired form derived from
+	// SERVICE_TOKEN, and a stopped sandbox's.
+	sbxSession, sbx := env.SandboxToken(t, victim.OrgID)
+	badSbx := sbx[:len(sbx)-1] + map[bool]string{true: "B", false: "A"}[sbx[len(sbx)-1] == 'A']
+	stoppedSession, stoppedSbx := env.SandboxToken(t, victim.OrgID)
+	if err := (&sessions.Store{Pool: env.Deps.Pool}).RevokeSandboxTokens(t.Context(), stoppedSession, "session_stopped"); err != nil {
+		t.Fatal(err)
+	}
 
 	creds := map[string]string{
 		"expired access token":   expired,
@@ -144,6 +151,8 @@ func TestBadCredentialsAreUnauthenticatedEverywhere(t *testing.T) {
 		"expired service token":  oldSvc,
 		"foreign service token":  otherSvc,
 		"forged sandbox token":   badSbx,
+		"derived sandbox token":  sessionstest.DerivedSandboxToken(cfg.ServiceToken, sbxSession),
+		"stopped sandbox token":  stoppedSbx,
 		"refresh token":          "rt_" + strings.Repeat("A", 43),
 		"garbage":                "hello",
 	}
@@ -265,7 +274,8 @@ func TestServiceTokenVerifier(t *testing.T) {
 	if got["kind"] != "service" || got["service"] != "automation-worker" {
 		t.Fatalf("principal %v", got)
 	}
-	for _, tok := range []string{u.Token, k.Key, auth.SandboxToken(env.Deps.Cfg.ServiceToken, "s")} {
+	_, sbx := env.SandboxToken(t, u.OrgID)
+	for _, tok := range []string{u.Token, k.Key, sbx} {
 		env.Do(t, "GET", "/test/service-whoami", tok, nil).ExpectError(t, http.StatusForbidden, "forbidden")
 	}
 	old, _ := internal.IssueServiceTokenAt(env.Deps.Cfg.ServiceToken, "gateway", time.Minute, time.Now().Add(-time.Hour))

@@ -14,7 +14,7 @@ var pathParam = regexp.MustCompile(`:[a-z_]+`)
 // ones (401), before any handler runs.
 func TestEveryRouteRefusesSandboxAndAnonymousCallers(t *testing.T) {
 	e := newEnv(t)
-	sandbox := sandboxToken(e)
+	sandbox := sandboxToken(t, e)
 	n := 0
 	for _, r := range e.Server.Routes() {
 		if r.Tag != "integrations" && r.Tag != "connectors" && r.Tag != "slack" {

@@ -24,14 +24,13 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 const (
-	appID          = "4242"
-	nangoSecret    = "nango-secret-key-do-not-leak"
-	slackClientID  = "123.456"
-	slackSecret    = "slack-client-secret-do-not-leak"
-	sentryToken    = "sntrys_oauth_token_do_not_leak"
-	linearToken    = "lin_oauth_token_do_not_leak"
-	publicURL      = "https://app.example.com"
-	sandboxSession = "some-session"
+	appID         = "4242"
+	nangoSecret   = "nango-secret-key-do-not-leak"
+	slackClientID = "123.456"
+	slackSecret   = "slack-client-secret-do-not-leak"
+	sentryToken   = "sntrys_oauth_token_do_not_leak"
+	linearToken   = "lin_oauth_token_do_not_leak"
+	publicURL     = "https://app.example.com"
 )
 
 var (
@@ -177,7 +176,11 @@ func (e *env) secret(t *testing.T, orgID, key, repoID string) {
 	}
 }
 
-func sandboxToken(e *env) string { return auth.SandboxToken(e.Deps.Cfg.ServiceToken, sandboxSession) }
+func sandboxToken(t *testing.T, e *env) string {
+	t.Helper()
+	_, tok := e.SandboxToken(t, e.NewUser(t).OrgID)
+	return tok
+}
 
 // expectFields asserts a 422 naming exactly these fields (in any order).
 func expectFields(t *testing.T, r *apitest.Response, fields ...string) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
-	"github.com/proliferate/proliferate/internal/auth"
 )
 
 // counted are the tables this package writes; a rejected request must leave
@@ -170,7 +169,7 @@ func TestInvalidInput(t *testing.T) {
 // or bad credentials (401), before doing anything.
 func TestCredentialKinds(t *testing.T) {
 	env := newEnv(t)
-	sandbox := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "some-session")
+	_, sandbox := env.SandboxToken(t, env.NewUser(t).OrgID)
 	before := snapshot(t, env)
 	n := 0
 	for _, r := range env.Server.Routes() {

@@ -429,7 +429,7 @@ func TestPersonRoutesRefuseOtherCredentials(t *testing.T) {
 	o := newOrg(t, env)
 	repo := createRepo(t, env, o.Admin.Token, "acme/x", map[string]any{"create_configuration": true})
 	cfg := *repo.ConfigurationID
-	sandbox := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "some-session")
+	_, sandbox := env.SandboxToken(t, o.ID)
 	routes := []struct{ method, path string }{
 		{http.MethodPost, "/repos"}, {http.MethodGet, "/repos"}, {http.MethodGet, "/repos/" + repo.ID},
 		{http.MethodPatch, "/repos/" + repo.ID}, {http.MethodDelete, "/repos/" + repo.ID},

@@ -51,7 +51,8 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{Env: e, Service: svc, Sandbox: auth.SandboxToken(e.Deps.Cfg.ServiceToken, "00000000-0000-0000-0000-000000000001")}
+	_, sbx := e.SandboxToken(t, e.NewUser(t).OrgID)
+	return &env{Env: e, Service: svc, Sandbox: sbx}
 }
 
 // org is an organization with an owner, an admin, two members and an

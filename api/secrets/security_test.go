@@ -9,7 +9,6 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/secrets"
 )
 
@@ -214,7 +213,7 @@ func TestSandboxTokensRefused(t *testing.T) {
 	e := newEnv(t)
 	o := e.newOrg(t)
 	f := e.fixture(t, o)
-	tok := auth.SandboxToken(e.Deps.Cfg.ServiceToken, "some-session")
+	_, tok := e.SandboxToken(t, o.ID)
 	before := e.snapshot(t, o.ID)
 	for _, r := range e.Server.Routes() {
 		path := strings.NewReplacer(":id", f.secret.ID, ":key", "KEY", ":secretId", f.secret.ID).Replace(r.Path)

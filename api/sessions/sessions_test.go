@@ -314,7 +314,7 @@ func TestSandboxAndServiceTokensAreRefused(t *testing.T) {
 	e := newEnv(t, true, 0)
 	o := newOrg(t, e)
 	id := sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{CreatedBy: o.Member.ID})
-	tok := auth.SandboxToken(e.Deps.Cfg.ServiceToken, id)
+	tok := sessionstest.SandboxToken(t, e.Deps.Pool, id)
 	for _, r := range []struct{ method, path string }{
 		{http.MethodPost, ""}, {http.MethodGet, ""}, {http.MethodGet, "/" + id}, {http.MethodPatch, "/" + id},
 		{http.MethodDelete, "/" + id}, {http.MethodPost, "/" + id + "/pause"}, {http.MethodPost, "/" + id + "/snapshot"},

@@ -8,7 +8,6 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
-	"github.com/proliferate/proliferate/internal/auth"
 )
 
 func TestProvidersCatalog(t *testing.T) {
@@ -42,7 +41,7 @@ func TestSandboxAndServiceTokensAreRefused(t *testing.T) {
 	env := newEnv(t)
 	o := newOrg(t, env)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
-	sandbox := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "some-session")
+	_, sandbox := env.SandboxToken(t, o.ID)
 	routes := env.Server.Routes()
 	if len(routes) < 20 {
 		t.Fatalf("only %d routes", len(routes))

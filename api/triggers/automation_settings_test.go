@@ -11,7 +11,6 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
 
@@ -295,7 +294,7 @@ func TestAutomationConnections(t *testing.T) {
 		t.Fatalf("%d connections after unbinding", n)
 	}
 	// Sandbox tokens are refused.
-	sandbox := auth.SandboxToken(env.Deps.Cfg.ServiceToken, "some-session")
+	_, sandbox := env.SandboxToken(t, o.ID)
 	env.Do(t, http.MethodGet, base, sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
 	env.Do(t, http.MethodPut, base+"/"+linear, sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
 	env.Do(t, http.MethodPost, "/automations/"+a.ID+"/disable", sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)

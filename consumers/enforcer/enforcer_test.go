@@ -94,7 +94,7 @@ func newWorld(t *testing.T) *world {
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.DiscardHandler)
 	w.hubs = hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: e.Deps.Redis, InstanceID: "gw-" + uuid.NewString(),
-		Log: log, GatewayURL: url, ServiceToken: e.Deps.Cfg.ServiceToken, LLMKeys: w.keys})
+		Log: log, GatewayURL: url, LLMKeys: w.keys})
 	srv, err := gateway.New(gateway.Deps{Cfg: e.Deps.Cfg, Log: log, Pool: e.Deps.Pool, Redis: e.Deps.Redis,
 		Codec: codec, Hubs: w.hubs, Sessions: w.store, APIServer: e.Server})
 	if err != nil {

@@ -137,8 +137,8 @@ func (h *Hub) runExpiry() {
 	if err := d.Provider.Terminate(ctx, h.id, rt.sb.ID); err != nil {
 		h.log.Warn("hub: expiry: terminate the old sandbox", "sandbox_id", rt.sb.ID, "err", err)
 	}
-	// The old sandbox's key goes with it; the new boot issues a fresh one.
-	h.revokeKeys(ctx, "sandbox_migrated")
+	// The old sandbox's token and key go with it; the new boot issues fresh ones.
+	h.revokeCredentials(ctx, "sandbox_migrated")
 	release()
 	h.endMigration(mg)
 	// Boot the replacement from the snapshot (MarkRunning records the new

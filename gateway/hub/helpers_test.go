@@ -75,8 +75,8 @@ func (e *env) deps(instance string) hub.Deps {
 	return hub.Deps{
 		Sessions: e.store, Provider: e.prov, Redis: e.rdb, InstanceID: instance,
 		Log:        slog.New(slog.NewTextHandler(testWriter{}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		GatewayURL: "http://gateway.test", ServiceToken: "svc-secret",
-		OwnerTTL: 3 * time.Second, RenewEvery: 50 * time.Millisecond, RuntimeTTL: 2 * time.Second,
+		GatewayURL: "http://gateway.test",
+		OwnerTTL:   3 * time.Second, RenewEvery: 50 * time.Millisecond, RuntimeTTL: 2 * time.Second,
 		TokenBatch: 20 * time.Millisecond, SSEHeartbeatTimeout: 5 * time.Second,
 		ReconnectDelays: []time.Duration{10 * time.Millisecond, 50 * time.Millisecond},
 	}

@@ -86,9 +86,8 @@ type Deps struct {
 	InstanceID string // unique per gateway process; the owner lease value
 	Log        *slog.Logger
 
-	// GatewayURL is the base URL sandboxes call back (tool routes);
-	// ServiceToken signs sandbox tokens (auth.SandboxToken).
-	GatewayURL, ServiceToken string
+	// GatewayURL is the base URL sandboxes call back (tool routes).
+	GatewayURL string
 	// LLM is written into the sandbox's opencode.json.
 	LLM sandbox.LLM
 	// Repos resolves a session's repositories; nil = none.

@@ -405,8 +405,8 @@ func TestEnsureRuntimeReadyIsSingleFlight(t *testing.T) {
 		t.Fatalf("sandboxes created=%d ensure calls=%d, want 1/1", e.prov.Created(), len(e.prov.Specs()))
 	}
 	spec := e.prov.Specs()[0]
-	if spec.SandboxToken != auth.SandboxToken("svc-secret", id) || spec.GatewayURL != "http://gateway.test" || spec.OrgID != e.org {
-		t.Fatalf("spec = %+v", spec)
+	if !auth.WellFormedSandboxToken(spec.SandboxToken) || spec.GatewayURL != "http://gateway.test" || spec.OrgID != e.org {
+		t.Fatalf("spec: gateway %q org %q", spec.GatewayURL, spec.OrgID)
 	}
 	srv, _ := e.prov.Server(id)
 	testenv.Eventually(t, 5*time.Second, "initial prompt sent", func() bool { return len(srv.Prompts()) == 1 })
@@ -416,6 +416,10 @@ func TestEnsureRuntimeReadyIsSingleFlight(t *testing.T) {
 	}
 	if got := srv.Prompts(); len(got) != 1 || got[0] != prompt {
 		t.Fatalf("prompts = %q, want the initial prompt once", got)
+	}
+	// The boot's sandbox token authenticates this session.
+	if sid, org, err := sessions.VerifySandboxToken(ctx, e.store.Pool, spec.SandboxToken); err != nil || sid != id || org != e.org {
+		t.Fatalf("the boot's sandbox token: session %q org %q err %v", sid, org, err)
 	}
 }
 

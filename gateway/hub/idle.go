@@ -243,7 +243,7 @@ func (h *Hub) snapshotAndPause(ctx context.Context, lock *Lock, rt *runtimeState
 		terminated = false
 		h.log.Error("hub: terminate after snapshot failed; the sweeper retries", "sandbox_id", rt.sb.ID, "err", err)
 	}
-	h.revokeKeys(ctx, "session_paused")
+	h.revokeCredentials(ctx, "session_paused")
 	next, err := d.Sessions.PauseIfSandbox(ctx, h.id, rt.sb.ID, reason, snapID, !terminated)
 	if errors.Is(err, sessions.ErrSandboxChanged) {
 		h.log.Warn("hub: session moved on during the snapshot; nothing written", "sandbox_id", rt.sb.ID)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/internal/agent/opencode"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -166,9 +165,19 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 			}
 		}()
 	}
+	tok, err := h.mintSandboxToken(ctx, sess)
+	if err != nil {
+		return nil, err
+	}
+	// A boot that fails before a sandbox took the token leaves it revoked.
+	defer func() {
+		if err != nil {
+			h.revokePendingToken(ctx, tok)
+		}
+	}()
 	spec := sandbox.Spec{
 		SessionID: sess.ID, OrgID: sess.OrgID, SessionType: sess.SessionType, ClientType: sess.ClientType,
-		ModelID: sess.ModelID, GatewayURL: d.GatewayURL, SandboxToken: auth.SandboxToken(d.ServiceToken, sess.ID), LLM: llm,
+		ModelID: sess.ModelID, GatewayURL: d.GatewayURL, SandboxToken: tok.Value, LLM: llm,
 	}
 	if sess.SnapshotID != nil {
 		spec.SnapshotID = *sess.SnapshotID
@@ -189,6 +198,9 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 			return nil, h.snapshotLost(ctx, spec.SnapshotID, err)
 		}
 		return nil, fmt.Errorf("hub: ensure sandbox: %w", err)
+	}
+	if err := h.bindSandboxToken(ctx, tok, sb); err != nil {
+		return nil, err
 	}
 	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
 	if err != nil {

@@ -720,7 +720,7 @@ func (h *Hub) Pause(ctx context.Context, reason string) error {
 			return fmt.Errorf("hub: pause sandbox: %w", err)
 		}
 		snap = s.ID
-		h.revokeKeys(ctx, "session_paused")
+		h.revokeCredentials(ctx, "session_paused")
 		if snap != "" && h.m.d.Snapshots != nil {
 			if err := h.m.d.Snapshots.Record(context.WithoutCancel(ctx), sess, s, SnapshotPause); err != nil {
 				h.log.Warn("hub: record snapshot in the books", "snapshot_id", snap, "err", err)
@@ -763,7 +763,7 @@ func (h *Hub) Terminate(ctx context.Context, reason, outcome, summary string) er
 			return fmt.Errorf("hub: terminate sandbox: %w", err)
 		}
 	}
-	h.revokeKeys(ctx, "session_stopped")
+	h.revokeCredentials(ctx, "session_stopped")
 	sess, err := h.m.d.Sessions.MarkStopped(ctx, h.id, reason, outcome, summary)
 	if err != nil && !errors.Is(err, sessions.ErrInvalidTransition) {
 		return fmt.Errorf("hub: mark stopped: %w", err)

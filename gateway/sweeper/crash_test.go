@@ -76,9 +76,9 @@ func (c *recClient) count(typ string, pred func(map[string]any) bool) int {
 func hubDeps(store *sessions.Store, prov sandbox.Provider, rdb *redis.Client, instance, llmURL string, log *slog.Logger) hub.Deps {
 	return hub.Deps{
 		Sessions: store, Provider: prov, Redis: rdb, InstanceID: instance, Log: log,
-		GatewayURL: "http://gateway.test", ServiceToken: "svc-secret",
-		LLM:      sandbox.LLM{ProviderID: "sim", BaseURL: llmURL + "/v1", APIKey: "sim-key", Model: "claude-sim"},
-		OwnerTTL: 1500 * time.Millisecond, RenewEvery: 200 * time.Millisecond, RuntimeTTL: time.Second,
+		GatewayURL: "http://gateway.test",
+		LLM:        sandbox.LLM{ProviderID: "sim", BaseURL: llmURL + "/v1", APIKey: "sim-key", Model: "claude-sim"},
+		OwnerTTL:   1500 * time.Millisecond, RenewEvery: 200 * time.Millisecond, RuntimeTTL: time.Second,
 		TokenBatch: 20 * time.Millisecond, SSEHeartbeatTimeout: 30 * time.Second,
 	}
 }

@@ -26,8 +26,8 @@ func TestAutomationFastPathStopsSandboxAtOnce(t *testing.T) {
 	t.Cleanup(prov.Close)
 	id := sessionstest.New(t, e.pool, e.org, sessionstest.Options{SessionType: sessions.TypeAutomation, ClientType: sessions.ClientAutomation})
 	m := hub.NewManager(hub.Deps{Sessions: e.store, Provider: prov, Redis: e.rdb, InstanceID: unique("gw-"), Log: discard(),
-		GatewayURL: "http://gateway.test", ServiceToken: "svc-secret",
-		OwnerTTL: 3 * time.Second, RenewEvery: 50 * time.Millisecond, RuntimeTTL: 2 * time.Second})
+		GatewayURL: "http://gateway.test",
+		OwnerTTL:   3 * time.Second, RenewEvery: 50 * time.Millisecond, RuntimeTTL: 2 * time.Second})
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

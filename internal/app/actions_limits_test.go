@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -88,7 +88,7 @@ func TestActionLimitsAcrossGatewayProcesses(t *testing.T) {
 	if code := apiCall(t, base, "POST", "/sessions", signup.AccessToken, map[string]any{"title": "limits"}, &sess); code != 201 {
 		t.Fatalf("create session %d", code)
 	}
-	sbx := auth.SandboxToken(cfg.ServiceToken, sess.ID)
+	sbx := sessionstest.SandboxToken(t, dev.app.Pool, sess.ID)
 	invoke := func(gw, integration string) (int, string) {
 		return gatewayCall(t, gw, "POST", "/proliferate/"+sess.ID+"/actions/invoke", sbx, map[string]any{
 			"integration": integration, "action": "create_issue", "params": map[string]any{"teamId": "team-eng", "title": "t"}})

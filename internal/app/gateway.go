@@ -218,7 +218,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
-		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL, ServiceToken: a.Cfg.ServiceToken,
+		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
 		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys,

@@ -47,7 +47,8 @@ type Principal struct {
 	Email  string
 	// OrgID is the active organization; Role the caller's role in it. Both are
 	// re-read from the database on every request, so a removed member loses
-	// access at once even with an unexpired token.
+	// access at once even with an unexpired token. For a sandbox, OrgID is
+	// its session's organization.
 	OrgID string
 	Role  Role
 	// SuperAdmin is true for platform operators.

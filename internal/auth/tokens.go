@@ -1,10 +1,9 @@
 package auth
 
 import (
-	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -95,33 +94,37 @@ func (t *Tokens) Verify(raw string) (*Claims, error) {
 // LooksLikeJWT tells access tokens from the other bearer credentials.
 func LooksLikeJWT(s string) bool { return strings.Count(s, ".") == 2 && strings.HasPrefix(s, "eyJ") }
 
-// SandboxToken derives the credential a session's sandbox uses to call the
-// platform: HMAC-SHA256(serviceToken, sessionID), hex, prefixed with the
-// session id so the verifier knows which session to recompute. Nothing is
-// stored; rotating SERVICE_TOKEN revokes every sandbox token.
-func SandboxToken(serviceToken, sessionID string) string {
-	m := hmac.New(sha256.New, []byte(serviceToken))
-	m.Write([]byte(sessionID))
-	return SandboxTokenPrefix + sessionID + "." + hex.EncodeToString(m.Sum(nil))
-}
-
 // SandboxTokenPrefix starts every sandbox token.
 const SandboxTokenPrefix = "sbx_"
 
-// VerifySandboxToken returns the session id the token was derived for, in
-// constant time over the MAC.
-func VerifySandboxToken(serviceToken, token string) (string, error) {
+// sandboxTokenBytes is the entropy of a sandbox token.
+const sandboxTokenBytes = 32
+
+// NewSandboxToken returns a fresh random sandbox token (sbx_ and 32 random
+// bytes, base64url) and its SHA-256, the only form that is stored. A token
+// is minted per sandbox boot (internal/sessions: MintSandboxToken); nothing
+// derives it from a shared secret.
+func NewSandboxToken() (token string, hash []byte) {
+	b := make([]byte, sandboxTokenBytes)
+	_, _ = rand.Read(b) // crypto/rand never fails (Go ≥1.24 panics instead)
+	token = SandboxTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return token, HashSandboxToken(token)
+}
+
+// HashSandboxToken is the stored form of a sandbox token. A fast hash is
+// enough: the token is 256 random bits, so it cannot be guessed from it.
+func HashSandboxToken(token string) []byte {
+	h := sha256.Sum256([]byte(token))
+	return h[:]
+}
+
+// WellFormedSandboxToken reports whether token has the shape NewSandboxToken
+// produces (checked before any lookup; the old HMAC form has not).
+func WellFormedSandboxToken(token string) bool {
 	rest, ok := strings.CutPrefix(token, SandboxTokenPrefix)
-	if !ok {
-		return "", ErrUnauthenticated
+	if !ok || len(rest) != base64.RawURLEncoding.EncodedLen(sandboxTokenBytes) {
+		return false
 	}
-	sessionID, _, ok := strings.Cut(rest, ".")
-	if !ok || sessionID == "" {
-		return "", ErrUnauthenticated
-	}
-	want := SandboxToken(serviceToken, sessionID)
-	if !hmac.Equal([]byte(want), []byte(token)) {
-		return "", ErrUnauthenticated
-	}
-	return sessionID, nil
+	_, err := base64.RawURLEncoding.DecodeString(rest)
+	return err == nil
 }

@@ -70,7 +70,7 @@ type Config struct {
 	AccessTokenTTL    time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
 	SessionTTL        time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
 	EncryptionKeys    []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
-	ServiceToken      string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles; also derives per-session sandbox tokens (HMAC-SHA256)"`
+	ServiceToken      string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles (signs their service tokens); sandboxes never see it and nothing of theirs derives from it"`
 	SuperAdminEmails  []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
 	PublicURL         string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
 	Mailer            string        `env:"MAILER" default:"log" check:"oneof=log" doc:"email delivery: log (development: writes each message, one-time links included, to the log; under PROLIFERATE_ENV=production only recipient and subject are logged)"`
@@ -212,15 +212,7 @@ func (c *Config) crossChecks() []Problem {
 			fmt.Sprintf("must be at least CONSUMER_BACKOFF_INITIAL (%s)", c.ConsumerBackoffInitial)})
 	}
 	if c.Env == "production" {
-		for _, d := range []struct{ name, value, def string }{
-			{"AUTH_SIGNING_KEYS", strings.Join(c.AuthSigningKeys, ","), defaultOf("AuthSigningKeys")},
-			{"ENCRYPTION_KEYS", strings.Join(c.EncryptionKeys, ","), defaultOf("EncryptionKeys")},
-			{"SERVICE_TOKEN", c.ServiceToken, defaultOf("ServiceToken")},
-		} {
-			if d.value == d.def {
-				ps = append(ps, Problem{d.name, "REDACTED", "must be set in production (the default is a public development key)"})
-			}
-		}
+		ps = append(ps, c.developmentSecrets()...)
 	}
 	if max := MaxIngestInlineBodyBytes(); c.IngestInlineBodyBytes > max {
 		ps = append(ps, Problem{"INGEST_INLINE_BODY_BYTES", strconv.Itoa(c.IngestInlineBodyBytes),
@@ -247,11 +239,43 @@ const IngestRecordHeadroom = 64 << 10
 func MaxIngestInlineBodyBytes() int {
 	return topics.MaxRecordBytes(topics.WebhooksRaw) - IngestRecordHeadroom
 }
-
-func defaultOf(field string) string {
-	f, _ := reflect.TypeFor[Config]().FieldByName(field)
-	return f.Tag.Get("default")
+// developmentSecrets refuses, in production, every secret setting (tagged
+// secret:"true") that holds its default or part of it: a default secret is
+// public (it is in this file), so a signing key, encryption key, service
+// token or connection URL left at it is a known credential. Every secret
+// field with a default is covered, including ones added later. List
+// settings are compared item by item, so a rotation list that still carries
+// the development key among new ones is refused too.
+func (c *Config) developmentSecrets() []Problem {
+	var ps []Problem
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		def := f.Tag.Get("default")
+		if f.Tag.Get("secret") != "true" || def == "" {
+			continue
+		}
+		defaults := map[string]bool{def: true}
+		values := []string{format(v.Field(i))}
+		if list, ok := v.Field(i).Interface().([]string); ok {
+			defaults = map[string]bool{}
+			for _, d := range strings.Split(def, ",") {
+				defaults[strings.TrimSpace(d)] = true
+			}
+			values = list
+		}
+		for _, val := range values {
+			if defaults[val] {
+				ps = append(ps, Problem{f.Tag.Get("env"), "REDACTED",
+					"must be set in production (the default is a public development value; keep none of it)"})
+				break
+			}
+		}
+	}
+	return ps
 }
+
 
 // Embedded reports whether the roles use the in-process broker.
 func (c *Config) Embedded() bool { return len(c.KafkaBrokers) == 0 }

@@ -156,9 +156,92 @@ func prod(over map[string]string) map[string]string {
 		"AUTH_SIGNING_KEYS": "a:" + b64(32),
 		"ENCRYPTION_KEYS":   "a:" + b64(32),
 		"SERVICE_TOKEN":     "a-production-service-token",
+		"DATABASE_URL":      "postgres://app:pw@db.internal:5432/proliferate",
+		"REDIS_URL":         "rediss://:pw@redis.internal:6379/0",
 	}
 	for k, v := range over {
 		m[k] = v
 	}
 	return m
+}
+
+// Production refuses every secret setting left at its development default
+// (or, for key lists, still carrying part of it); development accepts them.
+func TestProductionRefusesDevelopmentSecrets(t *testing.T) {
+	devKey := func(name string) string {
+		for _, s := range Documented() {
+			if s.Var == name {
+				return s.Default
+			}
+		}
+		t.Fatalf("no setting %s", name)
+		return ""
+	}
+	cases := []struct {
+		name    string
+		vars    map[string]string
+		refused []string
+	}{
+		{"all set", prod(nil), nil},
+		{"SERVICE_TOKEN unset", prod(map[string]string{"SERVICE_TOKEN": ""}), []string{"SERVICE_TOKEN"}},
+		{"SERVICE_TOKEN at its default", prod(map[string]string{"SERVICE_TOKEN": devKey("SERVICE_TOKEN")}), []string{"SERVICE_TOKEN"}},
+		{"AUTH_SIGNING_KEYS unset", prod(map[string]string{"AUTH_SIGNING_KEYS": ""}), []string{"AUTH_SIGNING_KEYS"}},
+		{"AUTH_SIGNING_KEYS rotating away from the dev key", prod(map[string]string{"AUTH_SIGNING_KEYS": "new:" + b64(32) + "," + devKey("AUTH_SIGNING_KEYS")}), []string{"AUTH_SIGNING_KEYS"}},
+		{"ENCRYPTION_KEYS unset", prod(map[string]string{"ENCRYPTION_KEYS": ""}), []string{"ENCRYPTION_KEYS"}},
+		{"ENCRYPTION_KEYS still decrypting with the dev key", prod(map[string]string{"ENCRYPTION_KEYS": "new:" + b64(32) + "," + devKey("ENCRYPTION_KEYS")}), []string{"ENCRYPTION_KEYS"}},
+		{"DATABASE_URL unset (the dev database, no password)", prod(map[string]string{"DATABASE_URL": ""}), []string{"DATABASE_URL"}},
+		{"REDIS_URL unset", prod(map[string]string{"REDIS_URL": ""}), []string{"REDIS_URL"}},
+		{"everything unset", map[string]string{"PROLIFERATE_ENV": "production", "KAFKA_BROKERS": "k:9092"},
+			[]string{"DATABASE_URL", "REDIS_URL", "AUTH_SIGNING_KEYS", "ENCRYPTION_KEYS", "SERVICE_TOKEN"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadFrom(env(c.vars))
+			var got []string
+			var cerr *Error
+			if errors.As(err, &cerr) {
+				for _, p := range cerr.Problems {
+					got = append(got, p.Var)
+					if !strings.Contains(p.Message, "must be set in production") || p.Value != "REDACTED" {
+						t.Errorf("%s: %q (value %q)", p.Var, p.Message, p.Value)
+					}
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(got, ",") != strings.Join(c.refused, ",") {
+				t.Fatalf("refused %v, want %v", got, c.refused)
+			}
+			// Development takes the same values.
+			dev := map[string]string{}
+			for k, v := range c.vars {
+				dev[k] = v
+			}
+			dev["PROLIFERATE_ENV"] = "development"
+			if _, err := LoadFrom(env(dev)); err != nil {
+				t.Fatalf("development: %v", err)
+			}
+		})
+	}
+}
+
+// Every secret setting with a default is refused at that default in
+// production, without being listed anywhere: a secret added later is
+// covered as soon as it is tagged.
+func TestEverySecretDefaultIsRefusedInProduction(t *testing.T) {
+	n := 0
+	for _, s := range Documented() {
+		if !s.Secret || s.Default == "" {
+			continue
+		}
+		n++
+		_, err := LoadFrom(env(prod(map[string]string{s.Var: s.Default})))
+		var cerr *Error
+		if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || cerr.Problems[0].Var != s.Var {
+			t.Errorf("%s at its default in production: %v", s.Var, err)
+		}
+	}
+	if n < 5 {
+		t.Fatalf("only %d secret settings with a default", n)
+	}
 }

@@ -1,11 +1,19 @@
 package e2b_test
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/e2b"
 	"github.com/proliferate/proliferate/internal/sandbox/e2b/e2bfake"
@@ -84,5 +92,78 @@ func TestProviderErrors(t *testing.T) {
 	}
 	if err := p.DeleteSnapshot(t.Context(), "isomepausedsandbox"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestProviderBoot: the boot clones the session's repository with real
+// git inside the sandbox (a file:// remote the fake's template binds in),
+// keeps the platform files out of git status, and the agent's platform
+// tool reaches the session's gateway routes with the sandbox token (a
+// loopback server the fake's sandboxes may reach, as E2B's reach the
+// gateway's public URL).
+func TestProviderBoot(t *testing.T) {
+	env := sandboxtest.Shared(t)
+	u, err := url.Parse(env.LLM.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type call struct{ path, auth, body string }
+	calls := make(chan call, 4)
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		calls <- call{r.URL.Path, r.Header.Get("Authorization"), string(body)}
+		_ = json.NewEncoder(w).Encode(map[string]any{"success": true, "result": "snapshot saved"})
+	}))
+	defer gw.Close()
+
+	// A repository with one commit on main and a branch.
+	remotes := t.TempDir()
+	work := filepath.Join(t.TempDir(), "src")
+	for _, args := range [][]string{
+		{"init", "-q", "-b", "main", work},
+		{"-C", work, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first"},
+		{"-C", work, "branch", "feature"},
+		{"clone", "-q", "--bare", work, filepath.Join(remotes, "app.git")},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v: %s", args, err, out)
+		}
+	}
+	fake := e2bfake.StartForTest(t, []string{u.Host, strings.TrimPrefix(gw.URL, "http://")}, map[string]string{"/srv/git": remotes})
+	p := newProvider(t, fake)
+	spec := sandbox.Spec{SessionID: "boot-1", SessionType: "coding", ClientType: "web", LLM: env.LLM,
+		GatewayURL: gw.URL, SandboxToken: "tok-boot-1",
+		Repos: []sandbox.Repo{{CloneURL: "file:///srv/git/app.git", Branch: "feature"}, {CloneURL: "file:///srv/git/app.git", WorkspacePath: "other", Branch: "gone"}}}
+	sb, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Terminate(context.Background(), spec.SessionID, sb.ID)
+	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"sh", "-c",
+		"git -C app rev-parse --abbrev-ref HEAD; git -C other rev-parse --abbrev-ref HEAD; git -C app status --porcelain; ls .opencode/tool"}})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	// The branch, the default branch where the asked one is gone, a clean
+	// status (the platform files are excluded), the coding tools.
+	if got := string(res.Stdout); got != "feature\nmain\nrequest_env_variables.ts\nsave_snapshot.ts\n" {
+		t.Fatalf("workspace: %q", got)
+	}
+
+	s, _ := sandboxtest.Sim()
+	input, _ := json.Marshal(map[string]string{"message": "configured"})
+	if err := s.Register("e2b-boot-tool", llmsim.Script{Turns: []llmsim.Turn{
+		{ToolCalls: []llmsim.ToolCall{{Name: "save_snapshot", Input: input}}},
+		{Text: "{{tool_result}}"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	parts := sandboxtest.ToolParts(sandboxtest.Prompt(t, sb, "e2b-boot-tool", "Save a snapshot."))
+	if len(parts) != 1 || parts[0].State == nil || !strings.Contains(parts[0].State.Output, "snapshot saved") {
+		t.Fatalf("tool parts %+v", parts)
+	}
+	c := <-calls
+	if c.path != "/proliferate/boot-1/tools/save_snapshot" || c.auth != "Bearer tok-boot-1" || !strings.Contains(c.body, `"configured"`) {
+		t.Fatalf("gateway call %+v", c)
 	}
 }

@@ -6,37 +6,48 @@
 // constructor:
 //
 //	func TestProviderContract(t *testing.T) {
-//		sandboxtest.Run(t, sandboxtest.Features{Isolated: true}, func(t *testing.T) sandbox.Provider {
-//			p, err := e2b.New(...) // against its fake, with t.Cleanup(p.Close)
+//		env := sandboxtest.Shared(t) // the pinned OpenCode, when the provider runs it
+//		f := sandboxtest.Features{Isolated: true, Targets: sandboxtest.Targets{HiddenPaths: []string{dataDir}}}
+//		sandboxtest.Run(t, f, func(t *testing.T) sandbox.Provider {
+//			p, err := e2b.New(...) // against its fake
 //			if err != nil {
 //				t.Fatal(err)
 //			}
+//			t.Cleanup(p.Close)
 //			return p
 //		})
 //	}
 //
-// Run calls the constructor once and runs subtests against that provider
-// (select them with -run 'TestProviderContract/Exec'; each works alone).
-// Sandboxes get the scripted LLM of Sim in Spec.LLM, sessions of the type
-// "coding" and no repositories; Features.Spec adjusts every spec (a
-// gateway URL, a token…). Run terminates the sandboxes it started; the
-// constructor's t.Cleanup closes the provider.
+// Run calls the constructor once and runs its subtests in order against
+// that provider; each also works alone (-run 'TestProviderContract/Exec').
+// Every spec has a session id "sbt-<name>-<random>", the type "coding", no
+// repositories, a sandbox token and, in Spec.LLM, the scripted LLM of Sim
+// (the agent must reach it: a provider whose sandboxes cannot reach the
+// host's loopback forwards it); Features.Spec adjusts every spec (a gateway
+// URL…). Run terminates the sandboxes it started; the constructor's
+// t.Cleanup closes the provider. Workspace files are written and read
+// through Exec, so a provider without Executor is checked for its agent's
+// state only.
 //
 // The subtests: Ensure (idempotent and single-flight: concurrent calls for
-// one session start one sandbox, a later call returns the live one), Alive,
-// Exec (when the provider is a sandbox.Executor: in the workspace, confined
-// to it, exit status, stdin, environment, timeout), Terminal (when it is a
-// sandbox.Terminals: a shell in the workspace that echoes and resizes),
-// Snapshot (a live snapshot and a pause keep the workspace and the agent's
-// conversation; restoring either starts a new sandbox; DeleteSnapshot is
-// idempotent and a deleted snapshot's restore fails with
-// sandbox.ErrRestoreFailed), Terminate (stops, idempotent, unknown sandbox
-// is no error), Isolation (Features.Isolated: escape probes through Exec
-// and a terminal) and Limits (Features.Limits).
+// one session yield one sandbox, a later call returns the live one, another
+// session gets another), Alive, Exec (when the provider is a
+// sandbox.Executor: in the workspace, confined to it — absolute dirs, "..",
+// symlinks out, missing dirs refused — exit status, stdin, environment,
+// timeout, ErrNotFound for an unknown sandbox), Terminal (when it is a
+// sandbox.Terminals: a shell in the workspace that echoes, resizes and
+// closes), Snapshot (a live snapshot and a pause keep the workspace and the
+// agent's conversation; restoring either starts a new sandbox;
+// DeleteSnapshot is idempotent and a deleted snapshot's restore fails with
+// sandbox.ErrRestoreFailed), Terminate (stops the sandbox and its
+// terminals, idempotent, an unknown sandbox is no error), Isolation
+// (Features.Isolated: the escape probes of NewEscapeWorld through Exec and
+// a terminal) and Limits (Features.Limits: process and memory limits hold
+// and other sandboxes stay usable).
 //
-// Shared helpers for provider tests live here too: Shared (the pinned
-// OpenCode and the scripted LLM), Prompt, ReadTerminal, and the escape
-// probes of NewEscapeWorld.
+// Helpers for provider tests live here too: Shared (the pinned OpenCode and
+// the scripted LLM), Prompt, AgentBash, AgentClient, ReadTerminal and the
+// escape probes (NewEscapeWorld, Probes).
 package sandboxtest
 
 import (

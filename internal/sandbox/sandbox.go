@@ -13,6 +13,9 @@
 //
 // Implementations: internal/sandbox/local (a process per session on this
 // machine, for development, tests and single-host installs).
+//
+// Every implementation proves the contract with the behavioural suite of
+// internal/sandbox/sandboxtest (sandboxtest.Run in its tests).
 package sandbox
 
 import (

@@ -113,6 +113,9 @@ func NewEscapeWorld(t testing.TB, tg Targets) *EscapeWorld {
 	w.vars["LISTEN_PORT"], w.vars["HOST_IP"] = strconv.Itoa(ln.Addr().(*net.TCPAddr).Port), hostIP
 	add("tcp_listener", `tcp 127.0.0.1 $LISTEN_PORT`, true)
 	add("tcp_listener_host_ip", `tcp $HOST_IP $LISTEN_PORT`, true)
+	// An internet host not on the egress allowlist, through whatever proxy
+	// the sandbox is configured with (HTTP_PROXY…).
+	add("http_listener_via_proxy", `curl -sf --max-time 30 -o /dev/null "http://$HOST_IP:$LISTEN_PORT/"`, true)
 	for i, a := range tg.PlatformAddrs {
 		host, port, err := net.SplitHostPort(a)
 		if err != nil {

@@ -344,6 +344,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request, t Target) {
 		up.Close()
 		return
 	}
+	_ = client.SetDeadline(time.Time{}) // the header timeout's deadline must not end the tunnel
 	if !s.track(client) {
 		client.Close()
 		up.Close()

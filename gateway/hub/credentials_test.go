@@ -3,6 +3,8 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,8 +61,13 @@ func TestSandboxTokenLivesWithItsSandbox(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	ctx := context.Background()
 	id := e.session(t, sessionstest.Options{})
-	a := e.manager(t, e.deps(unique("gw-a-")))
-	b := e.manager(t, e.deps(unique("gw-b-")))
+	logs := &testenv.LogBuffer{}
+	withLogs := func(d hub.Deps) hub.Deps {
+		d.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		return d
+	}
+	a := e.manager(t, withLogs(e.deps(unique("gw-a-"))))
+	b := e.manager(t, withLogs(e.deps(unique("gw-b-"))))
 
 	_, ca := attach(t, a, id, e.principal())
 	first := e.lastToken(t)
@@ -155,6 +162,16 @@ func TestSandboxTokenLivesWithItsSandbox(t *testing.T) {
 	}
 	if r := e.revokeReason(t, third); r != "session_stopped" {
 		t.Fatalf("terminated token revoke reason %q", r)
+	}
+
+	// No token ever reached the logs (debug level included).
+	if !strings.Contains(logs.String(), "recovered sandbox keeps its token") {
+		t.Fatal("the hubs' logs were not captured")
+	}
+	for _, tok := range []string{first, unused, second, failed, third} {
+		if strings.Contains(logs.String(), tok) || strings.Contains(logs.String(), strings.TrimPrefix(tok, auth.SandboxTokenPrefix)) {
+			t.Fatal("a sandbox token was logged")
+		}
 	}
 }
 

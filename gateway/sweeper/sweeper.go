@@ -54,6 +54,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/db"
+	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -85,6 +86,8 @@ type Deps struct {
 	Batch int
 	// Snapshots keeps the books of the snapshots taken; nil = none.
 	Snapshots hub.SnapshotBook
+	// LLMKeys revokes a swept session's virtual LLM keys; nil = none.
+	LLMKeys llmkeys.Issuer
 }
 
 // Result describes one pass.
@@ -277,6 +280,22 @@ func (s *Sweeper) sweepOne(ctx context.Context, c candidate) (bool, error) {
 		}
 		return false, fmt.Errorf("sweeper: mark %s paused: %w", c.id, err)
 	}
+	s.revokeCredentials(ctx, c.id, log)
 	log.Info("orphaned session paused", "snapshot_id", snapshotID)
 	return true, nil
+}
+
+// revokeCredentials ends what the orphan's sandbox held, as a hub does at
+// every stop: its sandbox tokens (already refused, since the session no
+// longer runs on that sandbox; this records why) and its virtual LLM keys.
+// Failures are logged: the tokens are dead anyway, the keys expire.
+func (s *Sweeper) revokeCredentials(ctx context.Context, sessionID string, log *slog.Logger) {
+	if err := s.d.Sessions.RevokeSandboxTokens(ctx, sessionID, PauseReason); err != nil {
+		log.Warn("revoke the orphan's sandbox tokens", "err", err)
+	}
+	if s.d.LLMKeys != nil {
+		if err := s.d.LLMKeys.RevokeSession(ctx, sessionID, PauseReason); err != nil {
+			log.Warn("revoke the orphan's LLM keys", "err", err)
+		}
+	}
 }

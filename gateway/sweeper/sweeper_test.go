@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/gateway/sweeper"
+	"github.com/proliferate/proliferate/internal/llmproxy"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -152,8 +153,20 @@ func TestPassPausesOnlyOrphans(t *testing.T) {
 	}
 	fresh := e.running(t, "agentsim", "sim-fresh", 5*time.Second)
 	paused := sessionstest.New(t, e.pool, e.org, sessionstest.Options{Status: sessions.StatusPaused})
+	// The orphan's sandbox credentials, and the live session's.
+	keys, err := llmproxy.NewKeys(llmproxy.KeysDeps{Pool: e.pool, PublicURL: "http://llm.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := map[string]string{}
+	for _, id := range []string{orphan, live} {
+		creds[id] = sessionstest.SandboxToken(t, e.pool, id)
+		if _, err := keys.Issue(ctx, e.org, id); err != nil {
+			t.Fatal(err)
+		}
+	}
 
-	sw := sweeper.New(sweeper.Deps{Sessions: e.store, Redis: e.rdb, Provider: prov, Log: discard(), Grace: grace})
+	sw := sweeper.New(sweeper.Deps{Sessions: e.store, Redis: e.rdb, Provider: prov, Log: discard(), Grace: grace, LLMKeys: keys})
 	res, err := sw.Pass(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +182,22 @@ func TestPassPausesOnlyOrphans(t *testing.T) {
 	}
 	if alive, _ := prov.Alive(ctx, orphanSB); alive {
 		t.Fatal("the orphan's sandbox is still running")
+	}
+	// Its credentials died with it; the live session's did not.
+	for id, want := range map[string]bool{orphan: false, live: true} {
+		_, _, err := sessions.VerifySandboxToken(ctx, e.pool, creds[id])
+		if (err == nil) != want {
+			t.Errorf("sandbox token of %s: %v, want valid=%v", id, err, want)
+		}
+		var liveKeys, revokedAsOrphan int
+		if err := e.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE revoked_at IS NULL),
+				(SELECT count(*) FROM sandbox_tokens WHERE session_id = $1 AND revoke_reason = $2)
+			FROM llm_virtual_keys WHERE session_id = $1`, id, sweeper.PauseReason).Scan(&liveKeys, &revokedAsOrphan); err != nil {
+			t.Fatal(err)
+		}
+		if want && (liveKeys != 1 || revokedAsOrphan != 0) || !want && (liveKeys != 0 || revokedAsOrphan != 1) {
+			t.Errorf("session %s: %d live LLM keys, %d tokens revoked as orphaned", id, liveKeys, revokedAsOrphan)
+		}
 	}
 	s = e.get(t, gone)
 	if s.Status != sessions.StatusPaused || *s.PauseReason != sweeper.PauseReason || s.SnapshotID != nil {

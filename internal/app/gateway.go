@@ -207,7 +207,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
-	mtr, err := meter.New(meter.Deps{Pool: a.Pool, Codec: a.Codec, Provider: prov, Sessions: store,
+	mtr, err := meter.New(meter.Deps{Pool: a.Pool, Codec: a.Codec, Provider: prov, Sessions: store, LLMKeys: keys,
 		Interval: a.Cfg.MeterInterval, Log: a.Log.With("component", "compute-meter"), Registerer: a.Reg})
 	if err != nil {
 		return Role{}, fmt.Errorf("compute meter: %w", err)

@@ -60,6 +60,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/producers/outbox"
@@ -85,6 +86,9 @@ type Deps struct {
 	Provider sandbox.Provider
 	// Sessions pauses sessions whose sandbox died.
 	Sessions *sessions.Store
+	// LLMKeys revokes the virtual LLM keys of a session paused because its
+	// sandbox died; nil = none.
+	LLMKeys llmkeys.Issuer
 	// Interval between cycles [30s]; also the slack a dead sandbox's
 	// final interval gets after it was last seen alive.
 	Interval time.Duration
@@ -626,8 +630,24 @@ func (m *Meter) notAlive(ctx context.Context, s session, now time.Time) outcome 
 	default:
 		out.paused = true
 		m.log.Info("session paused: sandbox dead", "session_id", s.id, "org_id", s.orgID, "sandbox_id", s.sandboxID)
+		m.revokeCredentials(ctx, s.id)
 	}
 	return out
+}
+
+// revokeCredentials ends what the dead sandbox held, as a hub does at
+// every stop: its sandbox tokens (already refused, since the session no
+// longer runs on that sandbox; this records why) and its virtual LLM keys.
+// Failures are logged: the tokens are dead anyway, the keys expire.
+func (m *Meter) revokeCredentials(ctx context.Context, sessionID string) {
+	if err := m.d.Sessions.RevokeSandboxTokens(ctx, sessionID, PauseReason); err != nil {
+		m.log.Warn("revoke the dead sandbox's tokens", "session_id", sessionID, "err", err)
+	}
+	if m.d.LLMKeys != nil {
+		if err := m.d.LLMKeys.RevokeSession(ctx, sessionID, PauseReason); err != nil {
+			m.log.Warn("revoke the dead sandbox's LLM keys", "session_id", sessionID, "err", err)
+		}
+	}
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/llmproxy"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -74,6 +75,7 @@ type env struct {
 	clock *clock
 	meter *meter.Meter
 	org   string
+	keys  *llmproxy.Keys
 }
 
 func newEnv(t *testing.T) *env {
@@ -92,13 +94,16 @@ func newEnv(t *testing.T) *env {
 	}
 	e := &env{t: t, pool: pool, codec: codec, store: &sessions.Store{Pool: pool, Codec: codec},
 		prov: &provider{state: map[string]error{}}, clock: &clock{t: time.Now()}, org: runstest.Org(t, pool)}
+	if e.keys, err = llmproxy.NewKeys(llmproxy.KeysDeps{Pool: pool, PublicURL: "http://llm.test"}); err != nil {
+		t.Fatal(err)
+	}
 	e.meter = e.newMeter(e.clock.Now, time.Hour)
 	return e
 }
 
 func (e *env) newMeter(now func() time.Time, interval time.Duration) *meter.Meter {
 	e.t.Helper()
-	m, err := meter.New(meter.Deps{Pool: e.pool, Codec: e.codec, Provider: e.prov, Sessions: e.store,
+	m, err := meter.New(meter.Deps{Pool: e.pool, Codec: e.codec, Provider: e.prov, Sessions: e.store, LLMKeys: e.keys,
 		Interval: interval, Now: now})
 	if err != nil {
 		e.t.Fatal(err)
@@ -311,6 +316,11 @@ func TestDeadSandboxBillsThroughLastSeenAliveAndPauses(t *testing.T) {
 	ctx := context.Background()
 	s := e.running("sb-dead")
 	from := *e.mark(s)
+	// The sandbox's credentials.
+	token := sessionstest.SandboxToken(t, e.pool, s)
+	if _, err := e.keys.Issue(ctx, e.org, s); err != nil {
+		t.Fatal(err)
+	}
 
 	e.clock.Set(from.Add(40 * time.Second))
 	e.cycle() // alive: 40 s billed, last seen alive at +40 s
@@ -349,6 +359,18 @@ func TestDeadSandboxBillsThroughLastSeenAliveAndPauses(t *testing.T) {
 	}
 	if got.Status != sessions.StatusPaused || got.PauseReason == nil || *got.PauseReason != meter.PauseReason || got.SandboxID != nil {
 		t.Fatalf("session after death: status %s reason %v sandbox %v", got.Status, got.PauseReason, got.SandboxID)
+	}
+	// Its credentials died with it.
+	if _, _, err := sessions.VerifySandboxToken(ctx, e.pool, token); err == nil {
+		t.Fatal("the dead sandbox's token still works")
+	}
+	var liveKeys, revokedTokens int
+	if err := e.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM llm_virtual_keys WHERE session_id = $1 AND revoked_at IS NULL),
+		(SELECT count(*) FROM sandbox_tokens WHERE session_id = $1 AND revoke_reason = $2)`, s, meter.PauseReason).Scan(&liveKeys, &revokedTokens); err != nil {
+		t.Fatal(err)
+	}
+	if liveKeys != 0 || revokedTokens != 1 {
+		t.Fatalf("after death: %d live LLM keys, %d tokens revoked as %s", liveKeys, revokedTokens, meter.PauseReason)
 	}
 	var closures int
 	if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM billing_meter_closures WHERE session_id = $1`, s).Scan(&closures); err != nil || closures != 0 {

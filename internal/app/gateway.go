@@ -197,9 +197,11 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
-	prov, err := local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
-		Timeout: a.Cfg.SandboxTimeout, Isolation: a.Cfg.SandboxIsolation, Logger: a.Log.With("component", "sandbox"),
-		Egress: a.Cfg.SandboxEgress, EgressAllow: a.Cfg.SandboxEgressAllow, EgressPlatformHosts: egressPlatformHosts(a.Cfg), Registerer: a.Reg})
+	prov, err := a.newSandboxProvider(func() (*local.Provider, error) {
+		return local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
+			Timeout: a.Cfg.SandboxTimeout, Isolation: a.Cfg.SandboxIsolation, Logger: a.Log.With("component", "sandbox"),
+			Egress: a.Cfg.SandboxEgress, EgressAllow: a.Cfg.SandboxEgressAllow, EgressPlatformHosts: egressPlatformHosts(a.Cfg), Registerer: a.Reg})
+	})
 	if err != nil {
 		return Role{}, fmt.Errorf("sandbox provider: %w", err)
 	}

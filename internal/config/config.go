@@ -103,7 +103,11 @@ type Config struct {
 	RunSessions             string        `env:"RUN_SESSIONS" default:"gateway" check:"oneof=gateway|record" doc:"how the run executor starts sessions: gateway (real sessions through GATEWAY_PUBLIC_URL) or record (logged in memory, nothing runs: for tests of the pipeline alone)"`
 	GatewayAddr             string        `env:"GATEWAY_ADDR" default:"127.0.0.1:8070" check:"hostport" doc:"listen address of the session gateway (/proliferate/…, WebSocket streaming, sandbox tool callbacks)"`
 	GatewayPublicURL        string        `env:"GATEWAY_PUBLIC_URL" default:"http://127.0.0.1:8070" check:"url=http|https" doc:"base URL clients, the run executor and sandboxes reach the gateway at"`
-	SandboxProvider         string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine)"`
+	SandboxProvider         string        `env:"SANDBOX_PROVIDER" default:"local" check:"oneof=local|e2b" doc:"sandbox provider: local (a workspace and an opencode process per session on this machine, isolated per SANDBOX_ISOLATION) or e2b (an E2B cloud sandbox per session: E2B_API_KEY, E2B_TEMPLATE; SANDBOX_TIMEOUT is its E2B timeout)"`
+	E2BAPIKey               string        `env:"E2B_API_KEY" secret:"true" doc:"E2B API key (X-API-Key); required with SANDBOX_PROVIDER=e2b"`
+	E2BDomain               string        `env:"E2B_DOMAIN" default:"e2b.app" check:"nonempty" doc:"E2B's domain: the API is https://api.<domain> and a sandbox's port N is https://N-<sandbox id>.<domain> (the agent's AgentURL is its port 4096)"`
+	E2BAPIURL               string        `env:"E2B_API_URL" check:"url=http|https" doc:"E2B control plane URL; empty: https://api.<E2B_DOMAIN>"`
+	E2BTemplate             string        `env:"E2B_TEMPLATE" default:"proliferate" check:"nonempty" doc:"E2B template (id or alias) of new sandboxes: user \"user\" with git and bash, the pinned OpenCode at /opt/proliferate/bin/opencode and its plugin SDK at /opt/proliferate/opencode-plugin"`
 	SandboxDataDir          string        `env:"SANDBOX_DATA_DIR" default:"/var/tmp/proliferate/data/sandboxes" check:"nonempty" doc:"where the local provider keeps session workspaces and snapshots; keep it outside any git checkout (git commands of a session never walk up out of its workspace, but the default is outside the working tree anyway)"`
 	SandboxIsolation        string        `env:"SANDBOX_ISOLATION" default:"bwrap" check:"oneof=bwrap|none" doc:"how the local provider contains agents: bwrap runs the agent, terminals and git commands of each session in a bubblewrap sandbox (own namespaces, no capabilities, a read-only host view with only its workspace and home writable, no network but its own session's gateway routes and the LLM API; needs bubblewrap and socat, which make tools installs); none runs them as plain host processes (development only; refused in production)"`
 	OrphanSweepInterval     time.Duration `env:"ORPHAN_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway looks for running sessions whose gateway died (no runtime or owner lease)"`
@@ -221,6 +225,9 @@ func (c *Config) crossChecks() []Problem {
 	}
 	if c.Env == "production" && c.SandboxIsolation == "none" {
 		ps = append(ps, Problem{"SANDBOX_ISOLATION", c.SandboxIsolation, "must not be none when PROLIFERATE_ENV=production (agents would run unconfined on the host)"})
+	}
+	if c.SandboxProvider == "e2b" && c.E2BAPIKey == "" {
+		ps = append(ps, Problem{"E2B_API_KEY", "", "must be set when SANDBOX_PROVIDER=e2b"})
 	}
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})

@@ -28,9 +28,9 @@ import (
 // The E2B fake (internal/sandbox/e2b/e2bfake) runs each "remote" sandbox
 // as a Box.
 //
-// Commands do not inherit the init's seccomp filter or cgroup; they hold
-// no capability, not even in their bounding set, and cannot gain one
-// (no_new_privs).
+// The init and every command run under the jail's seccomp filter; they
+// hold no capability, not even in their bounding set, and cannot gain one
+// (no_new_privs). Boxes have no cgroup limits of their own.
 type Box struct {
 	boxes *Boxes
 	home  string // host dir, the box's home
@@ -131,7 +131,16 @@ func (bs *Boxes) Start(opts BoxOptions) (*Box, error) {
 		extra = append(extra, "--ro-bind", opts.ReadOnly[inside], inside)
 	}
 	args = slices.Concat(args[:at], extra, args[at:])
-	b.cmd = exec.Command(bs.j.bwrap, args...)
+	argv := append([]string{bs.j.bwrap}, args...)
+	if bs.j.seccomp != "" {
+		// The init under the jail's seccomp filter; commands get it from
+		// the copy in the runtime dir (Command).
+		if err := copyFile(bs.j.seccomp, filepath.Join(run, "seccomp.bpf")); err != nil {
+			return fail(fmt.Errorf("local box: seccomp filter: %w", err))
+		}
+		argv = bs.j.launch(nil, 0, argv)
+	}
+	b.cmd = exec.Command(argv[0], argv[1:]...)
 	b.cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + opts.Home, "LANG=C.UTF-8"}
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := b.cmd.StdoutPipe()
@@ -258,12 +267,20 @@ func (b *Box) Done() <-chan struct{} { return b.done }
 // the box). The command joins the box's namespaces, then a nested
 // bubblewrap (its own user namespace, sharing the box's filesystem,
 // processes and network) drops every capability, the bounding set
-// included: joining a user namespace grants a full set, which nothing
-// else here can drop before exec.
+// included (joining a user namespace grants a full set, which nothing
+// else here can drop before exec), and applies the seccomp filter.
 func (b *Box) Command(ctx context.Context, argv []string, dir string, env []string) *exec.Cmd {
-	inner := []string{b.boxes.setpriv, "--no-new-privs", "--", b.boxes.j.bwrap,
-		"--unshare-user", "--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailGID), "--cap-drop", "ALL",
-		"--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--chdir", dir, "--"}
+	inner := []string{b.boxes.setpriv, "--no-new-privs", "--"}
+	var seccomp []string
+	if b.boxes.j.seccomp != "" {
+		// bwrap reads the jail's filter on fd 9 and applies it last.
+		inner = append(inner, "/bin/sh", "-c", `exec "$@" 9<`+boxRun+`/seccomp.bpf`, "box-exec")
+		seccomp = []string{"--seccomp", "9"}
+	}
+	inner = append(inner, b.boxes.j.bwrap)
+	inner = append(inner, seccomp...)
+	inner = append(inner, "--unshare-user", "--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailGID), "--cap-drop", "ALL",
+		"--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--chdir", dir, "--")
 	c := exec.CommandContext(ctx, b.boxes.nsenter, b.nsenterArgs(append(inner, argv...))...)
 	c.Env = env
 	return c
@@ -322,4 +339,12 @@ func (b *Box) Stop() {
 		}
 		_ = os.RemoveAll(b.run)
 	})
+}
+
+func copyFile(src, dst string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o444)
 }

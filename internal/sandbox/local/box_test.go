@@ -14,7 +14,7 @@ import (
 )
 
 // TestBox: commands run inside one box share its home, its processes and
-// its loopback; a port inside is reached from outside; a forwarded host
+// its loopback, without capabilities and under the seccomp filter; a port inside is reached from outside; a forwarded host
 // address is reached from inside; the host's files are not visible.
 func TestBox(t *testing.T) {
 	bin, err := os.Executable()
@@ -64,7 +64,7 @@ func TestBox(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
-	if got := run("pwd; id -u; echo hi > f; cat /opt/tpl/tool; echo; awk '/^Cap(Eff|Bnd)/ {print $2}' /proc/self/status"); got != "/home/user\n1000\ntemplate file\n0000000000000000\n0000000000000000" {
+	if got := run("pwd; id -u; echo hi > f; cat /opt/tpl/tool; echo; awk '/^(Cap(Eff|Bnd)|Seccomp):/ {print $2}' /proc/self/status"); got != "/home/user\n1000\ntemplate file\n0000000000000000\n0000000000000000\n2" {
 		t.Fatalf("got %q", got)
 	}
 	if data, err := os.ReadFile(filepath.Join(home, "f")); err != nil || string(data) != "hi\n" {

@@ -199,6 +199,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	prov, err := a.newSandboxProvider(func() (*local.Provider, error) {
 		return local.New(local.Options{DataDir: a.Cfg.SandboxDataDir, OpenCodeBin: a.Cfg.OpenCodeBin,
+			Limits: sandboxLimits(a.Cfg), RequireLimits: a.Cfg.Env == "production",
 			Timeout: a.Cfg.SandboxTimeout, Isolation: a.Cfg.SandboxIsolation, Logger: a.Log.With("component", "sandbox"),
 			Egress: a.Cfg.SandboxEgress, EgressAllow: a.Cfg.SandboxEgressAllow, EgressPlatformHosts: egressPlatformHosts(a.Cfg), Registerer: a.Reg})
 	})

@@ -19,7 +19,8 @@ type sandboxProvider interface {
 // newSandboxProvider returns the provider SANDBOX_PROVIDER selects:
 // newLocal builds the local one (its options live with the gateway role),
 // e2b a client of E2B_API_URL / E2B_DOMAIN with E2B_API_KEY whose
-// sandboxes come from E2B_TEMPLATE and live SANDBOX_TIMEOUT.
+// sandboxes come from E2B_TEMPLATE, live SANDBOX_TIMEOUT and get
+// SANDBOX_EGRESS(_ALLOW) as E2B network rules.
 func (a *App) newSandboxProvider(newLocal func() (*local.Provider, error)) (sandboxProvider, error) {
 	switch a.Cfg.SandboxProvider {
 	case e2b.ProviderName:
@@ -28,7 +29,7 @@ func (a *App) newSandboxProvider(newLocal func() (*local.Provider, error)) (sand
 			return nil, err
 		}
 		p, err := e2b.New(e2b.Options{Client: c, Template: a.Cfg.E2BTemplate, Timeout: a.Cfg.SandboxTimeout,
-			Logger: a.Log.With("component", "sandbox")})
+			Egress: a.Cfg.SandboxEgress, EgressAllow: a.Cfg.SandboxEgressAllow, Logger: a.Log.With("component", "sandbox")})
 		if err != nil {
 			return nil, err
 		}

@@ -139,6 +139,15 @@ type NewSandbox struct {
 	Secure     bool              `json:"secure,omitempty"`
 	Metadata   map[string]string `json:"metadata,omitempty"`
 	EnvVars    map[string]string `json:"envVars,omitempty"`
+	Network    *NetworkConfig    `json:"network,omitempty"`
+}
+
+// NetworkConfig is E2B's SandboxNetworkConfig (egress rules): allowOut
+// entries (CIDRs, IPs, domains, *.domain wildcards) take precedence over
+// denyOut (CIDRs, IPs).
+type NetworkConfig struct {
+	AllowOut []string `json:"allowOut,omitempty"`
+	DenyOut  []string `json:"denyOut,omitempty"`
 }
 
 // SandboxInfo is E2B's Sandbox (create, connect).

@@ -53,6 +53,8 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -107,6 +109,13 @@ type Options struct {
 	OpenCodeBin, PluginDir string
 	// ReadyTimeout bounds the agent's start; 0 means 90 s.
 	ReadyTimeout time.Duration
+	// Egress is the internet egress policy (SANDBOX_EGRESS), as E2B
+	// network rules at creation: "open" (or empty) sets none; "allowlist"
+	// allows the hosts of EgressAllow (ports dropped: E2B's rules have
+	// none) and denies the rest; "none" denies all. The session's gateway
+	// and LLM hosts are always allowed.
+	Egress      string
+	EgressAllow []string
 	Logger       *slog.Logger
 }
 
@@ -359,7 +368,35 @@ func (p *Provider) newSandbox(spec sandbox.Spec, template string) NewSandbox {
 	if spec.OrgID != "" {
 		meta[metaOrg] = spec.OrgID
 	}
-	return NewSandbox{TemplateID: template, Timeout: int(p.opts.Timeout / time.Second), Secure: true, Metadata: meta}
+	return NewSandbox{TemplateID: template, Timeout: int(p.opts.Timeout / time.Second), Secure: true, Metadata: meta,
+		Network: p.network(spec)}
+}
+
+// network is the egress rules of a new sandbox of spec (Options.Egress).
+func (p *Provider) network(spec sandbox.Spec) *NetworkConfig {
+	if p.opts.Egress == "" || p.opts.Egress == "open" {
+		return nil
+	}
+	n := &NetworkConfig{DenyOut: []string{"0.0.0.0/0"}}
+	add := func(host string) {
+		if host != "" && !slices.Contains(n.AllowOut, host) {
+			n.AllowOut = append(n.AllowOut, host)
+		}
+	}
+	for _, raw := range []string{spec.GatewayURL, spec.LLM.BaseURL} {
+		if u, err := url.Parse(raw); err == nil {
+			add(u.Hostname())
+		}
+	}
+	if p.opts.Egress == "allowlist" {
+		for _, e := range p.opts.EgressAllow {
+			if h, _, err := net.SplitHostPort(e); err == nil {
+				e = h
+			}
+			add(e)
+		}
+	}
+	return n
 }
 
 // recover returns a running sandbox's live boot of the session.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -165,5 +167,66 @@ func TestProviderBoot(t *testing.T) {
 	c := <-calls
 	if c.path != "/proliferate/boot-1/tools/save_snapshot" || c.auth != "Bearer tok-boot-1" || !strings.Contains(c.body, `"configured"`) {
 		t.Fatalf("gateway call %+v", c)
+	}
+}
+
+// TestProviderEgress: SANDBOX_EGRESS becomes E2B network rules at
+// creation (deny 0.0.0.0/0, allow the session's gateway and LLM hosts and,
+// with allowlist, the listed hosts), which the fake applies to its
+// "internet": an outside server on another address is refused with none
+// and reached when listed.
+func TestProviderEgress(t *testing.T) {
+	env := sandboxtest.Shared(t)
+	u, err := url.Parse(env.LLM.BaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	go func() {
+		for {
+			c, err := outside.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("outside\n"))
+			c.Close()
+		}
+	}()
+	fake := e2bfake.StartForTest(t, []string{u.Host, outside.Addr().String()}, nil)
+	host, port, _ := net.SplitHostPort(outside.Addr().String())
+	probe := sandbox.ExecCommand{Args: []string{"bash", "-c", "exec 3<>/dev/tcp/" + host + "/" + port + " && head -1 <&3"}, Timeout: 30 * time.Second}
+	for _, tc := range []struct {
+		egress string
+		allow  []string
+		want   bool
+	}{{"none", nil, false}, {"allowlist", []string{host + ":" + port, "github.com"}, true}} {
+		p, err := e2b.New(e2b.Options{Client: newClient(t, fake, e2bfake.TestAPIKey), Template: e2bfake.TestTemplate,
+			Egress: tc.egress, EgressAllow: tc.allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec := sandbox.Spec{SessionID: "egress-" + tc.egress, SessionType: "coding", LLM: env.LLM}
+		sb, err := p.EnsureSandbox(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Exec(t.Context(), sb.ID, probe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.ExitCode == 0 && string(res.Stdout) == "outside\n"; got != tc.want {
+			t.Errorf("egress %s: outside reached %v (%+v), want %v", tc.egress, got, res, tc.want)
+		}
+		// The LLM host stays reachable.
+		if _, err := sandboxtest.AgentClient(t, sb).Health(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Terminate(t.Context(), spec.SessionID, sb.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

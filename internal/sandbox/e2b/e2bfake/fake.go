@@ -108,6 +108,52 @@ type fakeSandbox struct {
 	box            *local.Box
 	timer          *time.Timer
 	procs          map[uint32]*proc
+	network        *network
+}
+
+// network is E2B's SandboxNetworkConfig: allowOut (IPs, CIDRs, domains)
+// wins over denyOut (IPs, CIDRs). The fake applies it to Options.Forward
+// (its only reachable addresses), by IP.
+type network struct {
+	AllowOut []string `json:"allowOut"`
+	DenyOut  []string `json:"denyOut"`
+}
+
+func matchIP(entries []string, ip net.IP) bool {
+	for _, e := range entries {
+		if _, cidr, err := net.ParseCIDR(e); err == nil && cidr.Contains(ip) {
+			return true
+		}
+		if x := net.ParseIP(e); x != nil && x.Equal(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// forwards are the Options.Forward addresses the sandbox's rules allow.
+func (s *Server) forwards(sb *fakeSandbox) []string {
+	if sb.network == nil {
+		return s.opts.Forward
+	}
+	var out []string
+	for _, addr := range s.opts.Forward {
+		host, _, _ := net.SplitHostPort(addr)
+		ip := net.ParseIP(host)
+		if ip.IsLoopback() {
+			// E2B denies by public CIDRs; the fake's loopback "internet"
+			// counts as 0.0.0.0/0.
+			ip = net.IPv4(8, 8, 8, 8)
+			if matchIP(sb.network.AllowOut, net.ParseIP(host)) {
+				out = append(out, addr)
+				continue
+			}
+		}
+		if matchIP(sb.network.AllowOut, ip) || !matchIP(sb.network.DenyOut, ip) {
+			out = append(out, addr)
+		}
+	}
+	return out
 }
 
 // New starts a fake on a loopback listener.
@@ -323,6 +369,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		Secure     bool              `json:"secure"`
 		Metadata   map[string]string `json:"metadata"`
 		EnvVars    map[string]string `json:"envVars"`
+		Network    *network          `json:"network"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid request body: "+err.Error())
@@ -349,7 +396,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := "i" + randomID(10)
-	sb := &fakeSandbox{id: id, templateID: req.TemplateID, metadata: req.Metadata, envVars: req.EnvVars,
+	sb := &fakeSandbox{id: id, templateID: req.TemplateID, metadata: req.Metadata, envVars: req.EnvVars, network: req.Network,
 		home: filepath.Join(s.opts.Dir, "sandboxes", id), autoPause: req.AutoPause, procs: map[uint32]*proc{}}
 	if req.Secure {
 		sb.token = randomID(16)
@@ -386,7 +433,7 @@ func (s *Server) templateOf(sb *fakeSandbox) Template {
 
 func (s *Server) startBox(sb *fakeSandbox) error {
 	box, err := s.opts.Boxes.Start(local.BoxOptions{HomeDir: sb.home, Home: Home,
-		ReadOnly: s.templateOf(sb).ReadOnly, Forward: s.opts.Forward})
+		ReadOnly: s.templateOf(sb).ReadOnly, Forward: s.forwards(sb)})
 	if err != nil {
 		return err
 	}

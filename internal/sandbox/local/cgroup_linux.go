@@ -75,7 +75,33 @@ func openCgroups(limits Limits) (*cgroupRoot, error) {
 	}
 	_, err = os.Stat(filepath.Join(r.memory, "memory.memsw.limit_in_bytes"))
 	r.memsw = err == nil
+	r.removeStale()
 	return r, nil
+}
+
+// staleCgroupAge is how old an empty sandbox cgroup must be before a new
+// provider removes it as left behind.
+const staleCgroupAge = 10 * time.Minute
+
+// removeStale removes the empty cgroups of sandboxes a previous gateway
+// process left behind (killed before it could stop them; their
+// processes died with it). A cgroup with processes cannot be removed
+// (EBUSY); a young one may be another provider's sandbox being started.
+func (r *cgroupRoot) removeStale() {
+	for _, parent := range []string{r.memory, r.pids, r.cpu} {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if !e.IsDir() || !strings.HasPrefix(e.Name(), "lsb_") {
+				continue
+			}
+			if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleCgroupAge {
+				_ = os.Remove(filepath.Join(parent, e.Name()))
+			}
+		}
+	}
 }
 
 // ownCgroups reads /proc/self/cgroup: controller → path ("" is the

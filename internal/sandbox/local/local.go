@@ -254,8 +254,8 @@ func New(opts Options) (*Provider, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Provider{
-		opts:  opts,
-		log:   log.With("provider", ProviderName),
+		opts:     opts,
+		log:      log.With("provider", ProviderName),
 		locks:    map[string]*sessionLock{},
 		live:     map[string]*instance{},
 		watchers: map[int]func(sandbox.LimitEvent){},

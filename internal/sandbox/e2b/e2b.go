@@ -116,7 +116,7 @@ type Options struct {
 	// and LLM hosts are always allowed.
 	Egress      string
 	EgressAllow []string
-	Logger       *slog.Logger
+	Logger      *slog.Logger
 }
 
 // Provider runs sandboxes on E2B. It is safe for concurrent use.

@@ -169,10 +169,12 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	if err != nil {
 		return nil, err
 	}
-	// A boot that fails before a sandbox took the token leaves it revoked.
+	// A boot that fails before a sandbox took the token leaves it revoked
+	// (bookkeeping only: an unbound token authenticates nothing, so the
+	// failure is reported without waiting for it).
 	defer func() {
 		if err != nil {
-			h.revokePendingToken(ctx, tok)
+			go h.revokePendingToken(ctx, tok)
 		}
 	}()
 	spec := sandbox.Spec{

@@ -14,11 +14,11 @@ import (
 // WebSocket git messages: status for anyone who may see the session,
 // mutations for principals allowed to mutate it).
 func (s *Server) gitRoutes() {
-	s.handle("GET /proliferate/{id}/git/status", s.getGitStatus)
-	s.handle("POST /proliferate/{id}/git/branch", s.postGitBranch)
-	s.handle("POST /proliferate/{id}/git/commit", s.postGitCommit)
-	s.handle("POST /proliferate/{id}/git/push", s.postGitPush)
-	s.handle("POST /proliferate/{id}/git/pr", s.postGitPR)
+	s.handle("GET /proliferate/{id}/git/status", s.owned("id", s.getGitStatus))
+	s.handle("POST /proliferate/{id}/git/branch", s.owned("id", s.postGitBranch))
+	s.handle("POST /proliferate/{id}/git/commit", s.owned("id", s.postGitCommit))
+	s.handle("POST /proliferate/{id}/git/push", s.owned("id", s.postGitPush))
+	s.handle("POST /proliferate/{id}/git/pr", s.owned("id", s.postGitPR))
 }
 
 // gitRequest is the body of the git mutation routes.

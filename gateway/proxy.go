@@ -46,9 +46,9 @@ import (
 // proxyRoutes registers the proxy and heartbeat routes.
 func (s *Server) proxyRoutes() {
 	ap := newAgentProxy(s)
-	s.handle("/proxy/{sid}/{token}/opencode/{path...}", ap.serve)
-	s.handle("GET /proxy/{sid}/{token}/terminal", s.serveTerminal)
-	s.handle("POST /proliferate/{id}/heartbeat", s.postHeartbeat)
+	s.handle("/proxy/{sid}/{token}/opencode/{path...}", s.owned("sid", ap.serve))
+	s.handle("GET /proxy/{sid}/{token}/terminal", s.owned("sid", s.serveTerminal))
+	s.handle("POST /proliferate/{id}/heartbeat", s.owned("id", s.postHeartbeat))
 }
 
 // proxyPrincipal authenticates a proxy route's path token and loads the
@@ -252,11 +252,13 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 // may not.
 //
 // Heartbeats must reach the session's owner instance, like prompts and
-// streams do (requests are routed to the owner; a non-owner answers
-// 503 not_owner with Retry-After). So: a hub here that owns the session is
+// streams do: a heartbeat for a session another instance owns is forwarded
+// there (forward.go) and only lands here when that instance registered no
+// address or cannot be reached. So: a hub here that owns the session is
 // touched (204); no owner anywhere means nothing is running to keep alive
-// (204, nothing is created); an owner elsewhere is 503 not_owner, so the
-// heartbeat is retried where it counts instead of being silently lost.
+// (204, nothing is created); an owner elsewhere that the forward could not
+// reach is 503 not_owner, so the heartbeat is retried where it counts
+// instead of being silently lost.
 func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	p, err := s.principal(r, false)
 	if err != nil {

@@ -202,7 +202,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if websocket.IsWebSocketUpgrade(r) {
-		return s.serveWS(w, r)
+		return s.owned("id", s.serveWS)(w, r)
 	}
 	p, err := s.principal(r, false)
 	if err != nil {

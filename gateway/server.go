@@ -54,6 +54,12 @@ type Deps struct {
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
 	Now func() time.Time
+	// AdvertiseURL is the base URL other gateway instances reach this one
+	// at (GATEWAY_ADVERTISE_URL): registered in Redis under the hub
+	// manager's instance id so they forward commands for the sessions this
+	// instance owns (forward.go). "" = not registered: other instances
+	// answer such commands with 503 not_owner.
+	AdvertiseURL string
 }
 
 // Server is the gateway's HTTP handler.
@@ -67,6 +73,8 @@ type Server struct {
 	bgStop context.CancelFunc
 
 	frames *frameRelay // cross-instance session frames (broadcast.go)
+	fwd    *forwarder  // session commands to their owner (forward.go)
+	adv    *advertiser // this instance's address registration; nil = none
 }
 
 // New builds the server.
@@ -98,7 +106,11 @@ func New(d Deps) (*Server, error) {
 		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log})
 	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
+	s.fwd = newForwarder(d.Log)
 	s.routes()
+	if d.AdvertiseURL != "" {
+		s.adv = s.advertise(d.AdvertiseURL)
+	}
 	return s, nil
 }
 
@@ -111,6 +123,7 @@ func (s *Server) Tools() *tools.Registry { return s.tools }
 // Close waits for background work (immediate sandbox starts, post-tool
 // hooks) to finish, cancelling it when ctx ends.
 func (s *Server) Close(ctx context.Context) {
+	s.adv.stop()
 	s.frames.stop()
 	done := make(chan struct{})
 	go func() { s.bg.Wait(); close(done) }()
@@ -257,12 +270,13 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/sessions", s.createSession)
 	s.handle("GET /proliferate/{id}", s.getSession)
 	s.handle("GET /proliferate/{id}/status", s.getStatus)
-	s.handle("POST /proliferate/{id}/message", s.postMessage)
-	s.handle("POST /proliferate/{id}/cancel", s.postCancel)
-	s.handle("POST /proliferate/{id}/tools/{tool}", s.postTool)
-	s.handle("POST /proliferate/{id}/start", s.postStart)
-	s.handle("POST /proliferate/{id}/pause", s.postPause)
-	s.handle("POST /proliferate/{id}/snapshot", s.postSnapshot)
+	// Session commands are served by the session's owner (forward.go).
+	s.handle("POST /proliferate/{id}/message", s.owned("id", s.postMessage))
+	s.handle("POST /proliferate/{id}/cancel", s.owned("id", s.postCancel))
+	s.handle("POST /proliferate/{id}/tools/{tool}", s.owned("id", s.postTool))
+	s.handle("POST /proliferate/{id}/start", s.owned("id", s.postStart))
+	s.handle("POST /proliferate/{id}/pause", s.owned("id", s.postPause))
+	s.handle("POST /proliferate/{id}/snapshot", s.owned("id", s.postSnapshot))
 	s.gitRoutes()
 	s.proxyRoutes()
 	s.actionRoutes()

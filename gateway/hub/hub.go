@@ -12,7 +12,10 @@
 // stalled long enough that another instance may have taken over), the hub
 // terminates itself: clients are closed with CloseOwnershipLost, SSE stops,
 // the hub leaves the manager. lease:runtime:{session} (RuntimeTTL) is a
-// liveness heartbeat for orphan detection, written only by the owner.
+// liveness heartbeat for orphan detection, written only by the owner;
+// alive:sandbox:{sandbox} (RuntimeTTL) is renewed by the owner only while
+// its provider says the sandbox is alive, so any replica can tell whether
+// a session's sandbox lives (leases.go Liveness, used by the compute meter).
 //
 // Backpressure: each client has a bounded outbound queue (MaxBufferedBytes);
 // a client whose queue overflows is disconnected with CloseSlowClient rather

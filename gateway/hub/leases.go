@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
 // Redis keys (sessions-gateway.md §2).
@@ -119,4 +121,71 @@ func (l leases) dropRuntime(ctx context.Context, sessionID string) error {
 		return fmt.Errorf("hub: drop runtime lease %s: %w", sessionID, err)
 	}
 	return nil
+}
+
+// Sandbox liveness (issue #15 item 6): only the gateway that owns a session
+// can ask its provider whether the session's sandbox is alive (the local
+// provider knows its own process's sandboxes only). The owner therefore
+// keeps alive:sandbox:{sandbox id} = its instance id, with the runtime
+// lease's TTL, and renews it only after its provider said the sandbox is
+// alive; it deletes the key as soon as the provider says dead or the
+// runtime is gone. Any replica (the compute meter) reads it through
+// Liveness.
+
+func sandboxKey(sandboxID string) string { return "alive:sandbox:" + sandboxID }
+
+// beatSandbox records that this instance's provider saw sandboxID alive.
+func (l leases) beatSandbox(ctx context.Context, sandboxID string) error {
+	if err := l.rdb.Set(ctx, sandboxKey(sandboxID), l.instance, l.runTTL).Err(); err != nil {
+		return fmt.Errorf("hub: sandbox heartbeat %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// dropSandbox deletes sandboxID's heartbeat if this instance wrote it.
+func (l leases) dropSandbox(ctx context.Context, sandboxID string) error {
+	if err := releaseScript.Run(ctx, l.rdb, []string{sandboxKey(sandboxID)}, l.instance).Err(); err != nil && err != redis.Nil {
+		return fmt.Errorf("hub: drop sandbox heartbeat %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// Liveness answers "is this session's sandbox alive?" for any replica, as
+// the session's owner sees it:
+//
+//   - a heartbeat for the sandbox (renewed by the owner after its provider
+//     said alive, within RuntimeTTL) → alive;
+//   - no heartbeat while an owner holds the session → not alive (the owner
+//     found it dead, or has not confirmed it lately: a stalled owner);
+//   - no heartbeat and no owner → the owner process is gone. Provider, when
+//     it is the session's provider, is asked (a cloud sandbox can outlive
+//     its gateway; a local one died with it); otherwise dead.
+//
+// The compute meter counts every "not alive" as one failed check, so a
+// sandbox is declared dead only after consecutive answers like these.
+type Liveness struct {
+	Redis *redis.Client
+	// Provider is this process's provider; nil = never asked.
+	Provider sandbox.Provider
+}
+
+// SandboxAlive reports whether sandboxID, the sandbox of sessionID on the
+// provider named providerName, is alive.
+func (l Liveness) SandboxAlive(ctx context.Context, sessionID, sandboxID, providerName string) (bool, error) {
+	pipe := l.Redis.Pipeline()
+	beat := pipe.Exists(ctx, sandboxKey(sandboxID))
+	owner := pipe.Get(ctx, ownerKey(sessionID))
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return false, fmt.Errorf("hub: read liveness of %s: %w", sandboxID, err)
+	}
+	if beat.Val() == 1 {
+		return true, nil
+	}
+	if owner.Val() != "" {
+		return false, nil
+	}
+	if l.Provider == nil || l.Provider.Name() != providerName {
+		return false, nil
+	}
+	return l.Provider.Alive(ctx, sandboxID)
 }

@@ -111,6 +111,7 @@ func (h *Hub) boot(f *flight) {
 		if err := h.m.leases.setRuntime(ctx, h.id); err != nil {
 			h.log.Warn("hub: set runtime lease", "err", err)
 		}
+		h.sandboxSeen(ctx, rt.sb.ID) // liveness heartbeat (leases.go Liveness)
 		h.Broadcast(h.statusMessage())
 	}
 	f.err = err

@@ -41,6 +41,7 @@ type Hub struct {
 	owner       bool
 	lastRenew   time.Time
 	stopRenew   context.CancelFunc
+	beatID      string // the sandbox whose liveness heartbeat this hub wrote last (leases.go)
 	closed      bool
 	rt          *runtimeState
 	ready       *flight
@@ -214,13 +215,72 @@ func (h *Hub) renewLoop(ctx context.Context) {
 		}
 		h.mu.Lock()
 		h.lastRenew = now
-		live := h.rt != nil
+		rt := h.rt
 		h.mu.Unlock()
-		if live {
+		if rt != nil {
 			if err := h.m.leases.setRuntime(ctx, h.id); err != nil && ctx.Err() == nil {
 				h.log.Warn("hub: runtime lease renewal failed", "err", err)
 			}
 		}
+		h.checkSandbox(ctx, rt)
+	}
+}
+
+// sandboxSeen writes the liveness heartbeat of sandboxID (the runtime just
+// booted on it, or the provider said it is alive).
+func (h *Hub) sandboxSeen(ctx context.Context, sandboxID string) {
+	h.mu.Lock()
+	h.beatID = sandboxID
+	h.mu.Unlock()
+	if err := h.m.leases.beatSandbox(ctx, sandboxID); err != nil && ctx.Err() == nil {
+		h.log.Warn("hub: sandbox heartbeat failed", "sandbox_id", sandboxID, "err", err)
+	}
+}
+
+// checkSandbox asks the provider whether the runtime's sandbox is alive and
+// renews its liveness heartbeat only if so; a heartbeat of a sandbox that
+// is dead, or no longer the hub's runtime, is deleted at once (Liveness
+// then answers "not alive" without waiting for the TTL). A failed check
+// leaves the heartbeat to expire.
+func (h *Hub) checkSandbox(ctx context.Context, rt *runtimeState) {
+	h.mu.Lock()
+	prev := h.beatID
+	h.mu.Unlock()
+	cur := ""
+	if rt != nil {
+		cur = rt.sb.ID
+	}
+	if prev != "" && prev != cur {
+		h.forgetSandbox(ctx, prev)
+	}
+	if cur == "" {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, max(h.m.d.RenewEvery/2, time.Second))
+	alive, err := h.m.d.Provider.Alive(actx, cur)
+	cancel()
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			h.log.Warn("hub: sandbox liveness check failed", "sandbox_id", cur, "err", err)
+		}
+	case alive:
+		h.sandboxSeen(ctx, cur)
+	default:
+		h.forgetSandbox(ctx, cur)
+	}
+}
+
+// forgetSandbox deletes sandboxID's liveness heartbeat (if this instance
+// wrote it).
+func (h *Hub) forgetSandbox(ctx context.Context, sandboxID string) {
+	h.mu.Lock()
+	if h.beatID == sandboxID {
+		h.beatID = ""
+	}
+	h.mu.Unlock()
+	if err := h.m.leases.dropSandbox(ctx, sandboxID); err != nil && ctx.Err() == nil {
+		h.log.Warn("hub: drop sandbox heartbeat failed", "sandbox_id", sandboxID, "err", err)
 	}
 }
 
@@ -810,6 +870,7 @@ func (h *Hub) close(ctx context.Context, code int, reason string, dropRuntime bo
 	stopRenew := h.stopRenew
 	owner := h.owner
 	h.owner = false
+	beatID := h.beatID
 	h.mu.Unlock()
 
 	if stopRenew != nil {
@@ -826,6 +887,9 @@ func (h *Hub) close(ctx context.Context, code int, reason string, dropRuntime bo
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if err := h.m.leases.release(rctx, h.id, dropRuntime); err != nil {
 			h.log.Warn("hub: release leases", "err", err)
+		}
+		if dropRuntime && beatID != "" {
+			h.forgetSandbox(rctx, beatID)
 		}
 		cancel()
 	}

@@ -210,7 +210,10 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	// Liveness as the owning gateway sees it: the meter runs on one replica
+	// and its provider knows only this process's sandboxes.
 	mtr, err := meter.New(meter.Deps{Pool: a.Pool, Codec: a.Codec, Provider: prov, Sessions: store, LLMKeys: keys,
+		Liveness: hub.Liveness{Redis: a.Redis, Provider: prov},
 		Interval: a.Cfg.MeterInterval, Log: a.Log.With("component", "compute-meter"), Registerer: a.Reg})
 	if err != nil {
 		return Role{}, fmt.Errorf("compute meter: %w", err)
@@ -241,14 +244,19 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	frames := gateway.NewSessionFrames(hubs, a.Redis, a.Log.With("component", "session-frames"))
 	actionsSvc := a.actionService(cat, gateway.NewActionNotifier(frames, a.Log.With("component", "actions")))
-	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
-		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc})
-	if err != nil {
-		return Role{}, err
-	}
 	ln, err := net.Listen("tcp", a.Cfg.GatewayAddr)
 	if err != nil {
 		return Role{}, fmt.Errorf("gateway on GATEWAY_ADDR=%s: %w", a.Cfg.GatewayAddr, err)
+	}
+	advertise := a.Cfg.GatewayAdvertiseURL
+	if advertise == "" {
+		advertise = advertiseURL(ln.Addr().String())
+	}
+	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
+		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise})
+	if err != nil {
+		_ = ln.Close()
+		return Role{}, err
 	}
 	// Sessions and the API it embeds live in Postgres; owner leases,
 	// frames fan-out and LLM key revocations in Redis; sandboxes on the
@@ -257,7 +265,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	a.readyRedis()
 	a.readySandboxDir(a.Cfg.SandboxDataDir)
 	a.gatewayAddr.Store(new(ln.Addr().String()))
-	a.Log.Info("gateway listening", "addr", ln.Addr().String(), "sandbox_provider", prov.Name())
+	a.Log.Info("gateway listening", "addr", ln.Addr().String(), "advertise_url", advertise, "sandbox_provider", prov.Name())
 	serve := serveRole("gateway", ln, gw.Handler(), a.Cfg.ShutdownTimeout)
 	return Role{"gateway", func(ctx context.Context) error {
 		// Sessions of gateways that died are paused (orphaned) and resume
@@ -282,6 +290,24 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		prov.Close()
 		return err
 	}}, nil
+}
+
+// advertiseURL is the URL other gateway replicas reach a gateway listening
+// on addr at (GATEWAY_ADVERTISE_URL unset): http://addr, with a wildcard
+// host (0.0.0.0, ::) replaced by this machine's hostname.
+func advertiseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, err := os.Hostname(); err == nil && h != "" {
+			host = h
+		} else {
+			host = "127.0.0.1"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // snapshotLimits are the configured snapshot limits (billing plans plug in

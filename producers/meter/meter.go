@@ -32,9 +32,12 @@
 //     the transaction that deletes it. A pause therefore bills exactly up to
 //     the pause, and resuming starts a fresh interval at the resume (the
 //     trigger sets the mark), so paused time is never billed.
-//   - Liveness: each running session's sandbox is checked through the
-//     provider (bounded concurrency). An alive sandbox resets the failure
-//     count and moves last_seen_alive_at; a dead one (or a failed check)
+//   - Liveness: each running session's sandbox is checked (bounded
+//     concurrency) through Deps.Liveness: the heartbeat its owning gateway
+//     renews while that gateway's provider says the sandbox is alive (the
+//     meter runs on one replica, whose own provider may not know another
+//     gateway's sandboxes); without Liveness, through Deps.Provider. An
+//     alive sandbox resets the failure count and moves last_seen_alive_at; a dead one (or a failed check)
 //     counts one failure. At billing.LivenessFailures the sandbox is dead:
 //     the final interval is billed through min(now, last_seen_alive_at +
 //     Interval), not through the detection time, and the mark is cleared in
@@ -84,6 +87,11 @@ type Deps struct {
 	// checks (their hubs and the orphan sweeper detect dead sandboxes,
 	// and the pause closes the interval).
 	Provider sandbox.Provider
+	// Liveness, when set, answers every liveness check instead of
+	// Provider, for sessions of any provider: with several gateways only
+	// the session's owner can ask its provider (hub.Liveness reads the
+	// heartbeat the owner renews while its provider says alive).
+	Liveness Liveness
 	// Sessions pauses sessions whose sandbox died.
 	Sessions *sessions.Store
 	// LLMKeys revokes the virtual LLM keys of a session paused because its
@@ -104,6 +112,11 @@ type Deps struct {
 	CheckTimeout time.Duration
 	// Batch is how many closures one query reads [500].
 	Batch int
+}
+
+// Liveness tells whether a session's sandbox is alive (hub.Liveness).
+type Liveness interface {
+	SandboxAlive(ctx context.Context, sessionID, sandboxID, provider string) (bool, error)
 }
 
 // Result describes one cycle.
@@ -510,11 +523,17 @@ func (m *Meter) running(ctx context.Context, res *Result) error {
 
 // meter checks one running session's sandbox and bills or closes it.
 func (m *Meter) meter(ctx context.Context, s session) outcome {
-	if m.d.Provider == nil || s.provider != m.d.Provider.Name() {
-		return m.alive(ctx, s, m.d.Now())
+	check := func(ctx context.Context) (bool, error) {
+		return m.d.Liveness.SandboxAlive(ctx, s.id, s.sandboxID, s.provider)
+	}
+	if m.d.Liveness == nil {
+		if m.d.Provider == nil || s.provider != m.d.Provider.Name() {
+			return m.alive(ctx, s, m.d.Now())
+		}
+		check = func(ctx context.Context) (bool, error) { return m.d.Provider.Alive(ctx, s.sandboxID) }
 	}
 	cctx, cancel := context.WithTimeout(ctx, m.d.CheckTimeout)
-	alive, err := m.d.Provider.Alive(cctx, s.sandboxID)
+	alive, err := check(cctx)
 	cancel()
 	if ctx.Err() != nil {
 		return outcome{err: ctx.Err()}

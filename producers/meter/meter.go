@@ -37,11 +37,11 @@
 //     renews while that gateway's provider says the sandbox is alive (the
 //     meter runs on one replica, whose own provider may not know another
 //     gateway's sandboxes); without Liveness, through Deps.Provider. An
-//     alive sandbox resets the failure count and moves last_seen_alive_at; a dead one (or a failed check)
-//     counts one failure. At billing.LivenessFailures the sandbox is dead:
-//     the final interval is billed through min(now, last_seen_alive_at +
-//     Interval), not through the detection time, and the mark is cleared in
-//     the same transaction; then the session is paused (pause_reason
+//     alive sandbox resets the failure count and moves last_seen_alive_at;
+//     a dead one (or a failed check) counts one failure. At
+//     billing.LivenessFailures the sandbox is dead: the final interval is
+//     billed through min(now, last_seen_alive_at + Interval), not through
+//     the detection time, and the mark is cleared in the same transaction; then the session is paused (pause_reason
 //     sandbox_dead, resumable) through the sessions store, fenced on the
 //     sandbox id. A crash between the two leaves a running session without
 //     a mark whose sandbox is dead: the next cycle pauses it without

@@ -37,6 +37,7 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 	d.ExpiryScanEvery = time.Hour // started by hand below, once the turn is running
 	m := e.manager(t, d)
 	h, c := attach(t, m, id, e.principal())
+	oldToken := e.lastToken(t)
 	before := e.get(t, id)
 	if before.SandboxExpiresAt == nil {
 		t.Fatal("sandbox_expires_at not recorded")
@@ -79,6 +80,13 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 	}
 	if e.prov.Created() != 2 {
 		t.Fatalf("sandboxes created = %d, want 2", e.prov.Created())
+	}
+	// The old sandbox's token went with it; the new one has its own.
+	if _, ok := e.tokenValid(t, oldToken); ok || e.revokeReason(t, oldToken) != "sandbox_migrated" {
+		t.Fatalf("old sandbox's token: valid=%v reason=%q", ok, e.revokeReason(t, oldToken))
+	}
+	if _, ok := e.tokenValid(t, e.lastToken(t)); !ok {
+		t.Fatal("the new sandbox's token is refused")
 	}
 	n := c.count(hub.MsgMessageComplete)
 	if err := h.Prompt(context.Background(), e.principal(), "[[tokens:1]]"); err != nil {

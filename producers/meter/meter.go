@@ -41,12 +41,13 @@
 //     a dead one (or a failed check) counts one failure. At
 //     billing.LivenessFailures the sandbox is dead: the final interval is
 //     billed through min(now, last_seen_alive_at + Interval), not through
-//     the detection time, and the mark is cleared in the same transaction; then the session is paused (pause_reason
-//     sandbox_dead, resumable) through the sessions store, fenced on the
-//     sandbox id. A crash between the two leaves a running session without
-//     a mark whose sandbox is dead: the next cycle pauses it without
-//     billing again. A running session without a mark whose sandbox is
-//     alive (it moved to a new sandbox meanwhile) starts metering again.
+//     the detection time, and the mark is cleared in the same transaction;
+//     then the session is paused (pause_reason sandbox_dead, resumable)
+//     through the sessions store, fenced on the sandbox id. A crash between
+//     the two leaves a running session without a mark whose sandbox is
+//     dead: the next cycle pauses it without billing again. A running
+//     session without a mark whose sandbox is alive (it moved to a new
+//     sandbox meanwhile) starts metering again.
 package meter
 
 import (

@@ -792,8 +792,10 @@ func (p *Provider) DeleteSnapshot(ctx context.Context, snapshotID string) error 
 	return nil
 }
 
-// Terminate implements sandbox.Provider: kills the E2B sandbox of
-// sandboxID (of every running sandbox of the session when empty).
+// Terminate implements sandbox.Provider: kills the running E2B sandbox of
+// sandboxID (of every running sandbox of the session when empty). A
+// paused sandbox is a snapshot and stays; a sandbox resumed since
+// sandboxID's boot is a newer sandbox of the session and stays too.
 func (p *Provider) Terminate(ctx context.Context, sessionID, sandboxID string) error {
 	if !idRE.MatchString(sessionID) {
 		return fmt.Errorf("e2b: invalid session id %q", sessionID)
@@ -805,7 +807,25 @@ func (p *Provider) Terminate(ctx context.Context, sessionID, sandboxID string) e
 	defer unlock()
 	var ids []string
 	if sandboxID != "" {
-		e2bID, _ := splitID(sandboxID)
+		e2bID, boot := splitID(sandboxID)
+		d, err := p.c.Get(ctx, e2bID)
+		switch {
+		case errors.Is(err, sandbox.ErrNotFound):
+			p.forget(sessionID, sandboxID)
+			return nil
+		case err != nil:
+			return fmt.Errorf("e2b: terminate %s: %w", sandboxID, err)
+		case d.State != StateRunning:
+			// A paused sandbox is the session's snapshot: kept
+			// (DeleteSnapshot removes it).
+			p.forget(sessionID, sandboxID)
+			return nil
+		}
+		if boot != "" && !p.isBoot(ctx, e2bID, boot) {
+			// Resumed since: a newer boot of the session, left alone.
+			p.forget(sessionID, sandboxID)
+			return nil
+		}
 		ids = []string{e2bID}
 	} else {
 		list, err := p.c.List(ctx, map[string]string{metaSession: sessionID}, StateRunning)
@@ -825,6 +845,25 @@ func (p *Provider) Terminate(ctx context.Context, sessionID, sandboxID string) e
 	p.forget(sessionID, sandboxID)
 	p.log.Info("sandbox terminated", "session_id", sessionID, "sandbox_id", sandboxID)
 	return nil
+}
+
+// isBoot reports whether the running sandbox e2bID is at boot (its boot
+// marker says so; an unreadable marker counts as yes, so a broken sandbox
+// can still be terminated).
+func (p *Provider) isBoot(ctx context.Context, e2bID, boot string) bool {
+	e, err := p.envd(ctx, e2bID)
+	if err != nil {
+		return true
+	}
+	data, err := e.ReadFile(ctx, bootFile)
+	if err != nil {
+		return true
+	}
+	var b bootInfo
+	if json.Unmarshal(data, &b) != nil || b.Boot == "" {
+		return true
+	}
+	return b.Boot == boot
 }
 
 // liveEnvd returns the envd of a live boot (ErrNotFound otherwise).

@@ -230,3 +230,43 @@ func TestProviderEgress(t *testing.T) {
 		}
 	}
 }
+
+// TestProviderTerminateKeepsSnapshots: terminating a paused sandbox's old
+// id keeps the paused sandbox (it is the session's snapshot), and after a
+// resume the old boot's id leaves the newer boot running.
+func TestProviderTerminateKeepsSnapshots(t *testing.T) {
+	fake, llm := simFake(t)
+	p := newProvider(t, fake)
+	spec := sandbox.Spec{SessionID: "term-1", SessionType: "coding", LLM: llm}
+	sb, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.Pause(t.Context(), spec.SessionID, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Terminate(t.Context(), spec.SessionID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := fake.State(snap.ID); st != e2b.StatePaused {
+		t.Fatalf("paused sandbox after terminate: %q", st)
+	}
+	spec.SnapshotID = snap.ID
+	sb2, err := p.EnsureSandbox(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Terminate(t.Context(), spec.SessionID, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := p.Alive(t.Context(), sb2.ID); err != nil || !alive {
+		t.Fatalf("the resumed boot after terminating the old one: %v %v", alive, err)
+	}
+	if err := p.Terminate(t.Context(), spec.SessionID, sb2.ID); err != nil {
+		t.Fatal(err)
+	}
+	if st := fake.State(snap.ID); st != "" {
+		t.Fatalf("sandbox after terminate: %q", st)
+	}
+}

@@ -26,19 +26,19 @@ func (h *Hub) mintSandboxToken(ctx context.Context, sess sessions.Session) (sess
 
 // bindSandboxToken binds the boot's token to the sandbox the provider
 // returned; a recovered sandbox keeps its own token and the boot's is
-// revoked.
-func (h *Hub) bindSandboxToken(ctx context.Context, tok sessions.SandboxToken, sb sandbox.Sandbox) error {
-	recovered, err := h.m.d.Sessions.BindSandboxToken(ctx, h.id, tok.ID, sb.ID)
+// revoked (recovered is then true).
+func (h *Hub) bindSandboxToken(ctx context.Context, tok sessions.SandboxToken, sb sandbox.Sandbox) (recovered bool, err error) {
+	recovered, err = h.m.d.Sessions.BindSandboxToken(ctx, h.id, tok.ID, sb.ID)
 	if errors.Is(err, sessions.ErrTokenRevoked) {
-		return fmt.Errorf("hub: the session stopped during the boot: %w", err)
+		return false, fmt.Errorf("hub: the session stopped during the boot: %w", err)
 	}
 	if err != nil {
-		return fmt.Errorf("hub: %w", err)
+		return false, fmt.Errorf("hub: %w", err)
 	}
 	if recovered {
 		h.log.Info("hub: recovered sandbox keeps its token", "sandbox_id", sb.ID)
 	}
-	return nil
+	return recovered, nil
 }
 
 // revokePendingToken revokes a failed boot's token unless a sandbox took

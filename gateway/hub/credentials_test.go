@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,57 @@ func TestSandboxTokenEndsWithTheSessionsSandbox(t *testing.T) {
 	}
 	if _, ok := e.tokenValid(t, tok); ok {
 		t.Fatal("token works for the session's next sandbox")
+	}
+}
+
+// A boot that recovers a running sandbox and then fails (here: its event
+// stream is refused) leaves the sandbox's credentials alone: its LLM key
+// and token keep working, and the next boot recovers it again. Only a
+// boot that started nothing revokes the session's keys.
+func TestFailedBootKeepsTheRecoveredSandboxsCredentials(t *testing.T) {
+	e := newEnv(t, agentsim.Options{})
+	ctx := context.Background()
+	id := e.session(t, sessionstest.Options{})
+	keys := &fakeKeys{}
+	da, db := e.deps(unique("gw-a-")), e.deps(unique("gw-b-"))
+	da.LLMKeys, db.LLMKeys = keys, keys
+	a, b := e.manager(t, da), e.manager(t, db)
+	attach(t, a, id, e.principal())
+	token := e.lastToken(t)
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	a.Shutdown(sctx)
+	cancel()
+
+	srv, _ := e.prov.Server(id)
+	srv.RefuseStreams(true)
+	hb, err := b.Hub(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hb.EnsureRuntimeReady(ctx); err == nil {
+		t.Fatal("boot succeeded without an event stream")
+	}
+	if e.prov.Created() != 1 {
+		t.Fatalf("sandboxes created = %d, want the running one recovered", e.prov.Created())
+	}
+	keys.mu.Lock()
+	revoked := slices.Clone(keys.revoked)
+	keys.mu.Unlock()
+	if len(revoked) != 0 {
+		t.Fatalf("the failed recovery revoked %v", revoked)
+	}
+	if _, ok := e.tokenValid(t, token); !ok {
+		t.Fatal("the failed recovery ended the running sandbox's token")
+	}
+
+	srv.RefuseStreams(false)
+	if err := hb.EnsureRuntimeReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.prov.Created() != 1 {
+		t.Fatal("the sandbox was replaced instead of recovered")
+	}
+	if _, ok := e.tokenValid(t, token); !ok {
+		t.Fatal("the recovered sandbox's token is refused")
 	}
 }

@@ -158,10 +158,14 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	if err != nil {
 		return nil, err
 	}
+	// recovered: the provider returned the running sandbox, which keeps
+	// the key (and token) it was started with.
+	recovered := false
 	if issued {
-		// A boot that fails leaves no usable key behind.
+		// A boot that fails leaves no usable key behind, except the key of
+		// a running sandbox it recovered (the next boot recovers it again).
 		defer func() {
-			if err != nil {
+			if err != nil && !recovered {
 				h.revokeKeys(ctx, "boot_failed")
 			}
 		}()
@@ -202,7 +206,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 		}
 		return nil, fmt.Errorf("hub: ensure sandbox: %w", err)
 	}
-	if err := h.bindSandboxToken(ctx, tok, sb); err != nil {
+	if recovered, err = h.bindSandboxToken(ctx, tok, sb); err != nil {
 		return nil, err
 	}
 	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -194,5 +196,71 @@ func TestCORS(t *testing.T) {
 		if got := resp.Header.Get("Access-Control-Allow-Origin"); got != want {
 			t.Fatalf("origin %s: %q", origin, got)
 		}
+	}
+}
+
+// Over HTTP: a sandbox's token calls its session's tools while the sandbox
+// runs; after a pause it is refused (401), the resumed sandbox gets a new
+// token that works, and terminate ends that one too. Another session's
+// tools refuse it throughout.
+func TestSandboxTokenDiesWithItsSandbox(t *testing.T) {
+	w := newWorld(t)
+	g := w.start(t, "a")
+	var echoes atomic.Int32
+	registerEcho(g, &echoes)
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	other := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	ctx := context.Background()
+	tool := func(session, tok string) int {
+		st, _ := call(t, "POST", g.url+"/proliferate/"+session+"/tools/echo_test", tok,
+			map[string]any{"tool_call_id": uuid.NewString(), "args": map[string]any{}}, nil)
+		return st
+	}
+	boot := func() (*hub.Hub, string) {
+		t.Helper()
+		h, err := g.hubs.Hub(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.EnsureRuntimeReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		specs := w.prov.Specs()
+		return h, specs[len(specs)-1].SandboxToken
+	}
+
+	h, first := boot()
+	if st := tool(sid, first); st != 200 {
+		t.Fatalf("own tool while running: %d", st)
+	}
+	if st := tool(other, first); st != 403 && st != 404 {
+		t.Fatalf("another session's tool: %d", st)
+	}
+	if err := h.Pause(ctx, "manual"); err != nil {
+		t.Fatal(err)
+	}
+	if st := tool(sid, first); st != 401 {
+		t.Fatalf("after pause: %d, want 401", st)
+	}
+
+	h, second := boot()
+	if second == first {
+		t.Fatal("the resumed sandbox got the old token")
+	}
+	if st := tool(sid, second); st != 200 {
+		t.Fatalf("resumed sandbox's token: %d", st)
+	}
+	if st := tool(sid, first); st != 401 {
+		t.Fatalf("old token after resume: %d", st)
+	}
+	if err := h.Terminate(ctx, "manual", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if st := tool(sid, second); st != 401 {
+		t.Fatalf("after terminate: %d, want 401", st)
+	}
+	if n := echoes.Load(); n != 2 {
+		t.Fatalf("the tool ran %d times, want 2", n)
 	}
 }

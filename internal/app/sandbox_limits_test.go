@@ -15,7 +15,7 @@ func TestSandboxLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := sandboxLimits(cfg), (local.Limits{MemoryBytes: 2 << 30, Pids: 512, CPUPercent: 100}); got != want {
+	if got, want := sandboxLimits(cfg), (local.Limits{MemoryBytes: 2 << 30, Pids: 512, CPUPercent: 200}); got != want {
 		t.Fatalf("defaults: %+v, want %+v", got, want)
 	}
 	cfg.SandboxMemoryMB, cfg.SandboxPidsLimit, cfg.SandboxCPUPercent = 0, 0, 250

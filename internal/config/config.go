@@ -119,7 +119,7 @@ type Config struct {
 	SandboxTimeout          time.Duration `env:"SANDBOX_TIMEOUT" default:"1h" check:"positive" doc:"a sandbox's lifetime; the provider ends it after this (the gateway migrates active sessions and pauses idle ones EXPIRY_LEAD before)"`
 	SandboxMemoryMB         int           `env:"SANDBOX_MEMORY_MB" default:"2048" check:"min=0,max=4194304" doc:"memory of each isolated sandbox (the agent, its terminals and commands together; swap included where the kernel accounts it), in MiB; at the limit the kernel kills the sandbox's largest process (terminals and commands before the agent) and the session's clients get an error frame; 0 is unlimited"`
 	SandboxPidsLimit        int           `env:"SANDBOX_PIDS_LIMIT" default:"512" check:"min=0,max=4194304" doc:"processes and threads of each isolated sandbox (the agent alone runs ~15); at the limit fork fails and the session's clients get an error frame; 0 is unlimited"`
-	SandboxCPUPercent       int           `env:"SANDBOX_CPU_PERCENT" default:"100" check:"min=0,max=100000" doc:"CPU time of each isolated sandbox in percent of one CPU (100 = one CPU, 250 = two and a half), enforced as a CFS quota: a busy sandbox is throttled, others keep their share; 0 is unlimited. The limits need cgroups (v1 memory, pids and cpu controllers or v2) writable by the gateway, e.g. as root; without them the gateway starts without limits and warns loudly, except with PROLIFERATE_ENV=production, where it refuses to start"`
+	SandboxCPUPercent       int           `env:"SANDBOX_CPU_PERCENT" default:"200" check:"min=0,max=100000" doc:"CPU time of each isolated sandbox in percent of one CPU (100 = one CPU, 250 = two and a half; the default, two CPUs, keeps the agent's start-up unthrottled: one CPU adds about 0.9 s to a cold start), enforced as a CFS quota: a busy sandbox is throttled, others keep their share; 0 is unlimited. The limits need cgroups (v1 memory, pids and cpu controllers or v2) writable by the gateway, e.g. as root; without them the gateway starts without limits and warns loudly, except with PROLIFERATE_ENV=production, where it refuses to start"`
 	IdleSnapshotDelay       time.Duration `env:"IDLE_SNAPSHOT_DELAY" default:"5m" check:"positive" doc:"a web/api/cli session with no clients, proxy connections or agent work is snapshotted and its sandbox stopped after this long without activity"`
 	HeadlessIdleDelay       time.Duration `env:"HEADLESS_IDLE_DELAY" default:"30s" check:"positive" doc:"the same grace for automation and Slack sessions (nobody refreshes their tab)"`
 	IdleCheckInterval       time.Duration `env:"IDLE_CHECK_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway checks its sessions for idleness"`
@@ -239,17 +239,6 @@ func (c *Config) crossChecks() []Problem {
 	return ps
 }
 
-// IngestRecordHeadroom is the part of a webhooks.raw record kept for what
-// travels beside an inline body: the envelope, routing fields and the
-// request headers ingest keeps (at most 16 KiB of them).
-const IngestRecordHeadroom = 64 << 10
-
-// MaxIngestInlineBodyBytes is the largest valid INGEST_INLINE_BODY_BYTES:
-// webhooks.raw's record limit less IngestRecordHeadroom, so a record with an
-// inline body always fits its topic.
-func MaxIngestInlineBodyBytes() int {
-	return topics.MaxRecordBytes(topics.WebhooksRaw) - IngestRecordHeadroom
-}
 // developmentSecrets refuses, in production, every secret setting (tagged
 // secret:"true") that holds its default or part of it: a default secret is
 // public (it is in this file), so a signing key, encryption key, service
@@ -287,6 +276,17 @@ func (c *Config) developmentSecrets() []Problem {
 	return ps
 }
 
+// IngestRecordHeadroom is the part of a webhooks.raw record kept for what
+// travels beside an inline body: the envelope, routing fields and the
+// request headers ingest keeps (at most 16 KiB of them).
+const IngestRecordHeadroom = 64 << 10
+
+// MaxIngestInlineBodyBytes is the largest valid INGEST_INLINE_BODY_BYTES:
+// webhooks.raw's record limit less IngestRecordHeadroom, so a record with an
+// inline body always fits its topic.
+func MaxIngestInlineBodyBytes() int {
+	return topics.MaxRecordBytes(topics.WebhooksRaw) - IngestRecordHeadroom
+}
 
 // Embedded reports whether the roles use the in-process broker.
 func (c *Config) Embedded() bool { return len(c.KafkaBrokers) == 0 }

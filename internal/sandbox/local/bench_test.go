@@ -226,48 +226,70 @@ func BenchmarkRestore(b *testing.B) {
 }
 
 // BenchmarkResume is a paused session's resume: restore the snapshot and
-// start the agent until it answers (EnsureSandbox), then terminate.
+// start the agent until it answers (EnsureSandbox), then terminate. bwrap is
+// the isolated sandbox as the gateway runs it (channels, egress proxy,
+// seccomp, cgroup limits); the baseline is the same without isolation.
 func BenchmarkResume(b *testing.B) {
 	benchWorkspace(b)
 	e := setup(b)
-	p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer p.Close()
-	// No agent database: the generated one is not SQLite.
-	noAgent := filepath.Join(benchRoot, "no-agent")
-	if _, err := local.WriteSnapshotFile(context.Background(), "sess-bench", benchWS, noAgent, p.SnapshotPath("snap_bench")); err != nil {
-		b.Fatal(err)
-	}
-	spec := sandbox.Spec{SessionID: "sess-bench", SessionType: "coding", ClientType: "web", LLM: e.llm, SnapshotID: "snap_bench"}
-	for b.Loop() {
-		sb, err := p.EnsureSandbox(context.Background(), spec)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		if err := p.Terminate(context.Background(), spec.SessionID, sb.ID); err != nil {
-			b.Fatal(err)
-		}
-		b.StartTimer()
+	for _, mode := range benchModes {
+		b.Run(mode.name, func(b *testing.B) {
+			p := mode.provider(b, e)
+			// No agent database: the generated one is not SQLite.
+			noAgent := filepath.Join(benchRoot, "no-agent")
+			if _, err := local.WriteSnapshotFile(context.Background(), "sess-bench", benchWS, noAgent, p.SnapshotPath("snap_bench")); err != nil {
+				b.Fatal(err)
+			}
+			spec := sandbox.Spec{SessionID: "sess-bench", SessionType: "coding", ClientType: "web", LLM: e.llm, SnapshotID: "snap_bench",
+				GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok"}
+			for b.Loop() {
+				sb, err := p.EnsureSandbox(context.Background(), spec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if err := p.Terminate(context.Background(), spec.SessionID, sb.ID); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
 	}
 }
 
+// benchModes are the provider set-ups the start-up benchmarks compare: the
+// host-process provider (the baseline) and the isolated one with the
+// gateway's default limits.
+var benchModes = []struct {
+	name     string
+	provider func(b *testing.B, e env) *local.Provider
+}{
+	{"baseline", func(b *testing.B, e env) *local.Provider {
+		return benchProvider(b, e, local.IsolationNone, local.Limits{})
+	}},
+	{"bwrap", func(b *testing.B, e env) *local.Provider {
+		return benchProvider(b, e, local.IsolationBwrap, local.Limits{MemoryBytes: 2 << 30, Pids: 512, CPUPercent: 200})
+	}},
+}
+
+func benchProvider(b *testing.B, e env, isolation string, limits local.Limits) *local.Provider {
+	p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		Isolation: isolation, Limits: limits})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	return p
+}
+
 // BenchmarkColdStart is a new session's sandbox with an empty workspace:
-// EnsureSandbox until the agent answers, then terminate. bwrap is the
-// isolated sandbox (its channels, bubblewrap, the forwarders); the
-// baseline is the same without isolation (SANDBOX_ISOLATION=none).
+// EnsureSandbox until the agent answers, then terminate; bwrap against the
+// baseline without isolation (benchModes).
 func BenchmarkColdStart(b *testing.B) {
 	e := setup(b)
-	for _, mode := range []struct{ name, isolation string }{{"baseline", local.IsolationNone}, {"bwrap", local.IsolationBwrap}} {
+	for _, mode := range benchModes {
 		b.Run(mode.name, func(b *testing.B) {
-			p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
-				Isolation: mode.isolation})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer p.Close()
+			p := mode.provider(b, e)
 			spec := sandbox.Spec{SessionID: "sess-cold", SessionType: "coding", ClientType: "web", LLM: e.llm,
 				GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok"}
 			for b.Loop() {

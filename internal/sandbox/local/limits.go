@@ -13,7 +13,7 @@ import (
 const (
 	DefaultMemoryBytes = 2 << 30 // 2 GiB: OpenCode takes 0.3-0.5 GB, the rest is for builds and tests
 	DefaultPids        = 512     // processes and threads (OpenCode alone runs ~30 threads)
-	DefaultCPUPercent  = 100     // one CPU
+	DefaultCPUPercent  = 200     // two CPUs: at one, the agent's start-up (Bun loading OpenCode on several threads) is throttled, +0.9 s per cold start
 )
 
 // limitPollInterval is how often the limit counters of a running sandbox

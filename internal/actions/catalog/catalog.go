@@ -42,7 +42,11 @@
 // the risk level is not part of what can drift: a hash computed under any
 // risk level matches, so changing a tool's mode does not make it drifted;
 // changing its id or its parameter schema (after the normalisation of
-// actions.DefinitionHash) does.
+// actions.DefinitionHash) does. A reviewed tool is checked against the
+// server's current definition: Drifted fetches tools/list afresh (one round
+// trip per invocation of a reviewed connector tool, shared with the cache)
+// so a tool changed on the server is held on the very next invocation,
+// whatever the 5-minute cache holds. Unreviewed tools cost no extra fetch.
 //
 // MCP sources are cached per connector, keyed by the row's updated_at: an
 // edit rebuilds the source (closing the old one), otherwise the same source
@@ -269,7 +273,8 @@ func (c *Catalog) Get(ctx context.Context, sess sessions.Session, sourceID strin
 }
 
 // Drifted reports whether a connector tool changed since an admin reviewed
-// it (see the package comment); always false for provider sources.
+// it: def (as listed) or, for a reviewed tool, the definition the server
+// lists now (see the package comment); always false for provider sources.
 func (c *Catalog) Drifted(ctx context.Context, sess sessions.Session, sourceID string, def actions.Definition) (bool, error) {
 	if !strings.HasPrefix(sourceID, actions.ConnectorPrefix) {
 		return false, nil
@@ -278,7 +283,24 @@ func (c *Catalog) Drifted(ctx context.Context, sess sessions.Session, sourceID s
 	if err != nil {
 		return false, err
 	}
-	return ToolDrifted(conn, def), nil
+	if ToolDrifted(conn, def) {
+		return true, nil
+	}
+	if o, ok := conn.ToolOverrides[def.ID]; !ok || o.Hash == "" {
+		return false, nil // never reviewed: nothing to drift from
+	}
+	// A review is about to authorize the call: decide against the server's
+	// current definition, not the (up to CacheTTL old) cached one.
+	src, err := c.connectorSource(conn)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s: %v", invocations.ErrUnknownIntegration, sourceID, err)
+	}
+	cur, ok, err := src.Current(ctx, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID}, def.ID)
+	if err != nil {
+		return false, err
+	}
+	// A reviewed tool the server no longer lists is not the reviewed one.
+	return !ok || ToolDrifted(conn, cur), nil
 }
 
 // ToolDrifted reports whether def differs from the definition reviewed in

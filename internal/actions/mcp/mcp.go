@@ -14,7 +14,9 @@
 //     org secret is looked up at call time: a rotated secret takes effect
 //     on the next request, and the value never leaves this process).
 //   - tools/list (all pages) is cached CacheTTL (5 min) per org, with one
-//     fetch in flight per org however many callers wait for it.
+//     fetch in flight per org however many callers wait for it. Current
+//     fetches afresh (for drift checks, which must not trust the cache)
+//     and refreshes the cache with what it got.
 //   - Risk from annotations: destructiveHint → danger (checked first, fail
 //     safe), readOnlyHint → read, else the connector default, else write;
 //     a per-tool override in the connector's risk policy wins over all.
@@ -194,6 +196,32 @@ func (s *Source) Invalidate(orgID string) {
 	s.cacheMu.Lock()
 	delete(s.cache, orgID)
 	s.cacheMu.Unlock()
+}
+
+// Current fetches tools/list now (never from the cache and never joining a
+// fetch that started before this call) and returns the tool's current
+// definition; ok is false when the server no longer lists it. The fresh
+// list replaces the cached one. It is what a drift check must compare: the
+// cache may be up to CacheTTL old.
+func (s *Source) Current(ctx context.Context, ec actions.ExecContext, toolID string) (def actions.Definition, ok bool, err error) {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.ListTimeout)
+	defer cancel()
+	tools, err := s.listTools(lctx, ec)
+	if err != nil {
+		return actions.Definition{}, false, err
+	}
+	l := s.toListing(tools)
+	s.cacheMu.Lock()
+	if old, ok := s.cache[ec.OrgID]; !ok || !old.at.After(l.at) {
+		s.cache[ec.OrgID] = l
+	}
+	s.cacheMu.Unlock()
+	for _, d := range l.defs {
+		if d.ID == toolID {
+			return d, true, nil
+		}
+	}
+	return actions.Definition{}, false, nil
 }
 
 func (s *Source) listing(ctx context.Context, ec actions.ExecContext) (*listing, error) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -487,5 +488,39 @@ func TestValidate(t *testing.T) {
 	d = mcp.Validate(ctx, mcp.Config{ID: "c1", URL: "ftp://x"})
 	if d.OK || d.Error == "" {
 		t.Fatalf("bad url: %+v", d)
+	}
+}
+
+// Current bypasses the cache (a tool changed on the server is seen at once)
+// and replaces the cached listing with what it fetched.
+func TestCurrentBypassesAndRefreshesCache(t *testing.T) {
+	s := newServer(t, 0)
+	clk := &clock{t: time.Unix(1_700_000_000, 0)}
+	src, _ := newSource(t, s, func(c *mcp.Config) { c.Now = clk.Now })
+	ctx := context.Background()
+	if _, err := src.ListActions(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	changed := map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}, "all": map[string]any{"type": "boolean"}}}
+	s.MCP.AddTool(&sdk.Tool{Name: "search_docs", InputSchema: changed}, mcptest.Text("new"))
+	lists := s.Lists.Load()
+	d, ok, err := src.Current(ctx, ec, "search_docs")
+	if err != nil || !ok || !strings.Contains(string(d.Params), `"all"`) {
+		t.Fatalf("current %+v %v %v", d, ok, err)
+	}
+	if n := s.Lists.Load() - lists; n != 3 { // one fresh fetch of 3 pages
+		t.Fatalf("%d tools/list requests", n)
+	}
+	// The cache now holds the fresh listing: no refetch.
+	defs, err := src.ListActions(ctx, ec)
+	if err != nil || s.Lists.Load()-lists != 3 {
+		t.Fatalf("list after current: %v, %d requests", err, s.Lists.Load()-lists)
+	}
+	i := slices.IndexFunc(defs, func(d actions.Definition) bool { return d.ID == "search_docs" })
+	if i < 0 || !strings.Contains(string(defs[i].Params), `"all"`) {
+		t.Fatalf("cache not refreshed: %+v", defs)
+	}
+	if _, ok, err := src.Current(ctx, ec, "no_such_tool"); err != nil || ok {
+		t.Fatalf("missing tool: ok=%v %v", ok, err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 // Result shaping: what the platform stores and shows of an action's result
 // (and of its params) is redacted, then structurally truncated.
 //
-// Redaction: the value of every object member whose key, lowercased and
+// Redaction: every string and member name goes through content redaction
+// (redact.go: token formats, known secret values); the value of every object member whose key, lowercased and
 // with '-' and '_' removed, contains one of redactedKeyParts is replaced
 // by "[REDACTED]" at any depth, whatever its type. That covers the spec's
 // list (token, secret, password, authorization, api_key, apikey) inside
@@ -86,13 +87,19 @@ func SensitiveKey(key string) bool {
 // hold unredacted credentials. Input that needs no cut comes back compact
 // (insignificant whitespace removed), redacted, and without a marker.
 func ShapeResult(raw json.RawMessage, max int) (json.RawMessage, bool) {
+	return ShapeResultWith(raw, max, nil)
+}
+
+// ShapeResultWith is ShapeResult with content redaction by red (nil: the
+// token formats only) applied to every string and member name.
+func ShapeResultWith(raw json.RawMessage, max int, red *Redactor) (json.RawMessage, bool) {
 	if max <= 0 {
 		max = DefaultMaxResultBytes
 	}
 	if max < MinResultBytes {
 		max = MinResultBytes
 	}
-	root, cut, err := parseResult(raw)
+	root, cut, err := parseResult(raw, red)
 	if err != nil {
 		return json.RawMessage(invalidResult), true
 	}
@@ -141,7 +148,7 @@ type node struct {
 // redacting and bounding depth as it goes: redacted values and subtrees
 // beyond the depth bound are validated but never stored. cut reports a
 // subtree replaced for depth.
-func parseResult(raw []byte) (root *node, cut bool, err error) {
+func parseResult(raw []byte, red *Redactor) (root *node, cut bool, err error) {
 	p := &scanner{b: raw}
 	var stack []pframe
 	limit := MaxResultDepth
@@ -204,8 +211,8 @@ func parseResult(raw []byte) (root *node, cut bool, err error) {
 						// level, so shaping it again cuts nothing more.
 						limit++
 					}
-					top.n.keys = append(top.n.keys, key)
 					redact = SensitiveKey(key)
+					top.n.keys = append(top.n.keys, red.String(key))
 				}
 			}
 		}
@@ -246,7 +253,7 @@ func parseResult(raw []byte) (root *node, cut bool, err error) {
 			case redact:
 				attach(&node{kind: kindAtomic, str: Redacted})
 			default:
-				attach(&node{kind: kindString, str: s})
+				attach(&node{kind: kindString, str: red.String(s)})
 			}
 		default:
 			lit, err := p.literal()

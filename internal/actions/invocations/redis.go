@@ -78,7 +78,8 @@ func (s *Svc) originalParams(ctx context.Context, inv Invocation) (json.RawMessa
 			s.d.Log.WarnContext(ctx, "read kept params", "invocation_id", inv.ID, "error", err)
 		}
 	}
-	if bytes.Contains(inv.Params, []byte(`"`+actions.Redacted+`"`)) || bytes.Contains(inv.Params, []byte(`"_truncated":true`)) {
+	// Content redaction leaves the marker inside strings ("Bearer [REDACTED]").
+	if bytes.Contains(inv.Params, []byte(actions.Redacted)) || bytes.Contains(inv.Params, []byte(`"_truncated":true`)) {
 		return nil, errParamsLost
 	}
 	return inv.Params, nil

@@ -220,7 +220,7 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 			return Outcome{}, fmt.Errorf("drift check of %s:%s: %w", src.ID(), def.ID, err)
 		}
 	}
-	storedParams, paramsCut := actions.ShapeResult(params, actions.DefaultMaxResultBytes)
+	storedParams, paramsCut := actions.ShapeResultWith(params, actions.DefaultMaxResultBytes, redactorFor(params, ec))
 	exact := !paramsCut && jsonEqualCompact(storedParams, params)
 
 	var inv Invocation
@@ -312,17 +312,28 @@ func (s *Svc) execute(ctx context.Context, inv Invocation, src actions.Source, e
 	raw, execErr := src.Execute(ectx, inv.Action, params, ec)
 	cancel()
 	dur := time.Since(start).Milliseconds()
-	return s.finish(ctx, inv, raw, execErr, dur)
+	return s.finish(ctx, inv, raw, execErr, dur, redactorFor(params, ec))
+}
+
+// redactorFor is the content redactor of one call: the token formats plus
+// the exact values of the call's secret-keyed params (a tool's echo of
+// client_secret) and of the integration's credential.
+// TODO(#16): the org's secret values are not passed: they are only
+// decrypted one key at a time by catalog.OrgSecrets, not available here.
+func redactorFor(params json.RawMessage, ec actions.ExecContext) *actions.Redactor {
+	return actions.NewRedactor(append(actions.SecretValues(params), ec.Token)...)
 }
 
 // finish stores the outcome of an execution (executing → completed|failed).
-func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, execErr error, durMs int64) (Outcome, error) {
+// red redacts the result and the error text (nil: token formats only)
+// before the agent, the row, the topic and the notifier see them.
+func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, execErr error, durMs int64, red *actions.Redactor) (Outcome, error) {
 	var stored, agent json.RawMessage
 	var errText *string
 	status := StatusCompleted
 	if execErr != nil {
 		status = StatusFailed
-		msg := safeError(execErr, s.d.ExecTimeout)
+		msg := red.String(safeError(execErr, s.d.ExecTimeout))
 		errText = &msg
 		s.d.Log.WarnContext(ctx, "action failed", "invocation_id", inv.ID, "source_id", inv.Integration,
 			"action_id", inv.Action, "duration_ms", durMs, "error", msg)
@@ -331,10 +342,10 @@ func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, e
 			raw = json.RawMessage(`null`)
 		}
 		var cut bool
-		stored, cut = actions.ShapeResult(raw, actions.DefaultMaxResultBytes)
+		stored, cut = actions.ShapeResultWith(raw, actions.DefaultMaxResultBytes, red)
 		agent = stored
 		if cut && len(raw) > actions.DefaultMaxResultBytes {
-			agent, _ = actions.ShapeResult(raw, MaxAgentResultBytes)
+			agent, _ = actions.ShapeResultWith(raw, MaxAgentResultBytes, red)
 		}
 	}
 	now := s.now()
@@ -434,7 +445,7 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string
 // credential is resolved now) and recovers the original params.
 func (s *Svc) executeApproved(ctx context.Context, inv Invocation) (Outcome, error) {
 	fail := func(msg string) (Outcome, error) {
-		return s.finish(context.WithoutCancel(ctx), inv, nil, &actions.ExecError{Message: msg}, 0)
+		return s.finish(context.WithoutCancel(ctx), inv, nil, &actions.ExecError{Message: msg}, 0, nil)
 	}
 	if s.d.Sources == nil {
 		return fail("action sources are not available to this service")

@@ -67,7 +67,7 @@ MCP connectors…). Tokens are resolved by the platform; you never need them.
 
 Commands:
   list [--json]                          integrations and their actions
-  guide --integration NAME               how to use one integration (markdown)
+  guide NAME | guide --integration NAME  how to use one integration (markdown)
   run --integration NAME --action ACTION [--params '{"key":"value"}'] [--timeout 10m]
                                          run an action; waits while it needs a
                                          person's approval, then prints the result
@@ -130,15 +130,31 @@ func (c *actionsCLI) run(ctx context.Context, args []string) int {
 	action := fs.String("action", "", "action id, e.g. create_issue")
 	params := fs.String("params", "{}", "parameters as a JSON object")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long run waits for an approval")
-	if err := fs.Parse(rest); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(c.stdout, actionsUsage)
-			return exitOK
+	// Flags may come before and after positional arguments
+	// (`guide linear --json`), so parse again after each positional.
+	var positional []string
+	for {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(c.stdout, actionsUsage)
+				return exitOK
+			}
+			return c.usage(err.Error())
 		}
-		return c.usage(err.Error())
+		if fs.NArg() == 0 {
+			break
+		}
+		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		return c.usage(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
+	if cmd == "guide" && len(positional) > 0 {
+		// `guide NAME` is the same as `guide --integration NAME`.
+		if *integration != "" && *integration != positional[0] {
+			return c.usage(fmt.Sprintf("guide got two integrations: %q and --integration %q", positional[0], *integration))
+		}
+		*integration, positional = positional[0], positional[1:]
+	}
+	if len(positional) > 0 {
+		return c.usage(fmt.Sprintf("unexpected argument %q", positional[0]))
 	}
 	switch {
 	case tgt.gateway == "":
@@ -156,7 +172,7 @@ func (c *actionsCLI) run(ctx context.Context, args []string) int {
 		return c.list(ctx, tgt, *asJSON)
 	case "guide":
 		if *integration == "" {
-			return c.usage("guide needs --integration NAME (see 'proliferate actions list')")
+			return c.usage("guide needs an integration: 'proliferate actions guide NAME' or 'guide --integration NAME' (see 'proliferate actions list')")
 		}
 		return c.guide(ctx, tgt, *integration)
 	default:

@@ -323,6 +323,15 @@ func TestActionsListAndGuide(t *testing.T) {
 	if r.code != exitOK || r.stdout != "# Linear\n\nUse create_issue.\n" {
 		t.Fatalf("guide exit %d %q", r.code, r.stdout)
 	}
+	// The integration may also be given positionally, with flags after it.
+	r = f.runCLI(t, nil, "guide", "linear")
+	if r.code != exitOK || r.stdout != "# Linear\n\nUse create_issue.\n" {
+		t.Fatalf("guide linear exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	r = f.runCLI(t, nil, "guide", "linear", "--json")
+	if r.code != exitOK || !strings.Contains(r.stdout, "Use create_issue.") {
+		t.Fatalf("guide linear --json exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
 	r = f.runCLI(t, nil, "guide", "--integration", "jira")
 	if r.code != exitFailed || !strings.Contains(r.stderr, "integration not available to this session") {
 		t.Fatalf("guide jira exit %d %q", r.code, r.stderr)
@@ -351,7 +360,9 @@ func TestActionsUsage(t *testing.T) {
 		{nil, []string{"run", "--integration", "linear", "--action", "create_issue", "--params", `{"title":`}, "--params must be a JSON object"},
 		{nil, []string{"run", "--integration", "linear", "--action", "create_issue", "--params", `[1]`}, "--params must be a JSON object"},
 		{nil, []string{"run", "--integration", "linear"}, "needs --integration NAME and --action"},
-		{nil, []string{"guide"}, "guide needs --integration"},
+		{nil, []string{"guide"}, "guide needs an integration: 'proliferate actions guide NAME'"},
+		{nil, []string{"guide", "linear", "sentry"}, `unexpected argument "sentry"`},
+		{nil, []string{"guide", "linear", "--integration", "sentry"}, "guide got two integrations"},
 		{nil, []string{"delete"}, `unknown actions command "delete"`},
 		{nil, []string{"list", "--nope"}, "flag provided but not defined"},
 		{nil, []string{"list", "extra"}, `unexpected argument "extra"`},

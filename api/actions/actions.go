@@ -11,7 +11,10 @@
 //     connector validation for admins and owners.
 //   - Mode keys are "<source>:<action>" (actions.ModeKey), the key the
 //     cascade reads: source is linear, sentry, slack or
-//     connector:<uuid> of a connector of the caller's organization. A mode
+//     connector:<uuid> of a connector of the caller's organization, and
+//     action an action that source has (a provider's static definition; a
+//     connector tool reviewed in its overrides or listed by the server
+//     now), else 422 naming the key and nothing is stored. A mode
 //     is allow, require_approval or deny (422 otherwise); a null mode
 //     clears the key (without the connector check, so keys of a deleted
 //     connector can be cleaned up). Writes are one jsonb_set / "-"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/integrations"
 )
 
 // providerIDs are the code-defined action sources.
@@ -134,21 +135,49 @@ func splitKey(k string) (source, action string) {
 
 var errTooManyModes = errors.New("too many modes")
 
-// checkSource refuses a connector that is not the org's.
-func (h *handlers) checkSource(ctx context.Context, orgID, source string) error {
+// checkKey refuses a mode for an action the organization's catalog does
+// not have, before anything is written. A provider action must be one of
+// the provider's static definitions; a connector must be the org's, and
+// its tool either reviewed (a tool_risk_overrides entry) or listed by the
+// server now (tools/list within ConnectorTimeout). A connector whose tools
+// cannot be listed cannot vouch for an unreviewed tool: 422 saying so.
+// The problem names the offending key.
+func (h *handlers) checkKey(ctx context.Context, orgID, source, action string) error {
+	key := actions.ModeKey(source, action)
 	id, ok := connectorID(source)
 	if !ok {
-		return nil
+		if p, ok := providerCatalog[source]; ok {
+			for _, d := range p.definitions() {
+				if d.ID == action {
+					return nil
+				}
+			}
+		}
+		return api.Invalid(api.FieldError{Field: "action",
+			Problem: fmt.Sprintf("unknown action %q: %s has no action %q", key, source, action)})
 	}
-	var exists bool
-	if err := h.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM org_connectors WHERE id = $1 AND org_id = $2)`, id, orgID).
-		Scan(&exists); err != nil {
-		return fmt.Errorf("check connector: %w", err)
-	}
-	if !exists {
+	conn, err := h.integ.GetConnector(ctx, orgID, id)
+	if errors.Is(err, integrations.ErrNotFound) {
 		return api.Invalid(api.FieldError{Field: "integration", Problem: "is not a connector of this organization"})
 	}
-	return nil
+	if err != nil {
+		return fmt.Errorf("check connector: %w", err)
+	}
+	if _, ok := conn.ToolOverrides[action]; ok {
+		return nil
+	}
+	defs, err := h.listConnector(ctx, conn)
+	if err != nil {
+		return api.Invalid(api.FieldError{Field: "action",
+			Problem: fmt.Sprintf("cannot check %q: the connector's tools could not be listed (%v)", key, err)})
+	}
+	for _, d := range defs {
+		if d.ID == action {
+			return nil
+		}
+	}
+	return api.Invalid(api.FieldError{Field: "action",
+		Problem: fmt.Sprintf("unknown action %q: connector %q has no tool %q", key, conn.Name, action)})
 }
 
 // writeMode sets or clears key in table.action_modes of one row (the org
@@ -225,8 +254,15 @@ func (h *handlers) setMode(c *api.Ctx, table, id, what string) error {
 		return err
 	}
 	ctx := c.Request.Context()
+	// A scope that is not the caller's is 404 before the key is checked
+	// (which may ask a connector's server).
+	if _, err := h.readModes(ctx, table, id, c.OrgID()); errors.Is(err, pgx.ErrNoRows) {
+		return api.NotFound(what)
+	} else if err != nil {
+		return fmt.Errorf("read %s modes: %w", what, err)
+	}
 	if req.Mode.value != nil {
-		if err := h.checkSource(ctx, c.OrgID(), req.Integration); err != nil {
+		if err := h.checkKey(ctx, c.OrgID(), req.Integration, req.Action); err != nil {
 			return err
 		}
 	}

@@ -2,12 +2,17 @@ package actions_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/providers/linear"
+	"github.com/proliferate/proliferate/internal/actions/providers/sentry"
+	"github.com/proliferate/proliferate/internal/actions/providers/slack"
 )
 
 // fresh empties m before a response is decoded into it (decoding into a
@@ -24,7 +29,9 @@ func mode(integration, action string, m any) map[string]any {
 func TestOrgModesRoundTripAndAccess(t *testing.T) {
 	e := newEnv(t)
 	a, b := newOrg(t, e), newOrg(t, e)
-	connA := connector(t, e, a.ID, "Docs", "https://docs.example.com/mcp", "", true)
+	srv := newMCPServer(t, "k")
+	secret(t, e, a.ID, "DOCS_KEY", "k")
+	connA := connector(t, e, a.ID, "Docs", srv.URL, `{"type":"header","header_name":"X-Api-Key","secret_key":"DOCS_KEY"}`, true)
 	connB := connector(t, e, b.ID, "Docs", "https://docs.example.com/mcp", "", true)
 
 	var m actionsapi.ModesResponse
@@ -96,16 +103,22 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 func TestConcurrentModeWritesKeepEveryKey(t *testing.T) {
 	e := newEnv(t)
 	a := newOrg(t, e)
-	const n = 40
 	var wg sync.WaitGroup
-	for i := range n {
+	var keys [][2]string
+	for _, p := range []string{"linear", "sentry", "slack"} {
+		for _, d := range providerDefs(p) {
+			keys = append(keys, [2]string{p, d})
+		}
+	}
+	n := len(keys)
+	for i, k := range keys {
 		wg.Go(func() {
 			tok := a.Admin.Token
 			if i%2 == 0 {
 				tok = a.Owner.Token
 			}
 			r := e.Do(t, http.MethodPut, "/automations/"+a.AutomationID+"/action-modes", tok,
-				mode("slack", "action_"+strings.Repeat("x", i+1), "deny"))
+				mode(k[0], k[1], "deny"))
 			if r.Status != http.StatusOK {
 				t.Errorf("write %d: %d %s", i, r.Status, r.Body)
 			}
@@ -120,16 +133,109 @@ func TestConcurrentModeWritesKeepEveryKey(t *testing.T) {
 func TestModesAreBounded(t *testing.T) {
 	e := newEnv(t)
 	a := newOrg(t, e)
+	// Stale keys fill the map (a cleared key needs no catalog check), plus
+	// one real action.
 	exec(t, e, `UPDATE organizations SET action_modes = (SELECT jsonb_object_agg('linear:a' || g, 'deny') FROM generate_series(1, $2) g)
-		WHERE id = $1`, a.ID, actionsapi.MaxModes)
-	assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "new_one", "allow")).
+		|| '{"linear:create_issue":"deny"}' WHERE id = $1`, a.ID, actionsapi.MaxModes-1)
+	assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "get_issue", "allow")).
 		ExpectError(t, 422, api.CodeValidation), "action")
 	// A key already there can still change, and clearing frees room.
 	var m actionsapi.ModesResponse
-	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "a1", "allow")).Expect(t, http.StatusOK, fresh(&m))
+	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "create_issue", "allow")).Expect(t, http.StatusOK, fresh(&m))
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "a2", nil)).Expect(t, http.StatusOK, fresh(&m))
-	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "new_one", "allow")).Expect(t, http.StatusOK, fresh(&m))
-	if len(m.ActionModes) != actionsapi.MaxModes || m.ActionModes["linear:a1"] != "allow" || m.ActionModes["linear:new_one"] != "allow" {
+	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "get_issue", "allow")).Expect(t, http.StatusOK, fresh(&m))
+	if len(m.ActionModes) != actionsapi.MaxModes || m.ActionModes["linear:create_issue"] != "allow" || m.ActionModes["linear:get_issue"] != "allow" {
 		t.Fatalf("%d modes", len(m.ActionModes))
+	}
+}
+
+// providerDefs are the action ids of a provider's static catalog.
+func providerDefs(p string) []string {
+	var defs []actions.Definition
+	switch p {
+	case "linear":
+		defs = linear.Definitions()
+	case "sentry":
+		defs = sentry.Definitions()
+	case "slack":
+		defs = slack.Definitions()
+	}
+	ids := make([]string, len(defs))
+	for i, d := range defs {
+		ids[i] = d.ID
+	}
+	return ids
+}
+
+// assertNames checks a validation error's details name the key.
+func assertNames(t *testing.T, body api.ErrorBody, key string) {
+	t.Helper()
+	fes, _ := body.Error.Details.([]any)
+	for _, fe := range fes {
+		if m, ok := fe.(map[string]any); ok {
+			if p, _ := m["problem"].(string); strings.Contains(p, strconv.Quote(key)) {
+				return
+			}
+		}
+	}
+	t.Fatalf("error does not name key %q: %+v", key, body.Error)
+}
+
+// Modes name actions the organization's catalog has: an unknown provider
+// action or connector tool is 422 naming the key, and nothing is stored;
+// a reviewed connector tool is known even while its server is down.
+func TestModeKeysAreCheckedAgainstTheCatalog(t *testing.T) {
+	e := newEnv(t)
+	a := newOrg(t, e)
+	srv := newMCPServer(t, "k")
+	secret(t, e, a.ID, "DOCS_KEY", "k")
+	docs := connector(t, e, a.ID, "Docs", srv.URL, `{"type":"header","header_name":"X-Api-Key","secret_key":"DOCS_KEY"}`, true)
+	dead := newMCPServer(t, "x")
+	dead.Close()
+	down := connector(t, e, a.ID, "Down", dead.URL, "", true)
+	exec(t, e, `UPDATE org_connectors SET tool_risk_overrides = '{"archive":{"mode":"deny"}}' WHERE id = $1`, down)
+
+	var m actionsapi.ModesResponse
+	for _, p := range []string{"/actions/modes", "/automations/" + a.AutomationID + "/action-modes"} {
+		e.Do(t, http.MethodPut, p, a.Admin.Token, mode("sentry", "update_issue", "deny")).Expect(t, http.StatusOK, fresh(&m))
+		e.Do(t, http.MethodPut, p, a.Admin.Token, mode("connector:"+docs, "search_docs", "allow")).Expect(t, http.StatusOK, fresh(&m))
+		e.Do(t, http.MethodPut, p, a.Admin.Token, mode("connector:"+down, "archive", "require_approval")).Expect(t, http.StatusOK, fresh(&m))
+		if len(m.ActionModes) != 3 {
+			t.Fatalf("%s: %v", p, m.ActionModes)
+		}
+	}
+	orgBefore := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID)
+	autoBefore := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID)
+	cases := []struct {
+		body any
+		key  string
+	}{
+		{mode("linear", "delete_everything", "allow"), "linear:delete_everything"},
+		{mode("slack", "create_issue", "allow"), "slack:create_issue"}, // another provider's action
+		{mode("sentry", "send_message", "deny"), "sentry:send_message"},
+		{mode("connector:"+docs, "drop_database", "allow"), "connector:" + docs + ":drop_database"},
+		{mode("connector:"+down, "search_docs", "allow"), "connector:" + down + ":search_docs"}, // unreviewed, server down
+	}
+	for _, p := range []string{"/actions/modes", "/automations/" + a.AutomationID + "/action-modes"} {
+		for _, c := range cases {
+			body := e.Do(t, http.MethodPut, p, a.Admin.Token, c.body).ExpectError(t, 422, api.CodeValidation)
+			assertField(t, body, "action")
+			assertNames(t, body, c.key)
+		}
+		// A bad value on a known action is refused too.
+		assertField(t, e.Do(t, http.MethodPut, p, a.Admin.Token, mode("linear", "create_issue", "always")).
+			ExpectError(t, 422, api.CodeValidation), "mode")
+	}
+	if got := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); got != orgBefore {
+		t.Fatalf("refused writes changed the org modes: %s → %s", orgBefore, got)
+	}
+	if got := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID); got != autoBefore {
+		t.Fatalf("refused writes changed the automation modes: %s → %s", autoBefore, got)
+	}
+	// A stale key (an action that no longer exists) can still be cleared.
+	exec(t, e, `UPDATE organizations SET action_modes = action_modes || '{"linear:gone":"deny"}' WHERE id = $1`, a.ID)
+	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "gone", nil)).Expect(t, http.StatusOK, fresh(&m))
+	if _, ok := m.ActionModes["linear:gone"]; ok || len(m.ActionModes) != 3 {
+		t.Fatalf("after clearing a stale key: %v", m.ActionModes)
 	}
 }

@@ -38,6 +38,7 @@ func (a *App) ActionCatalog(ctx context.Context) (*catalog.Catalog, error) {
 func (a *App) actionService(sources invocations.Sources, n invocations.Notifier) *invocations.Svc {
 	return invocations.New(invocations.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Sources: sources,
 		Validator: actions.NewValidator(0), Notifier: n, RunHooks: invocations.NewRunHooks(a.Codec),
+		PendingTTL: a.Cfg.ActionsPendingTTL, UnattendedPendingTTL: a.Cfg.ActionsPendingTTLAutomation,
 		Log: a.Log.With("component", "actions")})
 }
 

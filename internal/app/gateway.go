@@ -9,7 +9,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -278,8 +277,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		bg.Go(func() { _ = cleaner.Run(swCtx) })
 		// Running sessions are metered (one meter across replicas).
 		bg.Go(func() { _ = mtr.Run(swCtx) })
-		// Pending action approvals expire (5 min interactive, 24 h runs).
-		bg.Go(func() { a.sweepInvocations(swCtx, actionsSvc, 30*time.Second) })
+		// Pending action approvals expire (ACTIONS_PENDING_TTL, ACTIONS_PENDING_TTL_AUTOMATION).
+		bg.Go(func() { a.sweepInvocations(swCtx, actionsSvc, a.Cfg.ActionsSweepInterval) })
 		err := serve.Run(ctx)
 		stopSweep()
 		bg.Wait()

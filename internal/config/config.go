@@ -87,6 +87,10 @@ type Config struct {
 	SlackClientID       string `env:"SLACK_CLIENT_ID" doc:"Slack app client id (oauth.v2.access); empty disables Slack installs"`
 	SlackClientSecret   string `env:"SLACK_CLIENT_SECRET" secret:"true" doc:"Slack app client secret"`
 
+	ActionsPendingTTL           time.Duration `env:"ACTIONS_PENDING_TTL" default:"5m" check:"positive" doc:"how long an action invocation of an interactive session waits for a person's approval before it expires"`
+	ActionsPendingTTLAutomation time.Duration `env:"ACTIONS_PENDING_TTL_AUTOMATION" default:"24h" check:"positive" doc:"the same for an invocation of an automation run (its run waits paused meanwhile)"`
+	ActionsSweepInterval        time.Duration `env:"ACTIONS_SWEEP_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway expires overdue pending invocations and fails those left executing by a dead gateway"`
+
 	IngestAddr              string        `env:"INGEST_ADDR" default:"127.0.0.1:8090" check:"hostport" doc:"listen address of the webhook ingest role (/webhooks/…)"`
 	IngestPublicURL         string        `env:"INGEST_PUBLIC_URL" default:"http://127.0.0.1:8090" check:"url=http|https" doc:"base URL providers reach the ingest role at (custom webhook URLs shown to users)"`
 	IngestMaxBodyBytes      int           `env:"INGEST_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted webhook body; larger ones get 413"`

@@ -24,6 +24,31 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
+// The action approval expiries and the sweep keep the values they had as
+// constants (5 min for sessions, 24 h for automation runs, every 30 s),
+// and each can be set.
+func TestActionsExpirySettings(t *testing.T) {
+	cfg, err := LoadFrom(env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ActionsPendingTTL != 5*time.Minute || cfg.ActionsPendingTTLAutomation != 24*time.Hour || cfg.ActionsSweepInterval != 30*time.Second {
+		t.Fatalf("defaults: pending %v, automation %v, sweep %v", cfg.ActionsPendingTTL, cfg.ActionsPendingTTLAutomation, cfg.ActionsSweepInterval)
+	}
+	cfg, err = LoadFrom(env(map[string]string{"ACTIONS_PENDING_TTL": "15m", "ACTIONS_PENDING_TTL_AUTOMATION": "72h", "ACTIONS_SWEEP_INTERVAL": "5s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ActionsPendingTTL != 15*time.Minute || cfg.ActionsPendingTTLAutomation != 72*time.Hour || cfg.ActionsSweepInterval != 5*time.Second {
+		t.Fatalf("set: pending %v, automation %v, sweep %v", cfg.ActionsPendingTTL, cfg.ActionsPendingTTLAutomation, cfg.ActionsSweepInterval)
+	}
+	for _, name := range []string{"ACTIONS_PENDING_TTL", "ACTIONS_PENDING_TTL_AUTOMATION", "ACTIONS_SWEEP_INTERVAL"} {
+		if _, err := LoadFrom(env(map[string]string{name: "0s"})); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=0s: %v, want an error naming it", name, err)
+		}
+	}
+}
+
 // The default data dirs lie outside the working directory (the checkout
 // under `make run`): a session workspace there would be inside the
 // platform's own repository.

@@ -43,6 +43,7 @@ const (
 	RatePerMinute = 60
 	// InteractiveTTL is how long a pending invocation of an interactive
 	// session waits for a person; UnattendedTTL for an automation run.
+	// They are the defaults of Deps.PendingTTL and Deps.UnattendedPendingTTL.
 	InteractiveTTL = 5 * time.Minute
 	UnattendedTTL  = 24 * time.Hour
 )

@@ -71,6 +71,10 @@ type Deps struct {
 	Log *slog.Logger
 	// ExecTimeout overrides the default ExecTimeout (tests).
 	ExecTimeout time.Duration
+	// PendingTTL and UnattendedPendingTTL override InteractiveTTL and
+	// UnattendedTTL (ACTIONS_PENDING_TTL, ACTIONS_PENDING_TTL_AUTOMATION).
+	PendingTTL           time.Duration
+	UnattendedPendingTTL time.Duration
 }
 
 // Svc implements Service.
@@ -90,6 +94,12 @@ func New(d Deps) *Svc {
 	}
 	if d.ExecTimeout <= 0 {
 		d.ExecTimeout = ExecTimeout
+	}
+	if d.PendingTTL <= 0 {
+		d.PendingTTL = InteractiveTTL
+	}
+	if d.UnattendedPendingTTL <= 0 {
+		d.UnattendedPendingTTL = UnattendedTTL
 	}
 	d.Log = d.Log.With("module", "actions")
 	return &Svc{d: d}
@@ -264,9 +274,9 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 			if pending >= MaxPendingPerSession {
 				return ErrPendingLimit
 			}
-			ttl := InteractiveTTL
+			ttl := s.d.PendingTTL
 			if pol.runID != nil {
-				ttl = UnattendedTTL
+				ttl = s.d.UnattendedPendingTTL
 			}
 			exp := now.Add(ttl)
 			row.status, row.expiresAt = StatusPending, &exp

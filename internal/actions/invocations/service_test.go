@@ -295,6 +295,34 @@ func TestApproveAfterExpiry(t *testing.T) {
 	}
 }
 
+// Deps.PendingTTL (ACTIONS_PENDING_TTL) replaces InteractiveTTL: past the
+// default an invocation can still be approved, past the setting it has
+// expired.
+func TestPendingTTLIsASetting(t *testing.T) {
+	w := newWorld(t)
+	svc := invocations.New(invocations.Deps{Pool: w.pool, Redis: w.rdb, Codec: w.codec, Sources: w.srcs,
+		Validator: actions.NewValidator(0), Notifier: w.notes, RunHooks: invocations.NewRunHooks(w.codec), Now: w.clock.Now,
+		PendingTTL: 3 * invocations.InteractiveTTL})
+	sess := w.session(t)
+	kept, err := svc.Invoke(ctx, sess, createIssue("kept"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late, err := svc.Invoke(ctx, sess, createIssue("late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(invocations.InteractiveTTL + time.Minute)
+	if res, err := svc.Approve(ctx, w.approver("admin"), kept.Invocation.ID, invocations.ApproveOnce); err != nil ||
+		res.Invocation.Status != invocations.StatusCompleted {
+		t.Fatalf("approve past the default TTL = %+v, %v", res.Invocation, err)
+	}
+	w.clock.Advance(2 * invocations.InteractiveTTL)
+	if _, err := svc.Approve(ctx, w.approver("admin"), late.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrExpired) {
+		t.Fatalf("approve past the set TTL = %v", err)
+	}
+}
+
 func TestApproverChecks(t *testing.T) {
 	w := newWorld(t)
 	sess := w.session(t)

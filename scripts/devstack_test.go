@@ -365,11 +365,15 @@ func TestRefusesForeignListener(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 
-	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", s.pgPort))
+	// The foreign listener takes a port of its own and the stack is told
+	// to use it: listening again on a port freePort gave up would race
+	// with any other socket of the machine taking it meanwhile.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	s.pgPort = ln.Addr().(*net.TCPAddr).Port
 	r := s.run("up")
 	if r.code == 0 {
 		t.Fatalf("up succeeded although 127.0.0.1:%d is held by the test\nstdout:\n%s", s.pgPort, r.stdout)

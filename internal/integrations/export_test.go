@@ -6,7 +6,7 @@ package integrations
 func (g *GitHubApp) JoinedFlight(installationID int64) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f, ok := g.inflight[installationID]; ok {
+	if f, ok := g.inflight[tokenKey{installation: installationID}]; ok {
 		return f.joined
 	}
 	return -1

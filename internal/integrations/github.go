@@ -1,11 +1,13 @@
 package integrations
 
 import (
+	"bytes"
 	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,8 +40,15 @@ type GitHubApp struct {
 	now     func() time.Time
 
 	mu       sync.Mutex
-	cache    map[int64]Token
-	inflight map[int64]*tokenFlight
+	cache    map[tokenKey]Token
+	inflight map[tokenKey]*tokenFlight
+}
+
+// tokenKey names a cached installation token: the installation's, or one
+// scoped to a single repository of it (repo, lower case).
+type tokenKey struct {
+	installation int64
+	repo         string
 }
 
 type tokenFlight struct {
@@ -75,7 +84,7 @@ func NewGitHubApp(appID string, key *rsa.PrivateKey, baseURL string, client *htt
 	return &GitHubApp{
 		appID: appID, key: key, baseURL: strings.TrimRight(baseURL, "/"),
 		up: upstream{provider: "github", client: client}, now: now,
-		cache: map[int64]Token{}, inflight: map[int64]*tokenFlight{},
+		cache: map[tokenKey]Token{}, inflight: map[tokenKey]*tokenFlight{},
 	}
 }
 
@@ -94,18 +103,34 @@ func (g *GitHubApp) AppJWT() (string, error) {
 // while it has more than the refresh margin left, otherwise from GitHub. A
 // caller that gives up (ctx) does not cancel the shared fetch.
 func (g *GitHubApp) InstallationToken(ctx context.Context, installationID int64) (Token, error) {
+	return g.token(ctx, tokenKey{installation: installationID})
+}
+
+// RepositoryToken is InstallationToken scoped to one repository of the
+// installation (repo is its name without the owner): GitHub's access-token
+// request names it in "repositories", so the token can read and push that
+// repository only. Cached per installation and repository.
+func (g *GitHubApp) RepositoryToken(ctx context.Context, installationID int64, repo string) (Token, error) {
+	repo = strings.ToLower(strings.TrimSpace(repo))
+	if repo == "" || strings.ContainsAny(repo, "/ ") {
+		return Token{}, fmt.Errorf("github: invalid repository name %q", repo)
+	}
+	return g.token(ctx, tokenKey{installation: installationID, repo: repo})
+}
+
+func (g *GitHubApp) token(ctx context.Context, key tokenKey) (Token, error) {
 	g.mu.Lock()
-	if t, ok := g.cache[installationID]; ok && g.now().Before(t.ExpiresAt.Add(-githubRefreshMargin)) {
+	if t, ok := g.cache[key]; ok && g.now().Before(t.ExpiresAt.Add(-githubRefreshMargin)) {
 		g.mu.Unlock()
 		return t, nil
 	}
-	f, ok := g.inflight[installationID]
+	f, ok := g.inflight[key]
 	if ok {
 		f.joined++
 	} else {
 		f = &tokenFlight{done: make(chan struct{})}
-		g.inflight[installationID] = f
-		go g.fetch(context.WithoutCancel(ctx), installationID, f)
+		g.inflight[key] = f
+		go g.fetch(context.WithoutCancel(ctx), key, f)
 	}
 	g.mu.Unlock()
 	select {
@@ -116,37 +141,49 @@ func (g *GitHubApp) InstallationToken(ctx context.Context, installationID int64)
 	}
 }
 
-func (g *GitHubApp) fetch(ctx context.Context, installationID int64, f *tokenFlight) {
+func (g *GitHubApp) fetch(ctx context.Context, key tokenKey, f *tokenFlight) {
 	ctx, cancel := context.WithTimeout(ctx, githubFetchTimeout)
 	defer cancel()
-	tok, err := g.requestToken(ctx, installationID)
+	tok, err := g.requestToken(ctx, key)
 	g.mu.Lock()
-	delete(g.inflight, installationID)
+	delete(g.inflight, key)
 	if err == nil {
 		now := g.now()
-		for id, t := range g.cache { // drop what can never be served again
+		for k, t := range g.cache { // drop what can never be served again
 			if !now.Before(t.ExpiresAt) {
-				delete(g.cache, id)
+				delete(g.cache, k)
 			}
 		}
-		g.cache[installationID] = tok
+		g.cache[key] = tok
 	}
 	g.mu.Unlock()
 	f.tok, f.err = tok, err
 	close(f.done)
 }
 
-// Forget drops a cached token (for example after GitHub rejected it).
+// Forget drops the cached tokens of an installation (for example after
+// GitHub rejected one).
 func (g *GitHubApp) Forget(installationID int64) {
 	g.mu.Lock()
-	delete(g.cache, installationID)
+	for k := range g.cache {
+		if k.installation == installationID {
+			delete(g.cache, k)
+		}
+	}
 	g.mu.Unlock()
 }
 
-func (g *GitHubApp) requestToken(ctx context.Context, installationID int64) (Token, error) {
-	req, err := g.newRequest(http.MethodPost, "/app/installations/"+strconv.FormatInt(installationID, 10)+"/access_tokens")
+func (g *GitHubApp) requestToken(ctx context.Context, key tokenKey) (Token, error) {
+	req, err := g.newRequest(http.MethodPost, "/app/installations/"+strconv.FormatInt(key.installation, 10)+"/access_tokens")
 	if err != nil {
 		return Token{}, err
+	}
+	if key.repo != "" {
+		body, _ := json.Marshal(map[string][]string{"repositories": {key.repo}})
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+		req.ContentLength = int64(len(body))
+		req.Header.Set("Content-Type", "application/json")
 	}
 	var out struct {
 		Token     string    `json:"token"`

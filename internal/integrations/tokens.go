@@ -14,12 +14,18 @@ import (
 // TokenOption refines GetToken.
 type TokenOption func(*tokenOptions)
 
-type tokenOptions struct{ userID string }
+type tokenOptions struct{ userID, repo string }
 
 // ForUser prefers the person's own connection to the integration's provider
 // (user_connections) when they have an active one, for user attribution
 // (commits authored by them); otherwise the org integration is used.
 func ForUser(userID string) TokenOption { return func(o *tokenOptions) { o.userID = userID } }
+
+// ForRepository narrows a GitHub App installation token to one repository
+// of the installation (its name, without the owner): the token can read
+// and push that repository only. Other providers' tokens cannot be
+// narrowed and are returned as they are.
+func ForRepository(repo string) TokenOption { return func(o *tokenOptions) { o.repo = repo } }
 
 // GetToken is the single boundary that turns an integration into a live
 // bearer token. Actions, triggers, runs and the gateway call it; nothing else
@@ -54,7 +60,13 @@ func (s *Service) GetToken(ctx context.Context, it Integration, opts ...TokenOpt
 		if it.GitHubInstallationID <= 0 {
 			return Token{}, fmt.Errorf("integration %s has no installation id", it.ID)
 		}
-		tok, err := s.github.InstallationToken(ctx, it.GitHubInstallationID)
+		var tok Token
+		var err error
+		if o.repo != "" {
+			tok, err = s.github.RepositoryToken(ctx, it.GitHubInstallationID, o.repo)
+		} else {
+			tok, err = s.github.InstallationToken(ctx, it.GitHubInstallationID)
+		}
 		switch {
 		case errors.Is(err, ErrUpstreamNotFound):
 			s.markAfterTokenFailure(ctx, it, StatusDeleted, "installation not found on GitHub", err)

@@ -61,6 +61,13 @@ type GitHubInstallation struct {
 // POST /app/installations/{id}/access_tokens. Every request must carry an
 // RS256 app JWT signed by the app's key (verified with its public key), with
 // iss = the app id and a lifetime of at most 10 minutes, as GitHub demands.
+// Token requests may narrow the token to some repositories ("repositories"
+// names or "repository_ids"), as GitHub's API allows.
+//
+// With repositories added (AddRepo, githubgit.go) it is also the git host and
+// the REST API for them: git smart HTTP (clone, fetch, push through the real
+// `git http-backend`) authenticated with an installation token as the Basic
+// password, and POST /repos/{owner}/{repo}/pulls with the token as bearer.
 type GitHub struct {
 	URL      string
 	appID    string
@@ -75,6 +82,8 @@ type GitHub struct {
 	issued        []string
 	hold          chan struct{}
 	arrived       chan struct{}
+
+	git githubGit // githubgit.go
 }
 
 // NewGitHub starts the fake; now is the clock tokens expire by (nil: real).
@@ -83,6 +92,7 @@ func NewGitHub(t testing.TB, appID string, pub *rsa.PublicKey, now func() time.T
 		now = time.Now
 	}
 	g := &GitHub{appID: appID, pub: pub, now: now, tokenTTL: time.Hour, installations: map[int64]*GitHubInstallation{}}
+	g.git.init()
 	srv := httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(srv.Close)
 	g.URL = srv.URL
@@ -164,6 +174,14 @@ func (g *GitHub) verifyJWT(r *http.Request) error {
 }
 
 func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case strings.HasPrefix(r.URL.Path, "/repos/"):
+		g.serveRepos(w, r)
+		return
+	case isGitPath(r.URL.Path):
+		g.serveGit(w, r)
+		return
+	}
 	if r.Header.Get("Accept") != "application/vnd.github+json" {
 		githubError(w, http.StatusUnsupportedMediaType, "Unsupported 'Accept' header")
 		return
@@ -187,7 +205,7 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && tail == "":
 		g.getInstallation(w, id)
 	case r.Method == http.MethodPost && tail == "access_tokens":
-		g.createToken(w, id)
+		g.createToken(w, r, id)
 	default:
 		githubError(w, http.StatusNotFound, "Not Found")
 	}
@@ -219,7 +237,17 @@ func (g *GitHub) getInstallation(w http.ResponseWriter, id int64) {
 	})
 }
 
-func (g *GitHub) createToken(w http.ResponseWriter, id int64) {
+func (g *GitHub) createToken(w http.ResponseWriter, r *http.Request, id int64) {
+	var scope struct {
+		Repositories  []string `json:"repositories"`
+		RepositoryIDs []int64  `json:"repository_ids"`
+	}
+	if r.ContentLength != 0 {
+		if err := json.NewDecoder(r.Body).Decode(&scope); err != nil {
+			githubError(w, http.StatusBadRequest, "Problems parsing JSON")
+			return
+		}
+	}
 	g.mu.Lock()
 	g.tokenCalls++
 	hold, arrived := g.hold, g.arrived
@@ -247,12 +275,27 @@ func (g *GitHub) createToken(w http.ResponseWriter, id int64) {
 		githubError(w, http.StatusForbidden, "This installation has been suspended")
 		return
 	}
+	repos, ok := g.scopeRepos(id, scope.Repositories, scope.RepositoryIDs)
+	if !ok {
+		githubError(w, http.StatusUnprocessableEntity, "There is at least one repository that does not exist or is not accessible to the parent installation.")
+		return
+	}
 	tok := "ghs_" + randomHex(18)
+	expires := g.now().Add(g.tokenTTL)
 	g.mu.Lock()
 	g.issued = append(g.issued, tok)
+	g.git.tokens[tok] = tokenScope{installation: id, repos: repos, expires: expires}
 	g.mu.Unlock()
-	writeJSON(w, http.StatusCreated, map[string]any{
-		"token": tok, "expires_at": g.now().Add(g.tokenTTL).UTC().Format(time.RFC3339),
-		"permissions": map[string]string{"contents": "write", "metadata": "read"}, "repository_selection": "selected",
-	})
+	out := map[string]any{
+		"token": tok, "expires_at": expires.UTC().Format(time.RFC3339),
+		"permissions": map[string]string{"contents": "write", "metadata": "read", "pull_requests": "write"}, "repository_selection": "selected",
+	}
+	if repos != nil {
+		list := []map[string]any{}
+		for _, name := range repos {
+			list = append(list, map[string]any{"name": name})
+		}
+		out["repositories"] = list
+	}
+	writeJSON(w, http.StatusCreated, out)
 }

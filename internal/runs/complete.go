@@ -24,6 +24,10 @@ type Completion struct {
 	DiffRef         string   `json:"diff_ref,omitempty"`
 	TestReportRef   string   `json:"test_report_ref,omitempty"`
 	SideEffectRefs  []string `json:"side_effect_refs,omitempty"`
+	// PRURLs are the pull requests of the run's session (its pr_urls:
+	// opened through the gateway or named by the agent), filled in by
+	// Complete from the session, whatever the agent sent.
+	PRURLs []string `json:"pr_urls,omitempty"`
 }
 
 // Completion limits.
@@ -130,6 +134,15 @@ func Complete(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, orgID, sessi
 	}
 	if r.Status != StatusRunning {
 		return CompleteResult{Run: r}, fmt.Errorf("%w: run %s is %s", ErrNotRunning, r.ID, r.Status)
+	}
+	c.PRURLs = nil
+	if r.SessionID != nil {
+		// The session's pull requests join the completion, so the run's
+		// completion artifact and its notification carry their links.
+		err := tx.QueryRow(ctx, `SELECT pr_urls FROM sessions WHERE id = $1`, *r.SessionID).Scan(&c.PRURLs)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return CompleteResult{}, fmt.Errorf("read the pull requests of run %s: %w", r.ID, err)
+		}
 	}
 	raw, err := json.Marshal(c)
 	if err != nil {

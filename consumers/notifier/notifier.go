@@ -2,7 +2,8 @@
 // when something they care about finished.
 //
 //   - runs.lifecycle: a run that reaches succeeded, failed, needs_human or
-//     timed_out from a live status is announced to its automation's
+//     timed_out from a live status is announced (with the links of its
+//     session's pull requests) to its automation's
 //     notification destination: a channel (chat.postMessage) or a person's DM
 //     (conversations.open + chat.postMessage); destination none posts
 //     nothing. A person resolving an already-ended run (terminal → terminal)
@@ -119,6 +120,8 @@ type runInfo struct {
 	CompletionSummary, ErrorMessage, Reason *string
 	TriggerTitle                            string
 	TriggerURL                              *string
+	// PRURLs are the pull requests of the run's session.
+	PRURLs []string
 }
 
 func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecycle) error {
@@ -129,13 +132,15 @@ func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecyc
 	var ri runInfo
 	err := n.Pool.QueryRow(ctx, `SELECT a.name, a.notification_destination_type, a.notification_channel_id,
 			a.notification_slack_user_id, a.notification_slack_installation_id::text,
-			r.completion_json->>'summary_markdown', r.error_message, r.status_reason, te.title, te.url
+			r.completion_json->>'summary_markdown', r.error_message, r.status_reason, te.title, te.url,
+			COALESCE(s.pr_urls, '{}')
 		FROM automation_runs r
 		JOIN automations a ON a.id = r.automation_id AND a.org_id = r.org_id
 		JOIN trigger_events te ON te.id = r.trigger_event_id AND te.org_id = r.org_id
+		LEFT JOIN sessions s ON s.id = r.session_id AND s.org_id = r.org_id
 		WHERE r.id = $1 AND r.org_id::text = $2`, ev.RunID, orgID).Scan(
 		&ri.AutomationName, &ri.Destination, &ri.ChannelID, &ri.SlackUserID, &ri.InstallationID,
-		&ri.CompletionSummary, &ri.ErrorMessage, &ri.Reason, &ri.TriggerTitle, &ri.TriggerURL)
+		&ri.CompletionSummary, &ri.ErrorMessage, &ri.Reason, &ri.TriggerTitle, &ri.TriggerURL, &ri.PRURLs)
 	if errors.Is(err, pgx.ErrNoRows) {
 		log.Warn("run notification skipped: run not found (deleted?)")
 		return nil
@@ -326,6 +331,20 @@ func (n *notifier) runMessage(ev *schemas.RunLifecycle, ri runInfo) (string, []s
 		blocks = append(blocks, slack.Section(quote(slack.Escape(truncate(summary, MaxSummary)))))
 		text += ": " + truncate(summary, 200)
 	}
+	var prs []string
+	for _, u := range ri.PRURLs {
+		if isHTTP(u) && len(prs) < MaxPRLinks {
+			prs = append(prs, fmt.Sprintf("<%s|%s>", u, slack.Escape(prLabel(u))))
+		}
+	}
+	if len(prs) > 0 {
+		label := "Pull request: "
+		if len(prs) > 1 {
+			label = "Pull requests: "
+		}
+		blocks = append(blocks, slack.Section(":arrow_heading_up: "+label+strings.Join(prs, ", ")))
+		text += " (" + strings.ToLower(strings.TrimSuffix(label, ": ")) + " " + strings.Join(ri.PRURLs[:min(len(ri.PRURLs), MaxPRLinks)], " ") + ")"
+	}
 	var ctxParts []string
 	if title := strings.TrimSpace(ri.TriggerTitle); title != "" || ri.TriggerURL != nil {
 		if title == "" {
@@ -365,6 +384,18 @@ func (n *notifier) sessionMessage(ev *schemas.SessionEvent) (string, []slack.Blo
 		blocks = append(blocks, slack.Context(parts...))
 	}
 	return text, blocks
+}
+
+// MaxPRLinks bounds the pull-request links of a run message.
+const MaxPRLinks = 5
+
+// prLabel shows https://github.com/o/r/pull/12 as o/r#12.
+func prLabel(u string) string {
+	rest, ok := strings.CutPrefix(u, "https://github.com/")
+	if parts := strings.Split(rest, "/"); ok && len(parts) == 4 && parts[2] == "pull" {
+		return parts[0] + "/" + parts[1] + "#" + parts[3]
+	}
+	return u
 }
 
 func quote(s string) string { return "> " + strings.ReplaceAll(s, "\n", "\n> ") }

@@ -486,3 +486,28 @@ func blockText(p slackfake.Post) string {
 	_ = enc.Encode(p.Blocks)
 	return b.String()
 }
+
+// A run whose session opened pull requests links them in its message.
+func TestRunMessageLinksThePullRequests(t *testing.T) {
+	e := newEnv(t)
+	e.destination(notifier.DestinationChannel, "C-RUNS", "")
+	run := e.runTo(runs.StatusSucceeded, "Fixed it.")
+	sid := uuid.NewString()
+	e.exec(`INSERT INTO sessions (id, org_id, pr_urls) VALUES ($1, $2, $3)`, sid, e.org,
+		[]string{"https://github.com/acme/web/pull/12"})
+	e.exec(`UPDATE automation_runs SET session_id = $2 WHERE id = $1`, run, sid)
+	recs := e.lifecycle(run)
+	e.start(topics.GroupNotifier)
+	e.produce(recs...)
+	e.await(int64(len(recs)))
+	posts := e.slack.Posts()
+	if len(posts) != 1 {
+		t.Fatalf("posts: %+v", posts)
+	}
+	if blocks := blockText(posts[0]); !strings.Contains(blocks, "Pull request: <https://github.com/acme/web/pull/12|acme/web#12>") {
+		t.Fatalf("blocks lack the pull request: %s", blocks)
+	}
+	if !strings.Contains(posts[0].Text, "https://github.com/acme/web/pull/12") {
+		t.Fatalf("text lacks the pull request: %q", posts[0].Text)
+	}
+}

@@ -2,6 +2,7 @@ package actions_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -65,6 +66,36 @@ func BenchmarkShapeResult(b *testing.B) {
 		b.SetBytes(int64(len(raw)))
 		for b.Loop() {
 			actions.ShapeResult(raw, actions.DefaultMaxResultBytes)
+		}
+	})
+	// An organization's redactor: 50 secret values, two literal and two
+	// regex patterns, plus a call's own secrets (what an invocation uses).
+	var vals []string
+	for i := range 50 {
+		vals = append(vals, fmt.Sprintf("org-secret-%02d-%s", i, strings.Repeat("k", 24)))
+	}
+	org, err := actions.NewOrgRedactor(vals, []actions.Pattern{{Pattern: "intranet.corp"}, {Pattern: "Project Falcon"},
+		{Pattern: `(?i)\bcust-[0-9]{6}\b`, Regex: true}, {Pattern: `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`, Regex: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("shape_org_50_secrets", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			actions.ShapeResultWith(raw, actions.DefaultMaxResultBytes, org.With("call-secret-value", "integration-token-value"))
+		}
+	})
+	// The worst the pattern limits allow: four expressions of ~100
+	// instructions that keep every thread alive.
+	worst, err := actions.NewOrgRedactor(vals, []actions.Pattern{{Pattern: `.{96}x`, Regex: true}, {Pattern: `.{96}y`, Regex: true},
+		{Pattern: `.{96}z`, Regex: true}, {Pattern: `.{96}w`, Regex: true}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("shape_org_worst_patterns", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			actions.ShapeResultWith(raw, actions.DefaultMaxResultBytes, worst)
 		}
 	})
 }

@@ -2,6 +2,9 @@ package actions_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -93,6 +96,224 @@ func TestShapeResultRedactsContent(t *testing.T) {
 	}
 }
 
+func TestRedactorOverlapsAndMarkers(t *testing.T) {
+	cases := []struct {
+		name    string
+		secrets []string
+		in      string
+		want    string
+	}{
+		{"overlapping secrets leave nothing", []string{"abcdef", "cdefgh"}, "x abcdefgh y", "x [REDACTED] y"},
+		{"adjacent occurrences are one marker", []string{"abcdef"}, "abcdefabcdef", "[REDACTED]"},
+		{"self-overlapping occurrences", []string{"aaaaaa"}, "aaaaaaaa!", "[REDACTED]!"},
+		{"secret inside the marker is kept", []string{"EDACTE"}, "[REDACTED] EDACTED", "[REDACTED] [REDACTED]D"},
+		{"secret reaching into a marker: the outside part goes", []string{"ED]xyz"}, "[REDACTED]xyz abc", "[REDACTED][REDACTED] abc"},
+		{"bracketed secret", []string{"p[ss]word"}, "use p[ss]word now", "use [REDACTED] now"},
+		{"short secret ignored", []string{"12345"}, "12345", "12345"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := actions.NewRedactor(c.secrets...)
+			got := r.String(c.in)
+			if got != c.want {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+			if again := r.String(got); again != got {
+				t.Fatalf("not idempotent: %q → %q", got, again)
+			}
+		})
+	}
+}
+
+// With adds a call's secrets to an organization's redactor without
+// changing it.
+func TestRedactorWith(t *testing.T) {
+	org, err := actions.NewOrgRedactor([]string{"org-secret-1"}, []actions.Pattern{{Pattern: `acme-\d{4}`, Regex: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := org.With("call-secret-2", "tiny")
+	const in = "org-secret-1 call-secret-2 acme-1234 tiny"
+	if got := call.String(in); got != "[REDACTED] [REDACTED] [REDACTED] tiny" {
+		t.Fatalf("with: %q", got)
+	}
+	if got := org.String(in); got != "[REDACTED] call-secret-2 [REDACTED] tiny" {
+		t.Fatalf("org changed: %q", got)
+	}
+	if org.With("tiny") != org {
+		t.Fatal("nothing to add: a new redactor")
+	}
+}
+
+func TestOrgPatterns(t *testing.T) {
+	r, err := actions.NewOrgRedactor(nil, []actions.Pattern{
+		{Pattern: "intranet.corp"},
+		{Pattern: `(?i)\bcust-[0-9]{6}\b`, Regex: true},
+		{Pattern: `RED`, Regex: true},           // inside every marker: markers stay
+		{Pattern: `x\[REDACTED\]`, Regex: true}, // reaching into a marker: the x goes
+		{Pattern: `\bfoo\w*`, Regex: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ in, want string }{
+		{"see https://wiki.intranet.corp/x", "see https://wiki.[REDACTED]/x"},
+		{"customer CUST-123456, not cust-1234567", "customer [REDACTED], not cust-1234567"},
+		{"RED alert, [REDACTED] stays", "[REDACTED] alert, [REDACTED] stays"},
+		{"x[REDACTED]", "[REDACTED][REDACTED]"},
+		{"foobar sk_live_4eC39HqLyjWDarjtT1zdp7dc", "[REDACTED] [REDACTED]"},
+		{"intranet.cor", "intranet.cor"},
+	}
+	for _, c := range cases {
+		got := r.String(c.in)
+		if got != c.want {
+			t.Errorf("String(%q) = %q, want %q", c.in, got, c.want)
+		}
+		if again := r.String(got); again != got {
+			t.Errorf("not idempotent: %q → %q", got, again)
+		}
+	}
+}
+
+func TestCheckPatterns(t *testing.T) {
+	ok := [][]actions.Pattern{
+		nil,
+		{{Pattern: "abc"}, {Pattern: `acme-\d+`, Regex: true}, {Pattern: `\bx\b`, Regex: true}, {Pattern: "a+", Regex: true}},
+		{{Pattern: "same"}, {Pattern: "same", Regex: true}},
+	}
+	for _, ps := range ok {
+		if probs := actions.CheckPatterns(ps); probs != nil {
+			t.Errorf("%v: %v", ps, probs)
+		}
+	}
+	many := make([]actions.Pattern, actions.MaxPatterns+1)
+	for i := range many {
+		many[i] = actions.Pattern{Pattern: fmt.Sprintf("lit-%03d", i)}
+	}
+	bad := []struct {
+		ps    []actions.Pattern
+		index int
+		says  string
+	}{
+		{[]actions.Pattern{{Pattern: "fine"}, {Pattern: "(", Regex: true}}, 1, "not a valid RE2"},
+		{[]actions.Pattern{{Pattern: `a(?=b)`, Regex: true}}, 0, "not a valid RE2"},
+		{[]actions.Pattern{{Pattern: "", Regex: true}}, 0, "empty"},
+		{[]actions.Pattern{{Pattern: "x*", Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: "(?:)", Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: `^`, Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: `\b|abc`, Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: `(a|b?)`, Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: `a{0,3}`, Regex: true}}, 0, "empty string"},
+		{[]actions.Pattern{{Pattern: "ab"}}, 0, "at least 3 bytes"},
+		{[]actions.Pattern{{Pattern: strings.Repeat("y", actions.MaxPatternBytes+1)}}, 0, "at most"},
+		{[]actions.Pattern{{Pattern: "a\x00bc"}}, 0, "NUL"},
+		{[]actions.Pattern{{Pattern: "\xff\xfe\xfd"}}, 0, "UTF-8"},
+		{[]actions.Pattern{{Pattern: "dup"}, {Pattern: "dup"}}, 1, "repeats pattern 0"},
+		{many, -1, "at most 100"},
+		{[]actions.Pattern{{Pattern: `.{200}x`, Regex: true}}, 0, "too complex"},
+		{[]actions.Pattern{{Pattern: `.{90}a`, Regex: true}, {Pattern: `.{90}b`, Regex: true}, {Pattern: `.{90}c`, Regex: true},
+			{Pattern: `.{90}d`, Regex: true}, {Pattern: `.{90}e`, Regex: true}}, -1, "together compile to"},
+	}
+	for _, c := range bad {
+		probs := actions.CheckPatterns(c.ps)
+		if len(probs) == 0 || probs[0].Index != c.index || !strings.Contains(probs[0].Problem, c.says) {
+			t.Errorf("%.60v: %v, want index %d saying %q", c.ps, probs, c.index, c.says)
+		}
+		if _, err := actions.NewOrgRedactor(nil, c.ps); err == nil {
+			t.Errorf("%.60v: NewOrgRedactor accepted it", c.ps)
+		}
+	}
+}
+
+// The one-pass search of a large literal set finds exactly what searching
+// each value does: random texts over a small alphabet, compared with a
+// naive reference (every occurrence, spans merged).
+func TestLargeLiteralSetMatchesNaive(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab[]RED"[rng.IntN(7)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		var secrets []string
+		for range 1 + rng.IntN(12) {
+			secrets = append(secrets, word(actions.MinSecretLen+rng.IntN(3)))
+		}
+		text := word(rng.IntN(80))
+		for range rng.IntN(3) {
+			i := rng.IntN(len(text) + 1)
+			text = text[:i] + secrets[rng.IntN(len(secrets))] + text[i:]
+		}
+		if rng.IntN(2) == 0 {
+			text += actions.Redacted + word(10)
+		}
+		got := actions.NewRedactor(secrets...).String(text)
+		want := naiveRedact(secrets, text)
+		if got != want {
+			t.Fatalf("secrets %q text %q:\n got %q\nwant %q", secrets, text, got, want)
+		}
+	}
+}
+
+// naiveRedact is the reference of literal redaction: until nothing
+// changes, every byte covered by an occurrence and outside "[REDACTED]"
+// is masked, one marker per run. (The token formats are not involved: the
+// alphabet holds none.)
+func naiveRedact(secrets []string, s string) string {
+	for range 8 {
+		mark := make([]bool, len(s))
+		for _, sec := range secrets {
+			for i := 0; i+len(sec) <= len(s); i++ {
+				if s[i:i+len(sec)] == sec {
+					for j := i; j < i+len(sec); j++ {
+						mark[j] = true
+					}
+				}
+			}
+		}
+		// A run ends at an existing marker or an unmarked byte; spans that
+		// touch are one run.
+		inMarker := make([]bool, len(s))
+		for i := 0; i+len(actions.Redacted) <= len(s); {
+			if s[i:i+len(actions.Redacted)] == actions.Redacted {
+				for j := i; j < i+len(actions.Redacted); j++ {
+					inMarker[j] = true
+				}
+				i += len(actions.Redacted)
+				continue
+			}
+			i++
+		}
+		var b strings.Builder
+		for i := 0; i < len(s); {
+			if mark[i] && !inMarker[i] {
+				b.WriteString(actions.Redacted)
+				for i < len(s) && mark[i] && !inMarker[i] {
+					i++
+				}
+				continue
+			}
+			b.WriteByte(s[i])
+			i++
+		}
+		if b.String() == s {
+			break
+		}
+		s = b.String()
+	}
+	return s
+}
+
+func TestShapeResultRedactsSecretNumbers(t *testing.T) {
+	out, _ := actions.ShapeResultWith(json.RawMessage(`{"pin":84736251,"n":[7,84736251.5],"ok":true}`), 0, actions.NewRedactor("84736251"))
+	if string(out) != `{"pin":"[REDACTED]","n":[7,"[REDACTED]"],"ok":true}` {
+		t.Fatalf("got %s", out)
+	}
+}
+
 // FuzzRedact: no panic, idempotent, and a planted secret (known or a
 // GitHub token) never survives, whatever surrounds it.
 func FuzzRedact(f *testing.F) {
@@ -171,4 +392,80 @@ func flatten(v any) string {
 	}
 	walk(v)
 	return sb.String()
+}
+
+// FuzzOrgRedact: an organization's redactor (50 secrets, so the one-pass
+// literal search, and one marked pattern) never panics, never grows text
+// beyond one marker per byte, leaves no planted secret or literal pattern
+// and, once redacting again changes nothing, no match of the regular
+// expression outside a marker; shaped JSON stays valid.
+func FuzzOrgRedact(f *testing.F) {
+	f.Add("prefix ", "org-secret-value", " suffix", `acme-\d{4}`, true, "acme-1234")
+	f.Add("[REDA", "CTED]xx", "]", `RED`, true, "RED")
+	f.Add("x", "p[ss]word", "y", "intranet.corp", false, "intranet.corp")
+	f.Add("", "EDACTE", "D]", `a|\bb`, true, "abbbbbbbbbbbbbbbbbbb")
+	f.Add("Bearer ", "tokentoken", "", `(?i)\bcust-[0-9]{6}\b`, true, "CUST-000001")
+	f.Fuzz(func(t *testing.T, before, sec, after, pattern string, regex bool, hit string) {
+		secrets := []string{sec}
+		for i := range 49 {
+			secrets = append(secrets, fmt.Sprintf("decoy-secret-%02d-%s", i, sec))
+		}
+		var ps []actions.Pattern
+		if actions.CheckPatterns([]actions.Pattern{{Pattern: pattern, Regex: regex}}) == nil {
+			ps = []actions.Pattern{{Pattern: pattern, Regex: regex}}
+		}
+		r, err := actions.NewOrgRedactor(secrets, ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := before + sec + after + " " + hit + " " + before
+		out := r.String(in)
+		if len(out) > len(actions.Redacted)*(len(in)+1) {
+			t.Fatalf("grew from %d to %d bytes", len(in), len(out))
+		}
+		plain := func(v string) bool {
+			return !strings.ContainsAny(v, "[]") && !strings.Contains(actions.Redacted, v)
+		}
+		if len(sec) >= actions.MinSecretLen && plain(sec) && strings.Contains(out, sec) {
+			t.Fatalf("secret %q survives: %q", sec, out)
+		}
+		if ps != nil && !regex && plain(pattern) && strings.Contains(out, pattern) {
+			t.Fatalf("literal pattern %q survives: %q", pattern, out)
+		}
+		if ps != nil && regex && r.String(out) == out {
+			re := regexp.MustCompile(pattern)
+			for _, m := range re.FindAllStringIndex(out, -1) {
+				if !insideMarkers(out, m[0], m[1]) {
+					t.Fatalf("regex %q still matches %q at %v in %q", pattern, out[m[0]:m[1]], m, out)
+				}
+			}
+		}
+		raw, _ := json.Marshal(map[string]any{"k": in, in: []any{in, 12345678}})
+		shaped, _ := actions.ShapeResultWith(raw, 0, r)
+		if !json.Valid(shaped) {
+			t.Fatalf("invalid JSON: %s", shaped)
+		}
+	})
+}
+
+// insideMarkers reports whether every byte of s[from:to] lies within a
+// "[REDACTED]" of s.
+func insideMarkers(s string, from, to int) bool {
+	covered := make([]bool, len(s))
+	for off := 0; ; {
+		i := strings.Index(s[off:], actions.Redacted)
+		if i < 0 {
+			break
+		}
+		for j := off + i; j < off+i+len(actions.Redacted); j++ {
+			covered[j] = true
+		}
+		off += i + len(actions.Redacted)
+	}
+	for j := from; j < to; j++ {
+		if !covered[j] {
+			return false
+		}
+	}
+	return true
 }

@@ -33,7 +33,14 @@ import (
 // iterative and the tree is bounded in depth, so no input can exhaust the
 // stack.
 
-// DefaultMaxResultBytes is the stored-result limit of the spec (10 KiB).
+// DefaultMaxResultBytes is the one size rule of action results (the
+// spec's 10 KB, actions.md §6.2 step 9): the result the agent gets, the
+// stored row, the actions.invocations event, the WebSocket frames and the
+// inbox all carry the same shaped value of at most this many bytes, so what
+// an approver or the inbox shows is exactly what the agent saw. A longer
+// result is cut structurally and says so ("_truncated": true): the agent
+// asks for less (a filter, a page, a limit) to see the rest. Stored params
+// have the same bound.
 const DefaultMaxResultBytes = 10 << 10
 
 // MinResultBytes is the smallest limit ShapeResult honours.
@@ -92,7 +99,24 @@ func ShapeResult(raw json.RawMessage, max int) (json.RawMessage, bool) {
 
 // ShapeResultWith is ShapeResult with content redaction by red (nil: the
 // token formats only) applied to every string and member name.
+//
+// An organization's regular expressions are applied to what is kept only:
+// the result is shaped with everything else first (key names, token
+// formats, secret values and literal patterns: before any cut, so no cut
+// leaves part of a secret), then shaped again with the expressions. Their
+// cost is thus bounded by max, not by the size of the raw result (up to
+// MiBs); the price is that a match the first cut shortened (at the end of
+// a string ending with "…") may keep its first characters.
 func ShapeResultWith(raw json.RawMessage, max int, red *Redactor) (json.RawMessage, bool) {
+	if red == nil || red.re == nil {
+		return shapeResult(raw, max, red)
+	}
+	first, cut1 := shapeResult(raw, max, red.withoutPatterns())
+	out, cut2 := shapeResult(first, max, red)
+	return out, cut1 || cut2
+}
+
+func shapeResult(raw json.RawMessage, max int, red *Redactor) (json.RawMessage, bool) {
 	if max <= 0 {
 		max = DefaultMaxResultBytes
 	}
@@ -264,6 +288,9 @@ func parseResult(raw []byte, red *Redactor) (root *node, cut bool, err error) {
 			case skipping:
 				attach(nil)
 			case redact:
+				attach(&node{kind: kindAtomic, str: Redacted})
+			case red.String(lit) != lit:
+				// A number holding a known secret value (a PIN).
 				attach(&node{kind: kindAtomic, str: Redacted})
 			default:
 				attach(&node{kind: kindLiteral, str: lit})

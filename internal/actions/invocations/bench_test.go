@@ -2,6 +2,7 @@ package invocations_test
 
 import (
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -66,4 +67,50 @@ func reportP99(b *testing.B, lat []time.Duration) {
 	}
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds()), "p99-ns/op")
+}
+
+// BenchmarkRateLimit measures the per-session limiter on the invoke hot
+// path: /sliding is the sliding-window log (one Lua script: trim, count,
+// add, in a window kept full by a clock advancing one second per call, so
+// every call also evicts one), /refused the same over the limit, and
+// /baseline the fixed-window counter it replaced (INCR+EXPIRE in one
+// pipeline). benchreport prints each as a ratio to baseline.
+func BenchmarkRateLimit(b *testing.B) {
+	w := newWorld(b)
+	clk := &manualClock{}
+	clk.Set(time.Date(2031, 3, 4, 5, 6, 0, 0, time.UTC))
+	svc := invocations.New(invocations.Deps{Pool: w.pool, Redis: w.rdb, Codec: w.codec, Now: clk.Now})
+	b.Run("baseline", func(b *testing.B) {
+		key := "bench:fixed:" + w.session(b).ID
+		for b.Loop() {
+			pipe := w.rdb.Pipeline()
+			incr := pipe.Incr(ctx, key)
+			pipe.Expire(ctx, key, 2*time.Minute)
+			if _, err := pipe.Exec(ctx); err != nil || incr.Val() == 0 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sliding", func(b *testing.B) {
+		sid := w.session(b).ID
+		for b.Loop() {
+			clk.Add(time.Second)
+			if err := svc.Allow(ctx, sid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("refused", func(b *testing.B) {
+		sid := w.session(b).ID
+		for range invocations.RatePerMinute {
+			if err := svc.Allow(ctx, sid); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for b.Loop() {
+			if err := svc.Allow(ctx, sid); !errors.Is(err, invocations.ErrRateLimited) {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,41 +15,81 @@ import (
 	"github.com/proliferate/proliferate/internal/actions"
 )
 
-// Redis keys: the per-session, per-minute invocation counter (a fixed
-// window shared by every gateway instance) and the original params of a
-// pending invocation whose stored params were redacted or cut.
+// Redis keys: the per-session sliding window of recent invocations
+// (shared by every gateway instance) and the original params of a pending
+// invocation whose stored params were redacted or cut.
 const (
-	rateKeyPrefix   = "ratelimit:actions:"
+	rateKeyPrefix   = "ratelimit:actions:window:"
 	paramsKeyPrefix = "actions:params:"
 )
 
-// rateWindowTTL keeps a window's counter a little past its minute.
-const rateWindowTTL = 2 * time.Minute
+// RateWindow is the window RatePerMinute counts in.
+const RateWindow = time.Minute
 
-// allow counts one invocation of the session in the current minute and
-// reports ErrRateLimited past RatePerMinute. Without Redis, or when Redis
-// fails, the invocation is allowed (the limit protects the external
-// services from a runaway agent; losing Redis must not stop every agent) and
-// the failure is logged.
+// RateLimitError is the ErrRateLimited of one refused invocation:
+// RetryAfter is when the oldest call of the window leaves it (so a retry
+// then is accepted unless others took the slot first).
+type RateLimitError struct{ RetryAfter time.Duration }
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("%v; retry in %s", ErrRateLimited, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitError) Is(target error) bool { return target == ErrRateLimited }
+
+// slidingWindow is an exact sliding-window log: a sorted set of the
+// accepted calls' times (ms) per session. In one atomic step it drops the
+// calls older than the window, and either records this call (fewer than
+// the limit remain) or refuses it and returns how long until the oldest
+// remaining call leaves the window. Refused calls are not recorded. Every
+// accepted call therefore has at most limit accepted calls in the window
+// ending at it, on any number of gateways (the script runs atomically in
+// Redis; the time is the caller's clock, so gateways should keep NTP time).
+//
+//	KEYS[1] the session's set; ARGV: now ms, window ms, limit, unique member
+//	returns {1, 0} accepted, {0, retry-after ms} refused
+var slidingWindow = redis.NewScript(`
+local key = KEYS[1]
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
+if redis.call('ZCARD', key) < limit then
+  redis.call('ZADD', key, now, ARGV[4])
+  redis.call('PEXPIRE', key, window)
+  return {1, 0}
+end
+local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+local wait = tonumber(oldest[2]) + window - now
+if wait < 1 then wait = 1 end
+return {0, wait}
+`)
+
+// allow records one invocation of the session in the sliding window and
+// returns a *RateLimitError when RatePerMinute calls were accepted in the
+// last RateWindow. Without Redis, or when Redis fails, the invocation is
+// allowed (the limit protects the external services from a runaway agent;
+// losing Redis must not stop every agent) and the failure is logged.
 func (s *Svc) allow(ctx context.Context, sessionID string) error {
 	if s.d.Redis == nil {
 		return nil
 	}
-	key := fmt.Sprintf("%s%s:%d", rateKeyPrefix, sessionID, s.now().Unix()/60)
-	pipe := s.d.Redis.Pipeline()
-	incr := pipe.Incr(ctx, key)
-	pipe.Expire(ctx, key, rateWindowTTL)
-	if _, err := pipe.Exec(ctx); err != nil {
+	now := s.now()
+	member := strconv.FormatInt(now.UnixNano(), 36) + "-" + strconv.FormatUint(rand.Uint64(), 36)
+	res, err := slidingWindow.Run(ctx, s.d.Redis, []string{rateKeyPrefix + sessionID},
+		now.UnixMilli(), RateWindow.Milliseconds(), RatePerMinute, member).Int64Slice()
+	if err != nil || len(res) != 2 {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		s.d.Log.WarnContext(ctx, "action rate limit unavailable; allowing", "session_id", sessionID, "error", err)
 		return nil
 	}
-	if incr.Val() > RatePerMinute {
-		return ErrRateLimited
+	if res[0] == 1 {
+		return nil
 	}
-	return nil
+	return &RateLimitError{RetryAfter: time.Duration(res[1]) * time.Millisecond}
 }
 
 // keepParams stores the original params of a pending invocation until it

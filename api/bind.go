@@ -42,6 +42,13 @@ func (c *Ctx) Bind(v any) error {
 	return decodeStrict(body, v)
 }
 
+// DecodeJSON decodes body strictly into v with the API's error convention,
+// for handlers outside Ctx (the gateway): a body that is not JSON (empty,
+// malformed, data after the value) is 400 bad_request; JSON of the wrong
+// shape (an unknown field, a wrong type) and failed `binding` tags or
+// Validate are 422 validation_failed with one detail per field.
+func DecodeJSON(body []byte, v any) error { return decodeStrict(body, v) }
+
 func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
+	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
@@ -34,9 +35,16 @@ import (
 //
 //	invoke:  200 {invocation, result} executed · 202 {invocation, message} pending ·
 //	         403 {invocation, error} denied · 502 {invocation, error} failed
-//	errors:  400 invalid_params (details: JSON pointers) · 404 unknown integration,
-//	         action or invocation · 409 not pending · 410 expired ·
-//	         429 rate_limited / pending_limit
+//	approve: 200 {invocation, result} executed · 200 {invocation, error} the
+//	         approved execution failed (recorded on the invocation; the
+//	         approval itself succeeded)
+//	errors:  400 bad_request (a body that is not JSON) · 422 validation_failed
+//	         (details: one {field, problem} per bad field; params failing the
+//	         action's JSON Schema name the value as "params" + its JSON
+//	         pointer, e.g. params/title) · 404 unknown integration, action or
+//	         invocation · 409 already decided · 410 expired (before and after
+//	         the sweeper marked it) · 429 rate_limited (Retry-After: when the
+//	         sliding window frees a slot) / pending_limit
 //
 // Platform services get 403 on every action route: they neither act as
 // the agent nor approve on a person's behalf (an approval records who
@@ -45,10 +53,6 @@ import (
 // CodePendingLimit is the 429 code when a session has too many pending
 // invocations (CodeRateLimited is the per-minute limit).
 const CodePendingLimit = "pending_limit"
-
-// CodeInvalidParams is the 400 code of parameters that fail the action's
-// schema; details lists {pointer, message}.
-const CodeInvalidParams = "invalid_params"
 
 const (
 	defaultInvocationList = 50
@@ -257,14 +261,18 @@ func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
 		}
 		writeJSON(w, http.StatusForbidden, InvocationResponse{Invocation: inv, Error: msg})
 	case invocations.StatusFailed:
-		msg := "action failed"
-		if inv.Error != nil && *inv.Error != "" {
-			msg = *inv.Error
-		}
-		writeJSON(w, http.StatusBadGateway, InvocationResponse{Invocation: inv, Error: msg})
+		writeJSON(w, http.StatusBadGateway, InvocationResponse{Invocation: inv, Error: failureText(inv)})
 	default:
 		writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv, Result: out.Result})
 	}
+}
+
+// failureText is the error of a failed invocation (already redacted).
+func failureText(inv invocations.Invocation) string {
+	if inv.Error != nil && *inv.Error != "" {
+		return *inv.Error
+	}
+	return "action failed"
 }
 
 func (s *Server) actionsList(w http.ResponseWriter, r *http.Request) error {
@@ -325,6 +333,13 @@ func (s *Server) actionsApprove(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return actionError(w, err)
 	}
+	if out.Invocation.Status == invocations.StatusFailed {
+		// The approval succeeded; the execution it started failed. That
+		// outcome is the invocation's (recorded, published, seen by the
+		// waiting agent), not an error of the approver's request.
+		writeJSON(w, http.StatusOK, InvocationResponse{Invocation: out.Invocation, Error: failureText(out.Invocation)})
+		return nil
+	}
 	writeOutcome(w, out)
 	return nil
 }
@@ -332,20 +347,8 @@ func (s *Server) actionsApprove(w http.ResponseWriter, r *http.Request) error {
 // decodeApprove reads the optional approve body (empty = once).
 func decodeApprove(r *http.Request) (ApproveRequest, error) {
 	req := ApproveRequest{Mode: invocations.ApproveOnce}
-	b, err := io.ReadAll(r.Body)
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return req, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
-		}
-		return req, api.BadRequest("unreadable request body")
-	}
-	if len(bytes.TrimSpace(b)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
-			return req, api.BadRequest("malformed JSON body: " + err.Error())
-		}
+	if err := decodeOptional(r, &req); err != nil {
+		return req, err
 	}
 	switch req.Mode {
 	case "":
@@ -378,13 +381,27 @@ func (s *Server) actionsDeny(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// paramsInvalid is the 422 of params that fail the action's JSON Schema:
+// one field error per failing value, named "params" followed by the
+// value's JSON pointer ("params" itself for a problem of the whole object).
+func paramsInvalid(pe *actions.ParamsError) error {
+	fes := make([]api.FieldError, 0, len(pe.Details))
+	for _, d := range pe.Details {
+		fes = append(fes, api.FieldError{Field: "params" + d.Pointer, Problem: d.Message})
+	}
+	if len(fes) == 0 {
+		fes = append(fes, api.FieldError{Field: "params", Problem: "invalid"})
+	}
+	return api.Invalid(fes...)
+}
+
 // actionError maps the invocations service's errors to API errors (w, when
 // set, receives Retry-After on 429s); anything else passes through (500).
 func actionError(w http.ResponseWriter, err error) error {
 	var pe *actions.ParamsError
 	switch {
 	case errors.As(err, &pe):
-		return &api.Error{Status: http.StatusBadRequest, Code: CodeInvalidParams, Message: "invalid params", Details: pe.Details}
+		return paramsInvalid(pe)
 	case errors.Is(err, invocations.ErrNotFound):
 		return api.NotFound("invocation")
 	case errors.Is(err, invocations.ErrUnknownIntegration):
@@ -392,11 +409,18 @@ func actionError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, invocations.ErrUnknownAction):
 		return api.NotFound("action")
 	case errors.Is(err, invocations.ErrRateLimited):
+		retry := invocations.RateWindow
+		var rle *invocations.RateLimitError
+		if errors.As(err, &rle) {
+			retry = rle.RetryAfter
+		}
+		secs := max(1, int((retry+time.Second-1)/time.Second))
 		if w != nil {
-			w.Header().Set("Retry-After", "60")
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 		return &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited,
-			Message: "too many action invocations for this session; retry in a minute"}
+			Message: fmt.Sprintf("more than %d action invocations of this session in the last minute; retry in %d s",
+				invocations.RatePerMinute, secs)}
 	case errors.Is(err, invocations.ErrPendingLimit):
 		if w != nil {
 			w.Header().Set("Retry-After", "30")

@@ -84,6 +84,12 @@ type actionsGW struct {
 // is the service's clock.
 func (w *world) startActions(t *testing.T, instance string, src *testSource, now func() time.Time) *actionsGW {
 	t.Helper()
+	return w.startActionsWith(t, instance, testSources{src: src}, now)
+}
+
+// startActionsWith is startActions with any action sources.
+func (w *world) startActionsWith(t *testing.T, instance string, sources actinv.Sources, now func() time.Time) *actionsGW {
+	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.NewJSONHandler(w.logs, nil))
@@ -91,7 +97,7 @@ func (w *world) startActions(t *testing.T, instance string, src *testSource, now
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
 		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
 	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
-		Sources: testSources{src: src}, Validator: actions.NewValidator(64), Log: log, Now: now,
+		Sources: sources, Validator: actions.NewValidator(64), Log: log, Now: now,
 		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})
@@ -172,13 +178,13 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	if st != 502 || r.Invocation.Status != actinv.StatusFailed || !strings.Contains(r.Error, "remote exploded") {
 		t.Fatalf("failed: %d %s", st, body)
 	}
-	// invalid params → 400 with JSON-pointer details, nothing stored.
-	st, _, body = invoke(t, g, sid, sbx, "write_thing", map[string]any{"title": 7})
-	var eb api.ErrorBody
-	_ = json.Unmarshal(body, &eb)
-	if st != 400 || eb.Error.Code != gateway.CodeInvalidParams || !strings.Contains(string(body), `"pointer":"/title"`) {
-		t.Fatalf("invalid params: %d %s", st, body)
-	}
+	// params failing the action's schema → 422 validation_failed, one
+	// {field, problem} per failing value (field: "params" + its JSON
+	// pointer), nothing stored.
+	st, _, body = invoke(t, g, sid, sbx, "write_thing", map[string]any{"title": 7, "extra": true})
+	expectInvalid(t, st, body, "params", "params/title")
+	st, _, body = invoke(t, g, sid, sbx, "write_thing", []int{1})
+	expectInvalid(t, st, body, "params")
 	// require_approval → 202 {invocation, message}.
 	st, r, body = invoke(t, g, sid, sbx, "write_thing", map[string]any{"title": "hello"})
 	if st != 202 || r.Invocation.Status != actinv.StatusPending || r.Message == "" || r.Invocation.ExpiresAt == nil {
@@ -192,11 +198,19 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	if st, _, body := invoke(t, g, sid, sbx, "launch", nil); st != 404 {
 		t.Fatalf("unknown action: %d %s", st, body)
 	}
-	if st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "testint"}, nil); st != 422 {
-		t.Fatalf("missing action: %d %s", st, body)
-	}
-	if st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "testint", "action": "read_thing", "extra": 1}, nil); st != 400 {
-		t.Fatalf("unknown field: %d %s", st, body)
+	// Validation failures of the body are 422 with the field; only a
+	// body that is not JSON is 400.
+	st, body = call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "testint"}, nil)
+	expectInvalid(t, st, body, "action")
+	st, body = call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "testint", "action": "read_thing", "extra": 1}, nil)
+	expectInvalid(t, st, body, "extra")
+	st, body = call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": 5, "action": "read_thing"}, nil)
+	expectInvalid(t, st, body, "integration")
+	for _, raw := range []string{"", "{", `{"integration":"testint","action":"read_thing"} {}`, "integration=testint"} {
+		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), raw, map[string]string{"Authorization": "Bearer " + sbx})
+		if resp.StatusCode != 400 || errorCode(t, body) != api.CodeBadRequest {
+			t.Fatalf("body %q: %d %s", raw, resp.StatusCode, body)
+		}
 	}
 	// The body is bounded.
 	if st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx,
@@ -214,9 +228,8 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	if st, body := call(t, "GET", actionsURL(g, sid, "invocations?limit=2"), owner.Token, nil, nil); st != 200 || strings.Count(string(body), `"action":`) != 2 {
 		t.Fatalf("limit: %d %s", st, body)
 	}
-	if st, _ := call(t, "GET", actionsURL(g, sid, "invocations?limit=0"), owner.Token, nil, nil); st != 422 {
-		t.Fatalf("bad limit: %d", st)
-	}
+	st, body = call(t, "GET", actionsURL(g, sid, "invocations?limit=0"), owner.Token, nil, nil)
+	expectInvalid(t, st, body, "limit")
 	st, body = call(t, "GET", actionsURL(g, sid, "invocations/"+readID), sbx, nil, nil)
 	_ = json.Unmarshal(body, &r)
 	if st != 200 || r.Invocation.ID != readID || r.Invocation.Status != actinv.StatusCompleted {
@@ -230,8 +243,15 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 
 	// Approval: an unknown mode is refused; approve executes (200 with
 	// the result); a second approval or a denial after it is 409.
-	if st, body := call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"mode": "forever"}, nil); st != 422 {
-		t.Fatalf("bad mode: %d %s", st, body)
+	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"mode": "forever"}, nil)
+	expectInvalid(t, st, body, "mode")
+	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"mode": 1}, nil)
+	expectInvalid(t, st, body, "mode")
+	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"always": true}, nil)
+	expectInvalid(t, st, body, "always")
+	if resp, body := doRaw(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), "{once}",
+		map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 || errorCode(t, body) != api.CodeBadRequest {
+		t.Fatalf("approve with a body that is not JSON: %d %s", resp.StatusCode, body)
 	}
 	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"mode": "once"}, nil)
 	r = gateway.InvocationResponse{}
@@ -259,14 +279,30 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 		t.Fatalf("deny: %d %s", st, body)
 	}
 
-	// Approval after expiry → 410, and the invocation is expired.
+	// A decision after expiry → 410 expired, before the sweeper marked
+	// the invocation (the approval expires it) and after alike.
 	_, r, _ = invoke(t, g, sid, sbx, "write_thing", map[string]any{"title": "late"})
-	if _, err := w.api.Deps.Pool.Exec(context.Background(), `UPDATE action_invocations SET expires_at = now() - interval '1 second' WHERE id = $1`, r.Invocation.ID); err != nil {
+	late := r.Invocation.ID
+	_, r, _ = invoke(t, g, sid, sbx, "write_thing", map[string]any{"title": "swept"})
+	swept := r.Invocation.ID
+	if _, err := w.api.Deps.Pool.Exec(context.Background(), `UPDATE action_invocations SET expires_at = now() - interval '1 second' WHERE id = ANY($1)`,
+		[]string{late, swept}); err != nil {
 		t.Fatal(err)
 	}
-	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+r.Invocation.ID+"/approve"), owner.Token, nil, nil)
+	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+late+"/approve"), owner.Token, nil, nil)
 	if st != 410 || errorCode(t, body) != "expired" {
-		t.Fatalf("expired approve: %d %s", st, body)
+		t.Fatalf("expired approve before the sweep: %d %s", st, body)
+	}
+	if n, err := g.svc.ExpirePending(context.Background()); err != nil || n != 1 {
+		t.Fatalf("sweep: %d %v", n, err)
+	}
+	for _, id := range []string{late, swept} {
+		for _, verb := range []string{"approve", "deny"} {
+			st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/"+verb), owner.Token, nil, nil)
+			if st != 410 || errorCode(t, body) != "expired" {
+				t.Fatalf("%s after the sweep: %d %s", verb, st, body)
+			}
+		}
 	}
 	if src.executed.Load() != before {
 		t.Fatal("an expired invocation ran")
@@ -399,9 +435,12 @@ func TestActionLimitsAcrossInstances(t *testing.T) {
 		}
 	}
 	for _, g := range gws {
-		st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "testint", "action": "read_thing"}, nil)
-		if st != 429 || errorCode(t, body) != api.CodeRateLimited {
-			t.Fatalf("61st invoke: %d %s", st, body)
+		// The window is sliding: every call was at the same instant, so
+		// the first slot frees exactly 60 s later.
+		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), `{"integration":"testint","action":"read_thing"}`,
+			map[string]string{"Authorization": "Bearer " + sbx})
+		if resp.StatusCode != 429 || errorCode(t, body) != api.CodeRateLimited || resp.Header.Get("Retry-After") != "60" {
+			t.Fatalf("61st invoke: %d %v %s", resp.StatusCode, resp.Header, body)
 		}
 	}
 	if n := src.executed.Load(); n != actinv.RatePerMinute {

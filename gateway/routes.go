@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -22,34 +23,40 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// decode reads a JSON body strictly (unknown fields are 400).
+// decode reads a JSON body strictly with the API's convention
+// (api.DecodeJSON): not JSON is 400, an unknown field or a wrong type 422.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
-		}
-		if errors.Is(err, io.EOF) {
-			return api.BadRequest("request body required")
-		}
-		return api.BadRequest("malformed JSON body: " + err.Error())
+	body, err := readBody(r)
+	if err != nil {
+		return err
 	}
-	return nil
+	return api.DecodeJSON(body, v)
 }
 
-// decodeOptional is decode for an optional body: an empty body leaves v
-// as it is.
+// decodeOptional is decode for an optional body: an empty (or blank) body
+// leaves v as it is.
 func decodeOptional(r *http.Request, v any) error {
 	if r.Body == nil || r.ContentLength == 0 {
 		return nil
 	}
-	err := decode(r, v)
-	if e, ok := err.(*api.Error); ok && e.Code == api.CodeBadRequest && e.Message == "request body required" {
-		return nil
+	body, err := readBody(r)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return err
 	}
-	return err
+	return api.DecodeJSON(body, v)
+}
+
+// readBody reads the (size-limited) request body: 413 past the limit.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		}
+		return nil, api.BadRequest("unreadable request body")
+	}
+	return body, nil
 }
 
 func invalid(field, problem string) error {

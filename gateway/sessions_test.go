@@ -62,8 +62,15 @@ func TestCreateSession(t *testing.T) {
 			t.Fatalf("%s: %d %s", name, st, body)
 		}
 	}
-	if st, _ := call(t, "POST", g.url+"/proliferate/sessions", owner.Token, map[string]any{"user_id": owner.ID}, nil); st != 400 {
-		t.Fatalf("unknown field: %d", st)
+	// An unknown field is a validation failure (422, naming it), as in
+	// the REST API; only a body that is not JSON is 400.
+	if st, body := call(t, "POST", g.url+"/proliferate/sessions", owner.Token, map[string]any{"user_id": owner.ID}, nil); st != 422 ||
+		errorCode(t, body) != "validation_failed" {
+		t.Fatalf("unknown field: %d %s", st, body)
+	}
+	if resp, body := doRaw(t, "POST", g.url+"/proliferate/sessions", `{"title":`, map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 ||
+		errorCode(t, body) != "bad_request" {
+		t.Fatalf("not JSON: %d %s", resp.StatusCode, body)
 	}
 	// Another org's configuration is not usable.
 	stranger := w.api.NewUser(t)

@@ -38,8 +38,9 @@ const (
 const (
 	// MaxPendingPerSession pending invocations at once per session (429).
 	MaxPendingPerSession = 10
-	// RatePerMinute invocations per session per minute, counted in Redis
-	// so it holds across gateway instances (429).
+	// RatePerMinute invocations per session in any 60-second window
+	// (RateWindow; a sliding window, not per clock minute), counted in
+	// Redis so it holds across gateway instances (429).
 	RatePerMinute = 60
 	// InteractiveTTL is how long a pending invocation of an interactive
 	// session waits for a person; UnattendedTTL for an automation run.
@@ -92,9 +93,10 @@ type InvokeInput struct {
 	Params      json.RawMessage `json:"params"`
 }
 
-// Outcome of Invoke: the stored invocation and, when it ran, its result.
-// HTTP mapping (gateway): completed → 200, pending → 202, denied → 403,
-// failed → 502.
+// Outcome of Invoke and Approve: the stored invocation and, when it ran,
+// its result. HTTP mapping (gateway): invoke completed → 200, pending →
+// 202, denied → 403, failed → 502; approve completed or failed → 200 (the
+// approval succeeded; the failure is recorded on the invocation).
 type Outcome struct {
 	Invocation Invocation
 	Result     json.RawMessage
@@ -110,18 +112,21 @@ var (
 	ErrUnknownAction      = errors.New("invocations: unknown action")
 	// ErrPendingLimit: MaxPendingPerSession reached: 429.
 	ErrPendingLimit = errors.New("invocations: too many pending invocations")
-	// ErrRateLimited: RatePerMinute exceeded: 429.
+	// ErrRateLimited: RatePerMinute exceeded: 429 (the error is a
+	// *RateLimitError saying when to retry).
 	ErrRateLimited = errors.New("invocations: rate limit exceeded")
-	// ErrConflict: the invocation is not pending (already approved,
+	// ErrConflict: the invocation was already decided (approved,
 	// denied, executed): 409.
 	ErrConflict = errors.New("invocations: invocation is not pending")
-	// ErrExpired: approval after the invocation expired: 410.
+	// ErrExpired: an approval or denial after the invocation's expiry,
+	// whether or not the sweeper has marked it expired yet: 410.
 	ErrExpired = errors.New("invocations: invocation expired")
 	// ErrForbidden: the approver is not an admin or owner of the org: 403.
 	ErrForbidden = errors.New("invocations: only org admins and owners can approve or deny")
 )
 
-// Parameter validation failures are *actions.ParamsError (400).
+// Parameter validation failures are *actions.ParamsError (422
+// validation_failed, one detail per failing value).
 
 // Approver is the person approving or denying.
 type Approver struct {

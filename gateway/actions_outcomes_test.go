@@ -1,0 +1,126 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/gateway"
+	"github.com/proliferate/proliferate/internal/actions"
+	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
+	"github.com/proliferate/proliferate/internal/actions/providers/linear"
+	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+)
+
+// expectInvalid checks a 422 validation_failed answer in the one error
+// shape whose details name exactly fields, in order.
+func expectInvalid(t *testing.T, st int, body []byte, fields ...string) {
+	t.Helper()
+	var eb struct {
+		Error struct {
+			Code      string           `json:"code"`
+			Message   string           `json:"message"`
+			Details   []api.FieldError `json:"details"`
+			RequestID string           `json:"request_id"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &eb); err != nil || st != http.StatusUnprocessableEntity ||
+		eb.Error.Code != api.CodeValidation || eb.Error.RequestID == "" || eb.Error.Message == "" {
+		t.Fatalf("want 422 %s: %d %s", api.CodeValidation, st, body)
+	}
+	var got []string
+	for _, d := range eb.Error.Details {
+		if d.Problem == "" {
+			t.Fatalf("a detail without its problem: %s", body)
+		}
+		got = append(got, d.Field)
+	}
+	if !slices.Equal(got, fields) {
+		t.Fatalf("details name %v, want %v: %s", got, fields, body)
+	}
+}
+
+const linearTestToken = "lin_oauth_gateway_test_token"
+
+// linearSources offers Linear, against the local fake, to every session.
+type linearSources struct{ src *linear.Source }
+
+func (l linearSources) List(ctx context.Context, _ sessions.Session) ([]actinv.Available, error) {
+	defs, err := l.src.ListActions(ctx, actions.ExecContext{})
+	return []actinv.Available{{Integration: l.src.ID(), DisplayName: l.src.DisplayName(), Actions: defs}}, err
+}
+
+func (l linearSources) Get(_ context.Context, sess sessions.Session, id string) (actions.Source, actions.ExecContext, *string, error) {
+	if id != l.src.ID() {
+		return nil, actions.ExecContext{}, nil, actinv.ErrUnknownIntegration
+	}
+	return l.src, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID, Token: linearTestToken}, nil, nil
+}
+
+func (linearSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (bool, error) {
+	return false, nil
+}
+
+// An admin approves a Linear issue creation and Linear fails: the
+// approval is answered 200 with the invocation failed and Linear's error
+// (not 502: the approval worked, the action did not); the failure is
+// recorded, and the agent polling its invocation gets it too.
+func TestApprovedExecutionFailureAnswers200(t *testing.T) {
+	w := newWorld(t)
+	fake := linearfake.New(t)
+	fake.AddToken(linearTestToken, "user-ada")
+	fake.AddUser(linearfake.User{ID: "user-ada", Name: "Ada", Email: "ada@example.com"})
+	fake.AddTeam(linearfake.Team{ID: "team-eng", Key: "ENG", Name: "Engineering"})
+	g := w.startActionsWith(t, "a", linearSources{src: linear.New(linear.Options{BaseURL: fake.URL()})}, nil)
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	sbx := w.sandboxToken(sid)
+
+	st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "linear", "action": "create_issue",
+		"params": map[string]any{"teamId": "team-eng", "title": "Crash on start"}}, nil)
+	var r gateway.InvocationResponse
+	if err := json.Unmarshal(body, &r); err != nil || st != http.StatusAccepted || r.Invocation.Status != actinv.StatusPending {
+		t.Fatalf("invoke: %d %s", st, body)
+	}
+	id := r.Invocation.ID
+
+	fake.FailNext(1, http.StatusServiceUnavailable)
+	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, map[string]any{"mode": "once"}, nil)
+	r = gateway.InvocationResponse{}
+	if err := json.Unmarshal(body, &r); err != nil || st != http.StatusOK {
+		t.Fatalf("approve: %d %s", st, body)
+	}
+	inv := r.Invocation
+	if inv.ID != id || inv.Status != actinv.StatusFailed || inv.Error == nil || !strings.Contains(*inv.Error, "linear") ||
+		r.Error != *inv.Error || inv.ApprovedBy == nil || *inv.ApprovedBy != owner.ID || len(r.Result) != 0 {
+		t.Fatalf("approve answered %s", body)
+	}
+	if strings.Contains(string(body), linearTestToken) {
+		t.Fatal("the answer carries the credential")
+	}
+	if len(fake.Issues()) != 0 {
+		t.Fatal("Linear created the issue")
+	}
+	var status, stored string
+	if err := w.api.Deps.Pool.QueryRow(context.Background(), `SELECT status, error FROM action_invocations WHERE id = $1`, id).
+		Scan(&status, &stored); err != nil || status != actinv.StatusFailed || stored != *inv.Error {
+		t.Fatalf("stored %s %q %v", status, stored, err)
+	}
+	// The agent waiting on the invocation sees the failure.
+	st, body = call(t, "GET", actionsURL(g, sid, "invocations/"+id), sbx, nil, nil)
+	r = gateway.InvocationResponse{}
+	if err := json.Unmarshal(body, &r); err != nil || st != http.StatusOK || r.Invocation.Status != actinv.StatusFailed ||
+		r.Invocation.Error == nil || *r.Invocation.Error != *inv.Error {
+		t.Fatalf("poll: %d %s", st, body)
+	}
+	// It was decided: approving again is 409.
+	if st, body := call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, nil, nil); st != http.StatusConflict || errorCode(t, body) != api.CodeConflict {
+		t.Fatalf("second approve: %d %s", st, body)
+	}
+}

@@ -91,9 +91,16 @@ type Spec struct {
 	// SandboxToken authenticates the tools to the gateway for this session
 	// only. Never logged.
 	SandboxToken string
-	// EnvVars are added to the agent's environment (secrets resolved by
-	// the caller). Never logged.
+	// EnvVars are the session's variables (the org's secrets that apply
+	// to it, resolved at every boot by the caller): the environment of the
+	// agent, its shell commands, the sandbox's terminals and Exec
+	// commands, in this sandbox only. Keys SessionEnvAllowed refuses are
+	// dropped. Never logged.
 	EnvVars map[string]string
+	// EnvFiles are dotenv files written into the workspace before the
+	// agent starts (EnvFile: git-excluded, left out of snapshots,
+	// rewritten at every boot). Never logged.
+	EnvFiles []EnvFile
 	// LLM is the model endpoint.
 	LLM LLM
 }
@@ -161,8 +168,14 @@ type Terminal interface {
 // sandbox (the gateway's terminal WebSocket).
 type Terminals interface {
 	// OpenTerminal starts a login shell in the sandbox's workspace with
-	// the given window size. ErrNotFound when the sandbox is not live.
-	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (Terminal, error)
+	// the given window size. env is added to the shell's environment (the
+	// gateway gives it the terminal's own credential for the proliferate
+	// CLI: PROLIFERATE_GATEWAY_URL, PROLIFERATE_SESSION_ID,
+	// PROLIFERATE_TERMINAL_TOKEN); a provider that reaches the gateway at
+	// another address inside the sandbox replaces PROLIFERATE_GATEWAY_URL
+	// with it. Values are never logged. ErrNotFound when the sandbox is
+	// not live.
+	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16, env map[string]string) (Terminal, error)
 }
 
 // Limit kinds (LimitEvent.Kind).

@@ -75,11 +75,13 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 		home = JailHome
 		ceiling = jailCeiling
 	}
-	c.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
+	// The session's variables first: the command's own and the sandbox's
+	// (PATH, HOME, the egress proxy) win.
+	c.Env = append(slices.Clone(in.env),
+		"PATH="+os.Getenv("PATH"),
+		"HOME="+home,
 		"LANG=C.UTF-8",
-	}
+	)
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
 		if envKeyRE.MatchString(k) && k != "GIT_CEILING_DIRECTORIES" {
 			c.Env = append(c.Env, k+"="+cmd.Env[k])

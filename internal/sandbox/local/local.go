@@ -105,7 +105,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -207,14 +206,21 @@ type instance struct {
 	home      string // the isolated HOME under state/
 	proc      *opencode.Process
 	ch        *channels // the sandbox's channels (nil without isolation)
+	env       []string  // the session's variables (KEY=VALUE) for terminals and Exec; never logged
 	expiresAt time.Time
 	expiry    *time.Timer
 
 	mu        sync.Mutex
+	envFiles  []string               // env files written into the workspace (left out of snapshots)
 	stopped   bool                   // no more terminals may open
 	terminals map[*terminal]struct{} // open terminals, closed with the sandbox
 
 	limits limitState // its cgroup and limit events (limits.go)
+
+	// gatewayURL and binDir are the gateway's URL and the CLI's bin dir
+	// as the sandbox's processes see them ("" for none): a terminal's
+	// shell gets them too.
+	gatewayURL, binDir string
 }
 
 func (in *instance) alive() bool {
@@ -484,6 +490,13 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 
 	stateDir := filepath.Join(dir, "state")
 	home := filepath.Join(stateDir, "home")
+	envFiles, err := writeEnvFiles(workspace, stateDir, spec.EnvFiles)
+	if err != nil {
+		return sandbox.Sandbox{}, err
+	}
+	if err := ensureBashrc(home); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	agentDir := filepath.Join(stateDir, agentPrefix)
 	paths := mapper{} // host paths as the agent sees them: unchanged without isolation
 	var binDir string
@@ -500,6 +513,9 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		model = spec.LLM.Model
 	}
 	env := withPath(agentEnv(spec, capSpec), binDir)
+	// The agent's shell commands source the values submitted during the
+	// session (WriteEnv).
+	env = append(env, "BASH_ENV="+paths.path(filepath.Join(home, sandbox.RuntimeEnvFile)))
 	if p.jail != nil {
 		env = append(env, "TMPDIR=/tmp", "GIT_CEILING_DIRECTORIES="+jailCeiling)
 		env = append(env, egressEnv()...) // last: a session variable cannot route around the egress proxy
@@ -560,10 +576,13 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		home:      home,
 		proc:      proc,
 		ch:        ch,
+		env:       sessionEnv(spec.EnvVars),
+		envFiles:  envFiles,
 		expiresAt: started.Add(p.opts.Timeout),
 		terminals: map[*terminal]struct{}{},
 		limits:    limitState{cg: cg, done: make(chan struct{})},
 	}
+	in.gatewayURL, in.binDir = gatewayURL, binDir
 	in.expiry = time.AfterFunc(time.Until(in.expiresAt), func() { p.expire(in) })
 	if cg != nil {
 		go p.watchLimits(in)
@@ -571,7 +590,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	p.mu.Lock()
 	p.live[spec.SessionID] = in
 	p.mu.Unlock()
-	log.Info("sandbox started", "sandbox_id", in.id, "tools", files.Tools, "expires_at", in.expiresAt, "isolation", p.opts.Isolation,
+	log.Info("sandbox started", "sandbox_id", in.id, "tools", files.Tools, "env_vars", len(in.env), "env_files", envFiles, "expires_at", in.expiresAt, "isolation", p.opts.Isolation,
 		"ms", time.Since(started).Milliseconds(), "agent_startup_ms", proc.StartupDuration.Milliseconds())
 	return in.sandbox(), nil
 }
@@ -642,11 +661,7 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) []string {
 		"GIT_AUTHOR_NAME=Proliferate Agent", "GIT_AUTHOR_EMAIL=agent@proliferate.dev",
 		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
 	}
-	for _, k := range slices.Sorted(maps.Keys(spec.EnvVars)) {
-		if envKeyRE.MatchString(k) && !strings.HasPrefix(k, "PROLIFERATE_") && !strings.HasPrefix(k, "OPENCODE_") {
-			env = append(env, k+"="+spec.EnvVars[k])
-		}
-	}
+	env = append(env, sessionEnv(spec.EnvVars)...)
 	return append(env, capabilities.Env(capSpec)...)
 }
 
@@ -739,6 +754,7 @@ func (p *Provider) snapshot(ctx context.Context, in *instance, live bool) (sandb
 		workspace: in.workspace,
 		agentDir:  filepath.Join(p.sandboxDir(in.sessionID), "state", agentPrefix),
 		live:      live,
+		skip:      in.envFileSet(),
 	}
 	size, err := writeSnapshot(ctx, src, p.snapshotPath(id))
 	if err != nil {

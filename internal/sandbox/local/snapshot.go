@@ -81,6 +81,10 @@ type snapshotSource struct {
 	// copied to a stable set first (stableCopy) instead of being read in
 	// place.
 	live bool
+	// skip are more workspace paths (slash-separated) left out: the
+	// session's env files, which every boot writes again with the
+	// current values.
+	skip map[string]bool
 }
 
 // writeSnapshot writes a version-2 snapshot of src to dest atomically (a
@@ -145,7 +149,7 @@ func writeEntries(ctx context.Context, tw *tar.Writer, src snapshotSource, agent
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if skipInSnapshot[rel] {
+		if skipInSnapshot[rel] || src.skip[rel] {
 			if d.IsDir() {
 				return filepath.SkipDir
 			}

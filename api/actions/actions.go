@@ -124,7 +124,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 			Secrets: catalog.OrgSecrets{Pool: s.Pool, Box: s.Box},
 			MCP:     catalog.MCPOptions{ListTimeout: o.ValidateTimeout, HTTPClient: o.HTTPClient}, Log: log})
 		h := &handlers{pool: s.Pool, integ: integ, cat: cat, log: log, o: o}
-		for _, r := range h.routes() {
+		for _, r := range append(h.routes(), h.redactionRoutes()...) {
 			s.Handle(r)
 		}
 		return nil

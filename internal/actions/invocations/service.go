@@ -10,13 +10,14 @@ package invocations
 //     row changes state at most once per transition whatever the number of
 //     gateway or API replicas.
 //   - Limits that must hold across instances live in shared stores: the
-//     per-minute rate in Redis (an exact sliding window: a sorted set of
-//     accepted call times updated by one Lua script), the pending cap in
+//     per-minute rate in Redis (fixed window INCR+EXPIRE), the pending cap in
 //     Postgres (count under a per-session transaction-scoped advisory lock).
 //   - Execution happens outside any transaction, after the row is committed
 //     as executing; it runs detached from the caller's context (bounded by
 //     ExecTimeout) so a disconnecting agent never leaves a row executing.
-//   - What is stored and published is shaped (redacted, ≤ 10 KiB). When the
+//   - What is stored, published and returned to the agent is the same
+//     shaped value: redacted (token formats, the org's secret values and
+//     marked patterns, the call's own secrets) and ≤ 10 KiB. When the
 //     shaped params differ from the ones the agent sent (a redacted or cut
 //     member), a pending invocation keeps the original params in Redis until
 //     it is resolved, so approving it executes what was asked; if Redis lost
@@ -51,11 +52,6 @@ import (
 // ExecTimeout bounds one execution of an action (actions.md §5).
 const ExecTimeout = 30 * time.Second
 
-// MaxAgentResultBytes bounds the (redacted) result returned to the agent;
-// the stored and published result is bounded by
-// actions.DefaultMaxResultBytes.
-const MaxAgentResultBytes = 256 << 10
-
 // Deps are the service's collaborators. Pool and Codec are required; the
 // API role (lists, approve, deny, expire) may leave Sources, Validator and
 // Redis nil. Without Redis the rate limit is not enforced.
@@ -76,6 +72,16 @@ type Deps struct {
 	// UnattendedTTL (ACTIONS_PENDING_TTL, ACTIONS_PENDING_TTL_AUTOMATION).
 	PendingTTL           time.Duration
 	UnattendedPendingTTL time.Duration
+	// Redactors gives each organization's redactor (its secret values and
+	// marked patterns, redaction.Cache in production); nil: the token
+	// formats and each call's own secrets only.
+	Redactors OrgRedactors
+}
+
+// OrgRedactors returns an organization's content redactor. An error means
+// its rules could not be read: nothing is run or stored without them.
+type OrgRedactors interface {
+	Redactor(ctx context.Context, orgID string) (*actions.Redactor, error)
 }
 
 // Svc implements Service.
@@ -223,7 +229,7 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 		err = actions.Validate(def, params)
 	}
 	if err != nil {
-		return Outcome{}, err // *actions.ParamsError (422) or a broken schema
+		return Outcome{}, err // *actions.ParamsError (400) or a broken schema
 	}
 	drifted := false
 	if strings.HasPrefix(src.ID(), actions.ConnectorPrefix) {
@@ -231,7 +237,11 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 			return Outcome{}, fmt.Errorf("drift check of %s:%s: %w", src.ID(), def.ID, err)
 		}
 	}
-	storedParams, paramsCut := actions.ShapeResultWith(params, actions.DefaultMaxResultBytes, redactorFor(params, ec))
+	red, err := s.redactorFor(ctx, sess.OrgID, params, ec)
+	if err != nil {
+		return Outcome{}, err
+	}
+	storedParams, paramsCut := actions.ShapeResultWith(params, actions.DefaultMaxResultBytes, red)
 	exact := !paramsCut && jsonEqualCompact(storedParams, params)
 
 	var inv Invocation
@@ -310,29 +320,37 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 	if inv.Status != StatusExecuting {
 		return Outcome{Invocation: inv}, nil
 	}
-	return s.execute(ctx, inv, src, ec, params)
+	return s.execute(ctx, inv, src, ec, params, red)
 }
 
 // execute runs an invocation committed as executing and records the
 // outcome. It is detached from ctx's cancellation (bounded by ExecTimeout)
-// so the row always ends completed or failed.
-func (s *Svc) execute(ctx context.Context, inv Invocation, src actions.Source, ec actions.ExecContext, params json.RawMessage) (Outcome, error) {
+// so the row always ends completed or failed. red redacts the outcome.
+func (s *Svc) execute(ctx context.Context, inv Invocation, src actions.Source, ec actions.ExecContext, params json.RawMessage,
+	red *actions.Redactor) (Outcome, error) {
 	ctx = context.WithoutCancel(ctx)
 	ectx, cancel := context.WithTimeout(ctx, s.d.ExecTimeout)
 	start := time.Now()
 	raw, execErr := src.Execute(ectx, inv.Action, params, ec)
 	cancel()
 	dur := time.Since(start).Milliseconds()
-	return s.finish(ctx, inv, raw, execErr, dur, redactorFor(params, ec))
+	return s.finish(ctx, inv, raw, execErr, dur, red)
 }
 
-// redactorFor is the content redactor of one call: the token formats plus
-// the exact values of the call's secret-keyed params (a tool's echo of
-// client_secret) and of the integration's credential.
-// TODO(#16): the org's secret values are not passed: they are only
-// decrypted one key at a time by catalog.OrgSecrets, not available here.
-func redactorFor(params json.RawMessage, ec actions.ExecContext) *actions.Redactor {
-	return actions.NewRedactor(append(actions.SecretValues(params), ec.Token)...)
+// redactorFor is the content redactor of one call: the token formats, the
+// organization's secret values and marked patterns (Deps.Redactors, cached
+// per organization), and the exact values of the call's secret-keyed
+// params (a tool's echo of client_secret) and of the integration's
+// credential.
+func (s *Svc) redactorFor(ctx context.Context, orgID string, params json.RawMessage, ec actions.ExecContext) (*actions.Redactor, error) {
+	var org *actions.Redactor
+	if s.d.Redactors != nil {
+		var err error
+		if org, err = s.d.Redactors.Redactor(ctx, orgID); err != nil {
+			return nil, fmt.Errorf("redaction rules of organization %s: %w", orgID, err)
+		}
+	}
+	return org.With(append(actions.SecretValues(params), ec.Token)...), nil
 }
 
 // finish stores the outcome of an execution (executing → completed|failed).
@@ -352,12 +370,10 @@ func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, e
 		if len(raw) == 0 {
 			raw = json.RawMessage(`null`)
 		}
-		var cut bool
-		stored, cut = actions.ShapeResultWith(raw, actions.DefaultMaxResultBytes, red)
+		// One size rule (actions.DefaultMaxResultBytes): the agent gets
+		// exactly what is stored, published and shown.
+		stored, _ = actions.ShapeResultWith(raw, actions.DefaultMaxResultBytes, red)
 		agent = stored
-		if cut && len(raw) > actions.DefaultMaxResultBytes {
-			agent, _ = actions.ShapeResultWith(raw, MaxAgentResultBytes, red)
-		}
 	}
 	now := s.now()
 	var out Invocation
@@ -440,9 +456,6 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string
 		}
 		return executing, s.emit(ctx, tx, executing, StatusApproved)
 	}, &inv, &expired)
-	if errors.Is(err, ErrExpired) {
-		return Outcome{Invocation: inv}, err
-	}
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -478,7 +491,12 @@ func (s *Svc) executeApproved(ctx context.Context, inv Invocation) (Outcome, err
 		s.d.Log.WarnContext(ctx, "original params of approved invocation unavailable", "invocation_id", inv.ID, "error", err)
 		return fail("the original parameters of this invocation are no longer available; invoke the action again")
 	}
-	return s.execute(ctx, inv, src, ec, params)
+	red, err := s.redactorFor(ctx, inv.OrgID, params, ec)
+	if err != nil {
+		s.d.Log.WarnContext(ctx, "redaction rules of approved invocation unavailable", "invocation_id", inv.ID, "error", err)
+		return fail("the organization's redaction rules could not be read, so the action was not run; invoke it again")
+	}
+	return s.execute(ctx, inv, src, ec, params, red)
 }
 
 // Deny implements Service.
@@ -502,9 +520,6 @@ func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invoca
 		}
 		return denied, nil
 	}, &inv, &expired)
-	if errors.Is(err, ErrExpired) {
-		return inv, err
-	}
 	if err != nil {
 		return Invocation{}, err
 	}
@@ -519,9 +534,7 @@ func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invoca
 
 // resolve runs the checks shared by Approve and Deny and then apply, in one
 // transaction holding the invocation's row lock. An overdue invocation is
-// expired instead (*expired = true, the expired row in *out); one the
-// sweeper already expired is ErrExpired with the row in *out (nothing
-// written, nothing announced again); any other decided one ErrConflict.
+// expired instead (*expired = true, the expired row in *out).
 func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 	apply func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error), out *Invocation, expired *bool) error {
 	if a.Role != "owner" && a.Role != "admin" {
@@ -539,15 +552,7 @@ func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 		if err != nil {
 			return fmt.Errorf("lock invocation %s: %w", invocationID, err)
 		}
-		switch cur.Status {
-		case StatusPending:
-		case StatusExpired:
-			// Expired by the sweeper (or an earlier decision): the same
-			// answer as expiring it now, so a late approver always hears
-			// "expired", never "already decided".
-			*out = cur
-			return ErrExpired
-		default:
+		if cur.Status != StatusPending {
 			return ErrConflict
 		}
 		now := s.now()

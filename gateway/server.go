@@ -50,6 +50,9 @@ type Deps struct {
 	// Actions is the action invocation lifecycle behind the action routes
 	// (actions.go); nil answers them with 503.
 	Actions invocations.Service
+	// Repos gives sandboxes their repositories' git credentials and pull
+	// requests (sandbox_git.go); nil answers those routes with 503.
+	Repos RepoAccess
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -278,6 +281,7 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/{id}/pause", s.owned("id", s.postPause))
 	s.handle("POST /proliferate/{id}/snapshot", s.owned("id", s.postSnapshot))
 	s.gitRoutes()
+	s.sandboxGitRoutes()
 	s.proxyRoutes()
 	s.actionRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {

@@ -22,6 +22,9 @@ func subcommands(t *testing.T) []string {
 		t.Fatal(err)
 	}
 	names := []string{"actions", "help"}
+	for name := range sandboxMains {
+		names = append(names, name)
+	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		fn, ok := n.(*ast.FuncDecl)
 		if !ok || fn.Name.Name != "run" {

@@ -94,6 +94,8 @@ terminal WebSocket (starts or resumes the sandbox).
   --gateway URL  gateway base URL (default GATEWAY_PUBLIC_URL)
   --token T      access token or API key (default $PROLIFERATE_TOKEN)`},
 	{"actions list|guide|run", "(inside a sandbox) act on connected integrations through the\ngateway: proliferate actions --help", actionsUsage},
+	{"git-credential get", "(inside a sandbox) git's credential helper: a short-lived token\nfor one of the session's repositories", gitCredentialUsage},
+	{"pr create --title T", "(inside a sandbox) open a pull request from the current branch\nthrough the organization's GitHub integration", prUsage},
 	{"billing-jobs", "grace clock, enforcement retries, ledger partitions, LiteLLM spend\ncollection, Autumn posting, auto-top-up, trial activation and\nthe nightly reconciliation (each once at a time across replicas)",
 		`Runs the grace clock, enforcement retries, ledger partitions, LiteLLM spend
 collection, Autumn posting, auto-top-up, trial activation and the nightly
@@ -147,7 +149,7 @@ func commandHelp(name string, stdout io.Writer) error {
 		if c.name() != name {
 			continue
 		}
-		if name == "actions" {
+		if strings.HasPrefix(c.help, "Usage: proliferate "+name) { // the sandbox commands' own usage
 			_, err := io.WriteString(stdout, c.help)
 			return err
 		}
@@ -183,6 +185,9 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "actions" {
 		os.Exit(actionsMain(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && sandboxMains[os.Args[1]] != nil {
+		os.Exit(sandboxMains[os.Args[1]](os.Args[2:]))
+	}
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "proliferate:", err)
 		var uerr usageError
@@ -192,6 +197,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// sandboxMains are the other commands the agent runs inside its sandbox,
+// dispatched like actions before any platform configuration is loaded.
+var sandboxMains = map[string]func([]string) int{"git-credential": gitCredentialMain, "pr": prMain}
 
 type usageError struct{ msg string }
 

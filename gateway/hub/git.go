@@ -157,6 +157,13 @@ func (h *Hub) GitCreatePR(ctx context.Context, p *auth.Principal, workspacePath 
 	return pr, nil
 }
 
+// RecordPullRequest records a pull request opened for the session (by its
+// sandbox, through the gateway): its URL joins the session's pr_urls at once.
+func (h *Hub) RecordPullRequest(ctx context.Context, url string) {
+	h.counters.RecordPRURL(url)
+	h.flushTelemetry(context.WithoutCancel(ctx))
+}
+
 // handleGit answers a git client message off the read loop: git_status for
 // get_git_status, git_result for the mutations, to the requesting client.
 func (h *Hub) handleGit(c Client, p *auth.Principal, msg ClientMessage) {

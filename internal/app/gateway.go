@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/sweeper"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
@@ -130,7 +131,8 @@ func (a *App) repoResolver() hub.RepoResolver {
 				if err != nil {
 					return nil, err
 				}
-				tok, err := svc.TokenFor(ctx, s.OrgID, *x.integration)
+				_, name, _ := strings.Cut(x.name, "/")
+				tok, err := svc.TokenFor(ctx, s.OrgID, *x.integration, integrations.ForRepository(name))
 				if err != nil {
 					return nil, fmt.Errorf("token for %s: %w", x.name, err)
 				}
@@ -163,7 +165,7 @@ func (a *App) githubTokens() gitops.TokenSource {
 		if err != nil {
 			return "", err
 		}
-		tok, err := svc.TokenFor(ctx, orgID, integrationID)
+		tok, err := svc.TokenFor(ctx, orgID, integrationID, integrations.ForRepository(repo))
 		if err != nil {
 			return "", err
 		}
@@ -252,7 +254,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		advertise = advertiseURL(ln.Addr().String())
 	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
-		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise})
+		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise,
+		Repos: repoAccess{a}})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err

@@ -119,13 +119,27 @@ func ToolsFor(sessionType, clientType string) []string {
 }
 
 // Env returns the environment entries (KEY=VALUE) the tools need in the
-// agent's process.
+// agent's process, and GitCredentialEnv: git asks the platform for its
+// HTTPS credentials.
 func Env(spec CapabilitySpec) []string {
-	return []string{
+	return append([]string{
 		EnvGatewayURL + "=" + strings.TrimRight(spec.GatewayURL, "/"),
 		EnvSessionID + "=" + spec.SessionID,
 		EnvSandboxToken + "=" + spec.SandboxToken,
-	}
+	}, GitCredentialEnv...)
+}
+
+// GitCredentialEnv configures git (through GIT_CONFIG_* entries, the
+// highest-precedence configuration, so nothing is written to a gitconfig or
+// a snapshot) to ask `proliferate git-credential` for the credentials of
+// HTTPS remotes, with the repository's path (useHttpPath), so the gateway
+// can narrow the token to that repository. Earlier helpers (a system
+// gitconfig's) are reset first.
+var GitCredentialEnv = []string{
+	"GIT_CONFIG_COUNT=3",
+	"GIT_CONFIG_KEY_0=credential.helper", "GIT_CONFIG_VALUE_0=",
+	"GIT_CONFIG_KEY_1=credential.helper", "GIT_CONFIG_VALUE_1=!proliferate git-credential",
+	"GIT_CONFIG_KEY_2=credential.useHttpPath", "GIT_CONFIG_VALUE_2=true",
 }
 
 // Write writes the capability files into dir (the workspace root) and

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -88,12 +89,27 @@ type GitHub struct {
 
 // NewGitHub starts the fake; now is the clock tokens expire by (nil: real).
 func NewGitHub(t testing.TB, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
+	return NewGitHubOn(t, "127.0.0.1", appID, pub, now)
+}
+
+// NewGitHubOn is NewGitHub listening on host (an address of this machine):
+// e.g. 127.0.0.2, which a sandbox's NO_PROXY (localhost, 127.0.0.1) does
+// not cover, so its git goes through the sandbox's egress proxy as it
+// would to github.com.
+func NewGitHubOn(t testing.TB, host, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
 	if now == nil {
 		now = time.Now
 	}
 	g := &GitHub{appID: appID, pub: pub, now: now, tokenTTL: time.Hour, installations: map[int64]*GitHubInstallation{}}
 	g.git.init()
-	srv := httptest.NewServer(http.HandlerFunc(g.serve))
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(g.serve))
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		t.Fatalf("fake GitHub: listen on %s: %v", host, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	t.Cleanup(srv.Close)
 	g.URL = srv.URL
 	return g

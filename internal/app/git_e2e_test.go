@@ -1,0 +1,286 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/integrations/fakes"
+	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// startDevLogged is startDev with the platform's logs, at debug level, in
+// logs.
+func startDevLogged(t *testing.T, cfg *config.Config, logs *testenv.LogBuffer) running {
+	t.Helper()
+	a := app.New(cfg, obs.NewLogger(logs, "debug", "text"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Dev(ctx) }()
+	testenv.Eventually(t, 30*time.Second, "dev to start its ops endpoints", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited early: %v", err)
+		default:
+		}
+		return a.OpsAddr() != ""
+	})
+	var stopped bool
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return running{a, stop}
+}
+
+// The agent pushes and opens a pull request from inside its isolated
+// (bubblewrap) sandbox with the organization's GitHub App: the real agent,
+// scripted to commit on a branch, `git push` and run `proliferate pr
+// create` in its bash tool, gets a token narrowed to the session's
+// repository through git's credential helper (`proliferate git-credential`,
+// configured in its environment), and the pull request is opened through
+// the gateway. GitHub is the fake that speaks the App API, git smart HTTP
+// (the real git http-backend) and the REST pulls API. The fake received
+// exactly one push and one pull request; the pull request's URL is on the
+// session; asking for a token for another repository of the org is refused
+// (403); no minted token is on the sandbox's disk (workspace, home, agent
+// state) or in the platform's logs.
+func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
+	binDir, err := buildCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The isolated provider binds the proliferate found on PATH into the
+	// sandbox (/opt/proliferate/bin).
+	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
+	// 127.0.0.2: the sandbox reaches it through its egress proxy (its
+	// NO_PROXY covers 127.0.0.1), like github.com.
+	gh := fakes.NewGitHubOn(t, "127.0.0.2", "4242", &key.PublicKey, nil)
+	const installation = 9077
+	gh.AddInstallation(fakes.GitHubInstallation{ID: installation, Login: "acme"})
+	appRepo := gh.AddRepo(t, installation, "acme", "app")
+	otherRepo := gh.AddRepo(t, installation, "acme", "other")
+	ghURL, err := url.Parse(gh.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	logs := &testenv.LogBuffer{}
+	cfg := devConfig(t, filepath.Join(dir, "kafka"), "RUN_SESSIONS", "gateway",
+		"SANDBOX_ISOLATION", "bwrap", "SANDBOX_EGRESS", "allowlist", "SANDBOX_EGRESS_ALLOW", ghURL.Host,
+		"GITHUB_APP_ID", "4242", "GITHUB_APP_PRIVATE_KEY", keyPEM, "GITHUB_API_URL", gh.URL)
+	dev := startDevLogged(t, cfg, logs)
+	testenv.Eventually(t, 30*time.Second, "the gateway to listen", func() bool { return dev.app.GatewayAddr() != "" })
+	base := "http://" + dev.app.APIAddr()
+	gwBase := "http://" + dev.app.GatewayAddr()
+	ctx := context.Background()
+	pool := dev.app.Pool
+
+	var signup struct {
+		AccessToken string `json:"access_token"`
+		User        struct {
+			ID          string `json:"id"`
+			ActiveOrgID string `json:"active_org_id"`
+		} `json:"user"`
+	}
+	if code := apiCall(t, base, "POST", "/auth/signup", "", map[string]any{"email": fmt.Sprintf("git-%d@example.com", time.Now().UnixNano()),
+		"password": "correct horse battery", "name": "Grace"}, &signup); code != 201 {
+		t.Fatalf("signup %d", code)
+	}
+	token, orgID, userID := signup.AccessToken, signup.User.ActiveOrgID, signup.User.ID
+
+	// The org's GitHub App installation, its two repositories connected to
+	// it, and a configuration with one of them.
+	var integrationID, cfgID string
+	if err := pool.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, github_installation_id, created_by)
+		VALUES ($1, 'github-app', 'github', $2, $3, $4) RETURNING id::text`,
+		orgID, fmt.Sprintf("github-app-%d", installation), installation, userID).Scan(&integrationID); err != nil {
+		t.Fatal(err)
+	}
+	repoIDs := map[string]string{}
+	for _, r := range []fakes.GitRepo{appRepo, otherRepo} {
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_name, github_url, default_branch) VALUES ($1, $2, $3, 'main')
+			RETURNING id::text`, orgID, r.Owner+"/"+r.Name, r.CloneURL).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO repo_connections (org_id, repo_id, integration_id) VALUES ($1, $2, $3)`,
+			orgID, id, integrationID); err != nil {
+			t.Fatal(err)
+		}
+		repoIDs[r.Name] = id
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'app') RETURNING id::text`, orgID).Scan(&cfgID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position)
+		VALUES ($1, $2, $3, 'app', 0)`, cfgID, repoIDs["app"], orgID); err != nil {
+		t.Fatal(err)
+	}
+
+	const push = `cd app && git switch -q -c agent/fix-readme && echo "Fixed by the agent." >> README.md && ` +
+		`git commit -q -am "Fix the README" && git push -q -u origin agent/fix-readme 2>&1 && ` +
+		`proliferate pr create --title "Fix the README" --body "Automated fix."; echo "exit=$?"`
+	other := fmt.Sprintf(`printf 'protocol=http\nhost=%s\npath=acme/other.git\n\n' | proliferate git-credential get; echo "other-exit=$?"`, ghURL.Host)
+	if err := dev.app.LLMSim.Register("git-push-pr", llmsim.Script{Turns: []llmsim.Turn{
+		{Text: "Pushing the fix.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: mustJSON(t, map[string]any{
+			"command": push, "description": "Commit, push and open the pull request", "timeout": 300000})}}},
+		{Text: "Trying another repository.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: mustJSON(t, map[string]any{
+			"command": other, "description": "Ask for another repository's token", "timeout": 120000})}}},
+		{Text: "Done: {{tool_result}}"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	var sess struct {
+		ID string `json:"id"`
+	}
+	if code := apiCall(t, base, "POST", "/sessions", token, map[string]any{"title": "Fix the README", "configuration_id": cfgID}, &sess); code != 201 {
+		t.Fatalf("create session %d", code)
+	}
+	gw := client.New(gwBase, token)
+	var got frames
+	wsCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	conn, err := gw.Connect(wsCtx, sess.ID, client.Handler{OnMessage: got.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	testenv.Eventually(t, 120*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	if err := conn.Prompt("Fix the README and open a pull request. [[script:git-push-pr]]"); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 240*time.Second, "the agent's turn to end", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
+
+	var results []string
+	for _, m := range got.all(hub.MsgToolEnd) {
+		var e hub.ToolEndMessage
+		if m.Decode(&e) == nil && e.Tool == "bash" {
+			results = append(results, e.Result)
+		}
+	}
+	if len(results) != 2 {
+		t.Fatalf("bash results %q", results)
+	}
+
+	// Exactly one push and one pull request reached GitHub.
+	pushes, prs := gh.Pushes(), gh.PullRequests()
+	if len(pushes) != 1 || pushes[0].Repo != "acme/app" {
+		t.Fatalf("pushes %+v (bash: %s)", pushes, results[0])
+	}
+	if len(prs) != 1 || prs[0].Repo != "acme/app" || prs[0].Head != "agent/fix-readme" || prs[0].Base != "main" ||
+		prs[0].Title != "Fix the README" || prs[0].Body != "Automated fix." {
+		t.Fatalf("pull requests %+v (bash: %s)", prs, results[0])
+	}
+	if !strings.Contains(results[0], prs[0].URL) || !strings.Contains(results[0], "exit=0") {
+		t.Fatalf("push and pr create printed %q", results[0])
+	}
+	// The push used a token narrowed to the session's repository.
+	if scope, ok := gh.TokenRepos(pushes[0].Token); !ok || !slices.Equal(scope, []string{"app"}) {
+		t.Fatalf("the push's token is scoped to %v (minted here: %v)", scope, ok)
+	}
+	if head := gitOut(t, appRepo.Dir, "log", "-1", "--format=%s", "refs/heads/agent/fix-readme"); head != "Fix the README" {
+		t.Fatalf("the pushed branch's head is %q", head)
+	}
+
+	// The pull request's URL is on the session.
+	var prURLs []string
+	if err := pool.QueryRow(ctx, `SELECT pr_urls FROM sessions WHERE id = $1`, sess.ID).Scan(&prURLs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(prURLs, prs[0].URL) {
+		t.Fatalf("session pr_urls %v, want %s", prURLs, prs[0].URL)
+	}
+
+	// Another repository of the org (connected to the same installation)
+	// is not the session's: refused, nothing printed for git.
+	if !strings.Contains(results[1], "not a repository of this session") || !strings.Contains(results[1], "HTTP 403") ||
+		!strings.Contains(results[1], "other-exit=1") || strings.Contains(results[1], "password=") {
+		t.Fatalf("another repository's credential: %q", results[1])
+	}
+	// Another session's sandbox token cannot get this session's
+	// credentials either, nor a person's token (sandbox routes only).
+	if status, body := gatewayCall(t, gwBase, "POST", "/proliferate/"+sess.ID+"/git/credential", token,
+		map[string]any{"protocol": "http", "host": ghURL.Host, "path": "acme/app.git"}); status != http.StatusForbidden {
+		t.Fatalf("a person's credential request: %d %s", status, body)
+	}
+
+	// No minted token is on the sandbox's disk or in the logs.
+	issued := gh.Issued()
+	if len(issued) == 0 {
+		t.Fatal("no token was minted")
+	}
+	sandboxDir := filepath.Join(cfg.SandboxDataDir, "sandboxes", sess.ID)
+	if _, err := os.Stat(filepath.Join(sandboxDir, "workspace", "app", ".git")); err != nil {
+		t.Fatalf("sandbox layout: %v", err)
+	}
+	err = filepath.WalkDir(sandboxDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, tok := range issued {
+			if bytes.Contains(data, []byte(tok)) {
+				t.Errorf("a GitHub token is on the sandbox's disk: %s", p)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := logs.String()
+	if !strings.Contains(all, "pull request opened from a sandbox") {
+		t.Fatal("the logs were not captured")
+	}
+	for _, tok := range issued {
+		if strings.Contains(all, tok) {
+			t.Fatal("a GitHub token is in the logs")
+		}
+	}
+}
+
+func gitOut(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}

@@ -52,6 +52,18 @@ default 10m) until someone approves or denies. Exit status of ` + "`run`" + `:
 not retry it unchanged), 4 nobody approved in time, 5 rate limited (wait,
 then retry).
 
+## Pushing and pull requests
+
+git push, fetch and pull to the session's repositories authenticate through
+the platform (a short-lived token for that repository only, asked by git's
+credential helper): never ask for a token and never put one in a remote URL.
+
+    git switch -c my-branch && git commit -am "…" && git push -u origin my-branch
+    proliferate pr create --title "…" --body "…" [--base main] [--draft]
+
+` + "`pr create`" + ` runs in the repository's directory, opens the pull request from
+the current branch and prints its URL (recorded on the session and its run).
+
 ## Services
 
     proliferate services list

@@ -126,7 +126,10 @@ repositories checked out.
 - Implement what you are asked: read the code, make focused changes, run the
   tests and linters the project uses, and fix what you broke.
 - Commit your work on a branch and open a pull request when the task calls
-  for it; mention the pull request URL in your final answer.
+  for it: ` + "`git push -u origin BRANCH`" + ` (credentials are provided; never
+  ask for a token), then ` + "`proliferate pr create --title ... --body ...`" + `
+  in the repository; mention the pull request URL it prints in your final
+  answer.
 - Keep the user informed with short progress notes; ask only when a decision
   genuinely needs them.
 - If the project needs environment variables or secrets you do not have,
@@ -164,6 +167,9 @@ const platformCLI = `
 
 The ` + "`proliferate`" + ` CLI is available in the sandbox:
 - ` + "`proliferate services list|start|logs|expose`" + ` manages long-running services.
+- ` + "`proliferate pr create --title T [--body B] [--base BRANCH]`" + ` opens a pull
+  request from the current branch (push it first); git push and fetch to
+  the session's repositories authenticate through the platform.
 - ` + "`proliferate actions list|guide|run`" + ` acts on connected integrations
   (GitHub, Linear, Sentry, Slack…); see .proliferate/actions-guide.md. Never
   ask for API keys of connected integrations: the platform resolves them.

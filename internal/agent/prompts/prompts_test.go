@@ -77,3 +77,17 @@ func TestCustomPromptKeepsModeCriticalInstructions(t *testing.T) {
 		t.Fatal("a blank custom prompt did not fall back to the mode's prompt")
 	}
 }
+
+// Coding and automation prompts tell the agent how to push and open a pull
+// request with the commands that exist (cmd/proliferate's git-credential
+// and pr; their usage is tested there).
+func TestPromptsTellHowToOpenAPullRequest(t *testing.T) {
+	for _, mode := range []string{prompts.ModeCoding, prompts.ModeAutomation} {
+		p := prompts.System(mode, prompts.PromptContext{})
+		for _, want := range []string{"git push -u origin BRANCH", "proliferate pr create --title", "never\n  ask for a token"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("%s prompt lacks %q", mode, want)
+			}
+		}
+	}
+}

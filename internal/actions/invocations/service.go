@@ -10,7 +10,8 @@ package invocations
 //     row changes state at most once per transition whatever the number of
 //     gateway or API replicas.
 //   - Limits that must hold across instances live in shared stores: the
-//     per-minute rate in Redis (fixed window INCR+EXPIRE), the pending cap in
+//     per-minute rate in Redis (an exact sliding window: a sorted set of
+//     accepted call times updated by one Lua script), the pending cap in
 //     Postgres (count under a per-session transaction-scoped advisory lock).
 //   - Execution happens outside any transaction, after the row is committed
 //     as executing; it runs detached from the caller's context (bounded by
@@ -229,7 +230,7 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 		err = actions.Validate(def, params)
 	}
 	if err != nil {
-		return Outcome{}, err // *actions.ParamsError (400) or a broken schema
+		return Outcome{}, err // *actions.ParamsError (422) or a broken schema
 	}
 	drifted := false
 	if strings.HasPrefix(src.ID(), actions.ConnectorPrefix) {
@@ -456,6 +457,9 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string
 		}
 		return executing, s.emit(ctx, tx, executing, StatusApproved)
 	}, &inv, &expired)
+	if errors.Is(err, ErrExpired) {
+		return Outcome{Invocation: inv}, err
+	}
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -520,6 +524,9 @@ func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invoca
 		}
 		return denied, nil
 	}, &inv, &expired)
+	if errors.Is(err, ErrExpired) {
+		return inv, err
+	}
 	if err != nil {
 		return Invocation{}, err
 	}
@@ -534,7 +541,9 @@ func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invoca
 
 // resolve runs the checks shared by Approve and Deny and then apply, in one
 // transaction holding the invocation's row lock. An overdue invocation is
-// expired instead (*expired = true, the expired row in *out).
+// expired instead (*expired = true, the expired row in *out); one the
+// sweeper already expired is ErrExpired with the row in *out (nothing
+// written, nothing announced again); any other decided one ErrConflict.
 func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 	apply func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error), out *Invocation, expired *bool) error {
 	if a.Role != "owner" && a.Role != "admin" {
@@ -552,7 +561,15 @@ func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 		if err != nil {
 			return fmt.Errorf("lock invocation %s: %w", invocationID, err)
 		}
-		if cur.Status != StatusPending {
+		switch cur.Status {
+		case StatusPending:
+		case StatusExpired:
+			// Expired by the sweeper (or an earlier decision): the same
+			// answer as expiring it now, so a late approver always hears
+			// "expired", never "already decided".
+			*out = cur
+			return ErrExpired
+		default:
 			return ErrConflict
 		}
 		now := s.now()

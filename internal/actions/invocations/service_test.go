@@ -288,8 +288,8 @@ func TestApproveAfterExpiry(t *testing.T) {
 	if w.fake.MutationCount() != 0 {
 		t.Fatal("expired invocation executed")
 	}
-	if _, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrConflict) {
-		t.Fatalf("second approve = %v", err)
+	if _, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrExpired) {
+		t.Fatalf("second approve = %v (want expired, as before the row was marked)", err)
 	}
 	if tr := transitions(w.events(t, out.Invocation.ID)); tr != ">pending pending>expired" {
 		t.Fatalf("events = %s", tr)

@@ -3,6 +3,8 @@ package gateway
 import (
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/gitops"
@@ -34,11 +36,14 @@ type gitRequest struct {
 	Draft         bool     `json:"draft,omitempty"`
 }
 
-// gitError maps git operation errors: request problems are 4xx with git's
-// message, hub errors as the other routes.
+// gitError maps git operation errors: a bad field of the request is 422
+// validation_failed naming it, a state of the workspace or the platform
+// that prevents the operation 409 with a code, hub errors as the other
+// routes.
 func gitError(w http.ResponseWriter, err error) error {
 	var ge *gitops.GitError
 	var ae *gitops.APIError
+	var fe *gitops.FieldError
 	switch {
 	case errors.Is(err, hub.ErrForbidden), errors.Is(err, hub.ErrNotOwner), errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionEnded):
 		return hubError(w, err)
@@ -50,13 +55,43 @@ func gitError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, gitops.ErrNotRepo):
 		// Also a workspace without repos inside another repository.
 		return api.Conflict("not_a_repository", hub.GitErrorText(err))
-	case errors.Is(err, gitops.ErrInvalidPath), errors.Is(err, gitops.ErrInvalidRequest),
-		errors.Is(err, gitops.ErrDetached), errors.Is(err, hub.ErrGitUnsupported):
-		return api.BadRequest(hub.GitErrorText(err))
+	case errors.As(err, &fe):
+		return invalid(fe.Field, fe.Problem)
+	case errors.Is(err, gitops.ErrInvalidPath):
+		// Fields are checked before the hub is asked (gitPaths); this is
+		// the workspace path as the sandbox resolved it.
+		return invalid("workspace_path", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrDetached):
+		return api.Conflict("detached_head", hub.GitErrorText(err))
+	case errors.Is(err, hub.ErrGitUnsupported):
+		return api.Conflict("git_unsupported", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrInvalidRequest), strings.Contains(err.Error(), "GitHub is not configured"):
+		// Not a field: GitHub not configured (the hub's error, matched
+		// as hub.GitErrorText does), no GitHub origin, on the base branch.
+		return api.Conflict("git_precondition", hub.GitErrorText(err))
 	case errors.As(err, &ge), errors.As(err, &ae):
 		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}
 	}
 	return err
+}
+
+// gitPaths checks the request's paths before any git runs: 422 naming
+// the field (workspace_path, files[i]) that is absolute or escapes the
+// workspace.
+func gitPaths(workspacePath string, files []string) error {
+	var fes []api.FieldError
+	if _, err := gitops.CleanPath(workspacePath); err != nil {
+		fes = append(fes, api.FieldError{Field: "workspace_path", Problem: hub.GitErrorText(err)})
+	}
+	for i, f := range files {
+		if _, err := gitops.CleanPath(f); err != nil {
+			fes = append(fes, api.FieldError{Field: "files[" + strconv.Itoa(i) + "]", Problem: hub.GitErrorText(err)})
+		}
+	}
+	if len(fes) > 0 {
+		return api.Invalid(fes...)
+	}
+	return nil
 }
 
 func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
@@ -76,6 +111,9 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 		return hubError(w, err)
 	}
 	path := r.URL.Query().Get("workspace_path")
+	if err := gitPaths(path, nil); err != nil {
+		return err
+	}
 	st, err := h.GitStatus(r.Context(), p, path)
 	if err != nil {
 		return gitError(w, err)
@@ -92,6 +130,9 @@ func (s *Server) gitMutation(w http.ResponseWriter, r *http.Request) (*auth.Prin
 	}
 	var req gitRequest
 	if err := decode(r, &req); err != nil {
+		return nil, nil, gitRequest{}, err
+	}
+	if err := gitPaths(req.WorkspacePath, req.Files); err != nil {
 		return nil, nil, gitRequest{}, err
 	}
 	h, err := s.d.Hubs.Hub(r.Context(), sess.ID)
@@ -143,6 +184,9 @@ func (s *Server) postGitPR(w http.ResponseWriter, r *http.Request) error {
 	p, h, req, err := s.gitMutation(w, r)
 	if err != nil {
 		return err
+	}
+	if strings.TrimSpace(req.Title) == "" {
+		return invalid("title", "required")
 	}
 	pr, err := h.GitCreatePR(r.Context(), p, req.WorkspacePath, gitops.PRInput{Title: req.Title, Body: req.Body, Base: req.Base, Draft: req.Draft})
 	if err != nil {

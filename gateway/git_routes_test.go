@@ -62,9 +62,19 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	if st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "again", "mode": "all"}, nil); st != http.StatusConflict || errorCode(t, body) != "nothing_to_commit" {
 		t.Fatalf("empty commit %d %s", st, body)
 	}
-	if st, body = call(t, "GET", gitURL+"status?workspace_path=../..", owner.Token, nil, nil); st != http.StatusBadRequest {
-		t.Fatalf("path outside %d %s", st, body)
-	}
+	// Bad fields are 422 naming the field, checked before git runs.
+	st, body = call(t, "GET", gitURL+"status?workspace_path=../..", owner.Token, nil, nil)
+	expectInvalid(t, st, body, "workspace_path")
+	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "m", "files": []string{"ok.txt", "/etc/passwd"}}, nil)
+	expectInvalid(t, st, body, "files[1]")
+	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": " ", "mode": "all"}, nil)
+	expectInvalid(t, st, body, "message")
+	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "m", "mode": "some"}, nil)
+	expectInvalid(t, st, body, "mode")
+	st, body = call(t, "POST", gitURL+"branch", owner.Token, map[string]any{"workspace_path": "widget", "branch": "bad..name"}, nil)
+	expectInvalid(t, st, body, "branch")
+	st, body = call(t, "POST", gitURL+"pr", owner.Token, map[string]any{"workspace_path": "widget"}, nil)
+	expectInvalid(t, st, body, "title")
 	// Another member of the organization may read but not commit.
 	member := w.api.NewUser(t)
 	w.api.AddMember(t, member, owner.OrgID, "member")
@@ -78,7 +88,8 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 		t.Fatalf("anonymous push %d", st)
 	}
 	// PR creation without GitHub configured fails clearly.
-	if st, body = call(t, "POST", gitURL+"pr", owner.Token, map[string]any{"workspace_path": "widget", "title": "t"}, nil); st < 400 || !strings.Contains(string(body), "error") {
+	if st, body = call(t, "POST", gitURL+"pr", owner.Token, map[string]any{"workspace_path": "widget", "title": "t"}, nil); st != http.StatusConflict ||
+		errorCode(t, body) != "git_precondition" || !strings.Contains(string(body), "GitHub is not configured") {
 		t.Fatalf("pr without GitHub %d %s", st, body)
 	}
 

@@ -246,8 +246,9 @@ func TestActionsRunImmediateOutcomes(t *testing.T) {
 		{"pending cap", 429, errBody("rate_limited", "too many pending invocations"), exitRateLimited, "too many pending invocations"},
 		{"execution failed", 502, map[string]any{"invocation": inv("failed", map[string]any{"error": "Linear is down"}), "error": "Linear is down"},
 			exitFailed, "Linear is down"},
-		{"invalid params", 400, map[string]any{"error": map[string]any{"code": "validation", "message": "invalid params",
-			"details": []any{map[string]any{"pointer": "/title", "message": "required"}}}}, exitFailed, `invalid params [{"message":"required","pointer":"/title"}]`},
+		{"invalid params", 422, map[string]any{"error": map[string]any{"code": "validation_failed", "message": "params/title: missing property",
+			"details": []any{map[string]any{"field": "params/title", "problem": "missing property"}}}}, exitFailed,
+			`params/title: missing property [{"field":"params/title","problem":"missing property"}]`},
 		{"unknown action", 404, errBody("not_found", "invocations: unknown action"), exitFailed, "unknown action"},
 	}
 	for _, tc := range cases {

@@ -115,6 +115,18 @@ func Open(ex sandbox.Executor, sandboxID, workspacePath string, opts Options) (*
 	return &Repo{ex: ex, sandboxID: sandboxID, path: p, opts: opts}, nil
 }
 
+// FieldError is an ErrInvalidRequest about one field of the request
+// (errors.Is(err, ErrInvalidRequest) holds).
+type FieldError struct {
+	Field   string // the request's field: branch, message…
+	Problem string
+}
+
+func (e *FieldError) Error() string { return "gitops: invalid request: " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrInvalidRequest) hold.
+func (e *FieldError) Unwrap() error { return ErrInvalidRequest }
+
 // CleanPath validates a relative path: not absolute, no ".." escape, no
 // NUL; "" becomes ".".
 func CleanPath(p string) (string, error) {
@@ -343,14 +355,14 @@ func (r *Repo) CurrentBranch(ctx context.Context) (string, error) {
 // CreateBranch creates branch name at HEAD and checks it out.
 func (r *Repo) CreateBranch(ctx context.Context, name string) error {
 	if name == "" || strings.HasPrefix(name, "-") {
-		return fmt.Errorf("%w: invalid branch name %q", ErrInvalidRequest, name)
+		return &FieldError{Field: "branch", Problem: fmt.Sprintf("invalid branch name %q", name)}
 	}
 	res, err := r.git(ctx, runOpts{readOnly: true}, "check-ref-format", "--branch", name)
 	if err != nil {
 		return err
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("%w: invalid branch name %q", ErrInvalidRequest, name)
+		return &FieldError{Field: "branch", Problem: fmt.Sprintf("invalid branch name %q", name)}
 	}
 	_, err = r.must(ctx, runOpts{}, "checkout", "checkout", "-b", name)
 	return err
@@ -383,7 +395,7 @@ type CommitResult struct {
 // Commit creates a commit; an empty change set is ErrNothingToCommit.
 func (r *Repo) Commit(ctx context.Context, req CommitRequest) (CommitResult, error) {
 	if strings.TrimSpace(req.Message) == "" {
-		return CommitResult{}, fmt.Errorf("%w: commit message is required", ErrInvalidRequest)
+		return CommitResult{}, &FieldError{Field: "message", Problem: "commit message is required"}
 	}
 	mode := req.Mode
 	if mode == "" {
@@ -414,7 +426,7 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (CommitResult, err
 	switch mode {
 	case CommitSelected:
 		if len(files) == 0 {
-			return CommitResult{}, fmt.Errorf("%w: mode selected needs files", ErrInvalidRequest)
+			return CommitResult{}, &FieldError{Field: "files", Problem: "mode selected needs files"}
 		}
 		if _, err := r.must(ctx, runOpts{}, "add", append([]string{"add", "-A", "--"}, files...)...); err != nil {
 			return CommitResult{}, err
@@ -437,7 +449,7 @@ func (r *Repo) Commit(ctx context.Context, req CommitRequest) (CommitResult, err
 			return CommitResult{}, err
 		}
 	default:
-		return CommitResult{}, fmt.Errorf("%w: unknown commit mode %q", ErrInvalidRequest, mode)
+		return CommitResult{}, &FieldError{Field: "mode", Problem: fmt.Sprintf("unknown commit mode %q (selected, tracked or all)", mode)}
 	}
 	commitEnv := gitEnv(runOpts{})
 	commitEnv["GIT_AUTHOR_NAME"], commitEnv["GIT_AUTHOR_EMAIL"] = r.opts.AuthorName, r.opts.AuthorEmail

@@ -9,11 +9,13 @@ import (
 
 // Content redaction: key-name redaction (SensitiveKey) misses a credential
 // under an innocuous key ({"body":"Authorization: Bearer sk_live_…"}) and a
-// tool's echo of a secret parameter. RedactString replaces, inside a string,
-// known token formats and exact occurrences of known secret values with
-// Redacted; ShapeResult applies it to every string (member names included)
-// of a result or of params before anything is stored, published or
-// returned.
+// tool's echo of a secret parameter. A Redactor replaces, inside a string,
+// known token formats, exact occurrences of known secret values (the
+// call's secret params, the integration's credential, the organization's
+// secrets) and matches of the patterns an organization marks (patterns.go)
+// with Redacted; ShapeResultWith applies it to every string (member names
+// and numbers included) of a result or of params before anything is
+// stored, published or returned.
 //
 // Formats: GitHub tokens (ghp_, gho_, ghu_, ghs_, ghr_, github_pat_), Slack
 // tokens (xoxa-, xoxb-, xoxp-, xoxr-, xoxs-), Stripe keys (sk_live_,
@@ -27,7 +29,10 @@ import (
 // kept). It over-redacts on purpose (prose such as "Basic authentication"
 // loses its second word): a hidden word is cheap, a leaked credential is
 // not. Matching is RE2 (linear time) and the result is a fixed point:
-// redacting it again changes nothing.
+// redacting it again changes nothing (String makes up to 8 passes; an
+// organization's regular expression whose matches depend on their
+// surroundings, such as a|\bb on "abbbbbbbbb", may need more, and a later
+// redaction then removes more).
 
 // MinSecretLen is the shortest known secret value matched exactly; shorter
 // ones would shred ordinary text.

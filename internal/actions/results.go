@@ -15,7 +15,8 @@ import (
 // (and of its params) is redacted, then structurally truncated.
 //
 // Redaction: every string and member name goes through content redaction
-// (redact.go: token formats, known secret values); the value of every object member whose key, lowercased and
+// (redact.go: token formats, known secret values, an organization's
+// patterns); the value of every object member whose key, lowercased and
 // with '-' and '_' removed, contains one of redactedKeyParts is replaced
 // by "[REDACTED]" at any depth, whatever its type. That covers the spec's
 // list (token, secret, password, authorization, api_key, apikey) inside

@@ -52,6 +52,11 @@ default 10m) until someone approves or denies. Exit status of ` + "`run`" + `:
 not retry it unchanged), 4 nobody approved in time, 5 rate limited (wait,
 then retry).
 
+A result holds at most 10 KB of JSON: a longer one is cut and says
+"_truncated": true, so ask for less (a filter, a smaller limit, the next
+page) to see the rest. Credentials, the organization's secret values and
+values it marks read "[REDACTED]" in results.
+
 ## Pushing and pull requests
 
 git push, fetch and pull to the session's repositories authenticate through

@@ -6,9 +6,11 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -58,19 +60,24 @@ func startDevLogged(t *testing.T, cfg *config.Config, logs *testenv.LogBuffer) r
 	return running{a, stop}
 }
 
-// The agent pushes and opens a pull request from inside its isolated
-// (bubblewrap) sandbox with the organization's GitHub App: the real agent,
-// scripted to commit on a branch, `git push` and run `proliferate pr
-// create` in its bash tool, gets a token narrowed to the session's
-// repository through git's credential helper (`proliferate git-credential`,
-// configured in its environment), and the pull request is opened through
-// the gateway. GitHub is the fake that speaks the App API, git smart HTTP
-// (the real git http-backend) and the REST pulls API. The fake received
-// exactly one push and one pull request; the pull request's URL is on the
-// session; asking for a token for another repository of the org is refused
-// (403); no minted token is on the sandbox's disk (workspace, home, agent
-// state) or in the platform's logs.
-func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
+// gitWorld is the platform with the GitHub fake as the org's GitHub App
+// (an installation of account acme): repositories acme/app and acme/other,
+// both connected to the org's integration, and a configuration with
+// acme/app only (at workspace path app).
+type gitWorld struct {
+	gh                   *fakes.GitHub
+	ghHost               string
+	appRepo              fakes.GitRepo
+	cfg                  *config.Config
+	logs                 *testenv.LogBuffer
+	dev                  running
+	base, gwBase         string
+	token, orgID, userID string
+	cfgID                string
+}
+
+func newGitWorld(t *testing.T) *gitWorld {
+	t.Helper()
 	binDir, err := buildCLI()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +94,9 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	// 127.0.0.2: the sandbox reaches it through its egress proxy (its
 	// NO_PROXY covers 127.0.0.1), like github.com.
 	gh := fakes.NewGitHubOn(t, "127.0.0.2", "4242", &key.PublicKey, nil)
-	const installation = 9077
+	// Installation ids are unique across organizations (the test database
+	// is shared): a fresh one per world.
+	installation := 100000 + mrand.Int64N(1<<40)
 	gh.AddInstallation(fakes.GitHubInstallation{ID: installation, Login: "acme"})
 	appRepo := gh.AddRepo(t, installation, "acme", "app")
 	otherRepo := gh.AddRepo(t, installation, "acme", "other")
@@ -103,8 +112,8 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 		"GITHUB_APP_ID", "4242", "GITHUB_APP_PRIVATE_KEY", keyPEM, "GITHUB_API_URL", gh.URL)
 	dev := startDevLogged(t, cfg, logs)
 	testenv.Eventually(t, 30*time.Second, "the gateway to listen", func() bool { return dev.app.GatewayAddr() != "" })
-	base := "http://" + dev.app.APIAddr()
-	gwBase := "http://" + dev.app.GatewayAddr()
+	w := &gitWorld{gh: gh, ghHost: ghURL.Host, appRepo: appRepo, cfg: cfg, logs: logs, dev: dev,
+		base: "http://" + dev.app.APIAddr(), gwBase: "http://" + dev.app.GatewayAddr()}
 	ctx := context.Background()
 	pool := dev.app.Pool
 
@@ -115,48 +124,91 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 			ActiveOrgID string `json:"active_org_id"`
 		} `json:"user"`
 	}
-	if code := apiCall(t, base, "POST", "/auth/signup", "", map[string]any{"email": fmt.Sprintf("git-%d@example.com", time.Now().UnixNano()),
+	if code := apiCall(t, w.base, "POST", "/auth/signup", "", map[string]any{"email": fmt.Sprintf("git-%d@example.com", time.Now().UnixNano()),
 		"password": "correct horse battery", "name": "Grace"}, &signup); code != 201 {
 		t.Fatalf("signup %d", code)
 	}
-	token, orgID, userID := signup.AccessToken, signup.User.ActiveOrgID, signup.User.ID
+	w.token, w.orgID, w.userID = signup.AccessToken, signup.User.ActiveOrgID, signup.User.ID
 
-	// The org's GitHub App installation, its two repositories connected to
-	// it, and a configuration with one of them.
-	var integrationID, cfgID string
+	var integrationID string
 	if err := pool.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, github_installation_id, created_by)
 		VALUES ($1, 'github-app', 'github', $2, $3, $4) RETURNING id::text`,
-		orgID, fmt.Sprintf("github-app-%d", installation), installation, userID).Scan(&integrationID); err != nil {
+		w.orgID, fmt.Sprintf("github-app-%d", installation), installation, w.userID).Scan(&integrationID); err != nil {
 		t.Fatal(err)
 	}
 	repoIDs := map[string]string{}
 	for _, r := range []fakes.GitRepo{appRepo, otherRepo} {
 		var id string
 		if err := pool.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_name, github_url, default_branch) VALUES ($1, $2, $3, 'main')
-			RETURNING id::text`, orgID, r.Owner+"/"+r.Name, r.CloneURL).Scan(&id); err != nil {
+			RETURNING id::text`, w.orgID, r.Owner+"/"+r.Name, r.CloneURL).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO repo_connections (org_id, repo_id, integration_id) VALUES ($1, $2, $3)`,
-			orgID, id, integrationID); err != nil {
+			w.orgID, id, integrationID); err != nil {
 			t.Fatal(err)
 		}
 		repoIDs[r.Name] = id
 	}
-	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'app') RETURNING id::text`, orgID).Scan(&cfgID); err != nil {
+	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'app') RETURNING id::text`, w.orgID).Scan(&w.cfgID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position)
-		VALUES ($1, $2, $3, 'app', 0)`, cfgID, repoIDs["app"], orgID); err != nil {
+		VALUES ($1, $2, $3, 'app', 0)`, w.cfgID, repoIDs["app"], w.orgID); err != nil {
 		t.Fatal(err)
 	}
+	return w
+}
 
-	const push = `cd app && git switch -q -c agent/fix-readme && echo "Fixed by the agent." >> README.md && ` +
-		`git commit -q -am "Fix the README" && git push -q -u origin agent/fix-readme 2>&1 && ` +
-		`proliferate pr create --title "Fix the README" --body "Automated fix."; echo "exit=$?"`
-	other := fmt.Sprintf(`printf 'protocol=http\nhost=%s\npath=acme/other.git\n\n' | proliferate git-credential get; echo "other-exit=$?"`, ghURL.Host)
+// pushAndPR is the agent's bash command: commit on a branch, push, open
+// the pull request.
+const pushAndPR = `cd app && git switch -q -c agent/fix-readme && echo "Fixed by the agent." >> README.md && ` +
+	`git commit -q -am "Fix the README" && git push -q -u origin agent/fix-readme 2>&1 && ` +
+	`proliferate pr create --title "Fix the README" --body "Automated fix."; echo "exit=$?"`
+
+// checkOnePushOnePR checks the fake received exactly one push of the
+// branch to acme/app, with a token narrowed to it, and one pull request.
+func (w *gitWorld) checkOnePushOnePR(t *testing.T, bash string) fakes.PullRequest {
+	t.Helper()
+	pushes, prs := w.gh.Pushes(), w.gh.PullRequests()
+	if len(pushes) != 1 || pushes[0].Repo != "acme/app" {
+		t.Fatalf("pushes %+v (bash: %s)", pushes, bash)
+	}
+	if len(prs) != 1 || prs[0].Repo != "acme/app" || prs[0].Head != "agent/fix-readme" || prs[0].Base != "main" ||
+		prs[0].Title != "Fix the README" || prs[0].Body != "Automated fix." {
+		t.Fatalf("pull requests %+v (bash: %s)", prs, bash)
+	}
+	if scope, ok := w.gh.TokenRepos(pushes[0].Token); !ok || !slices.Equal(scope, []string{"app"}) {
+		t.Fatalf("the push's token is scoped to %v (minted here: %v)", scope, ok)
+	}
+	if head := gitOut(t, w.appRepo.Dir, "log", "-1", "--format=%s", "refs/heads/agent/fix-readme"); head != "Fix the README" {
+		t.Fatalf("the pushed branch's head is %q", head)
+	}
+	return prs[0]
+}
+
+// The agent pushes and opens a pull request from inside its isolated
+// (bubblewrap) sandbox with the organization's GitHub App: the real agent,
+// scripted to commit on a branch, `git push` and run `proliferate pr
+// create` in its bash tool, gets a token narrowed to the session's
+// repository through git's credential helper (`proliferate git-credential`,
+// configured in its environment), and the pull request is opened through
+// the gateway. GitHub is the fake that speaks the App API, git smart HTTP
+// (the real git http-backend) and the REST pulls API. The fake received
+// exactly one push and one pull request; the pull request's URL is on the
+// session; asking for a token for another repository of the org is refused
+// (403); no minted token is on the sandbox's disk (workspace, home, agent
+// state) or in the platform's logs.
+func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
+	w := newGitWorld(t)
+	gh, cfg, logs, dev := w.gh, w.cfg, w.logs, w.dev
+	base, gwBase, token, cfgID := w.base, w.gwBase, w.token, w.cfgID
+	ctx := context.Background()
+	pool := dev.app.Pool
+
+	other := fmt.Sprintf(`printf 'protocol=http\nhost=%s\npath=acme/other.git\n\n' | proliferate git-credential get; echo "other-exit=$?"`, w.ghHost)
 	if err := dev.app.LLMSim.Register("git-push-pr", llmsim.Script{Turns: []llmsim.Turn{
 		{Text: "Pushing the fix.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: mustJSON(t, map[string]any{
-			"command": push, "description": "Commit, push and open the pull request", "timeout": 300000})}}},
+			"command": pushAndPR, "description": "Commit, push and open the pull request", "timeout": 300000})}}},
 		{Text: "Trying another repository.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: mustJSON(t, map[string]any{
 			"command": other, "description": "Ask for another repository's token", "timeout": 120000})}}},
 		{Text: "Done: {{tool_result}}"},
@@ -197,23 +249,9 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	}
 
 	// Exactly one push and one pull request reached GitHub.
-	pushes, prs := gh.Pushes(), gh.PullRequests()
-	if len(pushes) != 1 || pushes[0].Repo != "acme/app" {
-		t.Fatalf("pushes %+v (bash: %s)", pushes, results[0])
-	}
-	if len(prs) != 1 || prs[0].Repo != "acme/app" || prs[0].Head != "agent/fix-readme" || prs[0].Base != "main" ||
-		prs[0].Title != "Fix the README" || prs[0].Body != "Automated fix." {
-		t.Fatalf("pull requests %+v (bash: %s)", prs, results[0])
-	}
-	if !strings.Contains(results[0], prs[0].URL) || !strings.Contains(results[0], "exit=0") {
+	pr := w.checkOnePushOnePR(t, results[0])
+	if !strings.Contains(results[0], pr.URL) || !strings.Contains(results[0], "exit=0") {
 		t.Fatalf("push and pr create printed %q", results[0])
-	}
-	// The push used a token narrowed to the session's repository.
-	if scope, ok := gh.TokenRepos(pushes[0].Token); !ok || !slices.Equal(scope, []string{"app"}) {
-		t.Fatalf("the push's token is scoped to %v (minted here: %v)", scope, ok)
-	}
-	if head := gitOut(t, appRepo.Dir, "log", "-1", "--format=%s", "refs/heads/agent/fix-readme"); head != "Fix the README" {
-		t.Fatalf("the pushed branch's head is %q", head)
 	}
 
 	// The pull request's URL is on the session.
@@ -221,8 +259,8 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT pr_urls FROM sessions WHERE id = $1`, sess.ID).Scan(&prURLs); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(prURLs, prs[0].URL) {
-		t.Fatalf("session pr_urls %v, want %s", prURLs, prs[0].URL)
+	if !slices.Contains(prURLs, pr.URL) {
+		t.Fatalf("session pr_urls %v, want %s", prURLs, pr.URL)
 	}
 
 	// Another repository of the org (connected to the same installation)
@@ -234,7 +272,7 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	// Another session's sandbox token cannot get this session's
 	// credentials either, nor a person's token (sandbox routes only).
 	if status, body := gatewayCall(t, gwBase, "POST", "/proliferate/"+sess.ID+"/git/credential", token,
-		map[string]any{"protocol": "http", "host": ghURL.Host, "path": "acme/app.git"}); status != http.StatusForbidden {
+		map[string]any{"protocol": "http", "host": w.ghHost, "path": "acme/app.git"}); status != http.StatusForbidden {
 		t.Fatalf("a person's credential request: %d %s", status, body)
 	}
 
@@ -283,4 +321,86 @@ func gitOut(t *testing.T, dir string, args ...string) string {
 		t.Fatalf("git %v: %v %s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// An automation run whose instructions ask for a pull request ends with its
+// link: a webhook starts the run on the configuration; the real agent, in
+// its isolated sandbox, commits, pushes through the credential helper,
+// opens the pull request with `proliferate pr create` and calls
+// automation_complete; the run succeeds with the pull request's URL in its
+// completion (and so in its completion artifact, which the Slack
+// notification is built from, consumers/notifier); the fake GitHub received
+// exactly one push and one pull request.
+func TestAutomationRunEndsWithItsPullRequest(t *testing.T) {
+	w := newGitWorld(t)
+	ctx := context.Background()
+	pool := w.dev.app.Pool
+	if err := w.dev.app.LLMSim.Register("git-auto", llmsim.Script{Turns: []llmsim.Turn{
+		{Text: "Fixing the README.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: mustJSON(t, map[string]any{
+			"command": pushAndPR, "description": "Commit, push and open the pull request", "timeout": 300000})}}},
+		{Text: "Reporting.", ToolCalls: []llmsim.ToolCall{{Name: "automation_complete", Input: json.RawMessage(
+			`{"run_id":"{{run_id}}","completion_id":"{{completion_id}}","outcome":"succeeded","summary_markdown":"Fixed the README and opened a pull request."}`)}}},
+		{Text: "Done."},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	var auto struct{ ID string }
+	if code := apiCall(t, w.base, "POST", "/automations", w.token, map[string]any{"name": "README fixer"}, &auto); code != 201 {
+		t.Fatalf("create automation %d", code)
+	}
+	if code := apiCall(t, w.base, "PATCH", "/automations/"+auto.ID, w.token, map[string]any{
+		"agent_instructions":       "Fix the README and open a pull request. [[script:git-auto]]",
+		"default_configuration_id": w.cfgID}, nil); code != 200 {
+		t.Fatalf("patch automation %d", code)
+	}
+	var trig struct {
+		ID            string  `json:"id"`
+		WebhookURL    *string `json:"webhook_url"`
+		WebhookSecret *string `json:"webhook_secret"`
+	}
+	if code := apiCall(t, w.base, "POST", "/automations/"+auto.ID+"/triggers", w.token,
+		map[string]any{"trigger_type": "webhook", "provider": "custom", "config": map[string]any{}}, &trig); code != 201 || trig.WebhookURL == nil {
+		t.Fatalf("create trigger %d %+v", code, trig)
+	}
+	p := &pipeline{dev: w.dev, token: w.token, automationID: auto.ID, triggerID: trig.ID, secret: *trig.WebhookSecret,
+		webhookURL: "http://" + w.dev.app.IngestAddr() + (*trig.WebhookURL)[len(w.cfg.IngestPublicURL):]}
+	if code := p.send(t, []byte(`{"title":"README is wrong"}`)); code != 200 {
+		t.Fatalf("ingest answered %d", code)
+	}
+
+	var runID, status string
+	testenv.Eventually(t, 300*time.Second, "the agent to finish the run", func() bool {
+		_ = pool.QueryRow(ctx, `SELECT id::text, status FROM automation_runs WHERE trigger_id = $1`, trig.ID).Scan(&runID, &status)
+		return status == "succeeded" || status == "failed" || status == "timed_out" || status == "needs_human"
+	})
+	if status != "succeeded" {
+		var reason, msg *string
+		_ = pool.QueryRow(ctx, `SELECT status_reason, error_message FROM automation_runs WHERE id = $1`, runID).Scan(&reason, &msg)
+		t.Fatalf("run ended %s (%v: %v)", status, deref(reason), deref(msg))
+	}
+	pr := w.checkOnePushOnePR(t, "")
+	var completion struct {
+		PRURLs []string `json:"pr_urls"`
+	}
+	var raw []byte
+	if err := pool.QueryRow(ctx, `SELECT completion_json FROM automation_runs WHERE id = $1`, runID).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &completion); err != nil || !slices.Equal(completion.PRURLs, []string{pr.URL}) {
+		t.Fatalf("completion %s, want pr_urls [%s]", raw, pr.URL)
+	}
+	// The completion artifact in the blob store carries the link too.
+	var ref *string
+	testenv.Eventually(t, 60*time.Second, "the completion artifact", func() bool {
+		_ = pool.QueryRow(ctx, `SELECT completion_artifact_ref FROM automation_runs WHERE id = $1`, runID).Scan(&ref)
+		return ref != nil
+	})
+	store, err := w.dev.app.BlobStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	artifact, err := store.Get(ctx, *ref)
+	if err != nil || !bytes.Contains(artifact, []byte(pr.URL)) {
+		t.Fatalf("completion artifact %s (%v) lacks %s", artifact, err, pr.URL)
+	}
 }

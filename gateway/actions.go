@@ -18,13 +18,17 @@ import (
 
 // Action routes (actions.md §6.2–6.4, §7):
 //
-//	GET  /proliferate/{id}/actions/available                          sandbox, people of the org
-//	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, people of the org
-//	POST /proliferate/{id}/actions/invoke                             the session's sandbox only
-//	GET  /proliferate/{id}/actions/invocations                        sandbox, people of the org
-//	GET  /proliferate/{id}/actions/invocations/{invocationId}         sandbox, people of the org
+//	GET  /proliferate/{id}/actions/available                          sandbox, terminal, people of the org
+//	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, terminal, people of the org
+//	POST /proliferate/{id}/actions/invoke                             the session's sandbox and terminals
+//	GET  /proliferate/{id}/actions/invocations                        sandbox, terminal, people of the org
+//	GET  /proliferate/{id}/actions/invocations/{invocationId}         sandbox, terminal, people of the org
 //	POST /proliferate/{id}/actions/invocations/{invocationId}/approve org admins and owners
 //	POST /proliferate/{id}/actions/invocations/{invocationId}/deny    org admins and owners
+//
+// "terminal" is the token of a terminal a person opened in the session
+// (terminal_tokens.go): it acts as that person (an invocation records
+// them in invoked_by) but never approves or denies (403).
 //
 // The lifecycle itself (validation, the mode cascade, the Redis rate limit
 // shared by every instance, the pending cap, execution, expiry) is the
@@ -37,7 +41,9 @@ import (
 //	         403 {invocation, error} denied · 502 {invocation, error} failed
 //	approve: 200 {invocation, result} executed · 200 {invocation, error} the
 //	         approved execution failed (recorded on the invocation; the
-//	         approval itself succeeded)
+//	         approval itself succeeded) · 409 definition_changed / 422
+//	         definition_hash / 502 connector_unavailable for a connector
+//	         tool (see CodeDefinitionChanged); nothing stored
 //	errors:  400 bad_request (a body that is not JSON) · 422 validation_failed
 //	         (details: one {field, problem} per bad field; params failing the
 //	         action's JSON Schema name the value as "params" + its JSON
@@ -53,6 +59,16 @@ import (
 // CodePendingLimit is the 429 code when a session has too many pending
 // invocations (CodeRateLimited is the per-minute limit).
 const CodePendingLimit = "pending_limit"
+
+// Approval refusals of connector tools (invocations/review.go): 409
+// definition_changed (details: invocation_hash, current_hash,
+// approved_hash) when the tool is no longer the definition the invocation
+// was made against or the approver was shown another; 502
+// connector_unavailable when its server could not be asked.
+const (
+	CodeDefinitionChanged    = "definition_changed"
+	CodeConnectorUnavailable = "connector_unavailable"
+)
 
 const (
 	defaultInvocationList = 50
@@ -91,6 +107,10 @@ type (
 		Result     json.RawMessage        `json:"result,omitempty"`
 		Message    string                 `json:"message,omitempty"`
 		Error      string                 `json:"error,omitempty"`
+		// Reason says why a pending invocation waits:
+		// definition_changed (a connector tool changed since it was
+		// reviewed; the invocation carries the diff) or policy.
+		Reason string `json:"reason,omitempty"`
 	}
 	// InvocationsResponse lists a session's invocations, newest first.
 	InvocationsResponse struct {
@@ -99,6 +119,11 @@ type (
 	// ApproveRequest is the approve body; Mode is once (default) or always.
 	ApproveRequest struct {
 		Mode string `json:"mode"`
+		// DefinitionHash is the invocation's definition_hash the approver
+		// was shown (a connector tool's): the approval is refused (409
+		// definition_changed) when it is not the tool's current one.
+		// Required for mode always on a drifted invocation.
+		DefinitionHash string `json:"definition_hash,omitempty"`
 	}
 )
 
@@ -127,11 +152,11 @@ func (s *Server) actionsRead(w http.ResponseWriter, r *http.Request) (invocation
 }
 
 func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Session, error) {
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return nil, sessions.Session{}, err
 	}
-	if p.Kind != auth.KindSandbox && !p.IsPerson() {
+	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal && !p.IsPerson() {
 		return nil, sessions.Session{}, api.Forbidden("only the session's sandbox and people of its organization can use action routes")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
@@ -140,9 +165,13 @@ func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Sessio
 
 // approver authenticates an admin or owner of the session's organization.
 func (s *Server) approver(r *http.Request) (invocations.Approver, sessions.Session, error) {
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return invocations.Approver{}, sessions.Session{}, err
+	}
+	if p.Kind == auth.KindTerminal {
+		// Whatever runs in the sandbox could use it: never an approval.
+		return invocations.Approver{}, sessions.Session{}, api.Forbidden("a terminal's credential cannot approve or deny actions: approve with your own credential (the dashboard or the API)")
 	}
 	if !p.IsPerson() {
 		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only people can approve or deny actions")
@@ -209,12 +238,12 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return err
 	}
-	if p.Kind != auth.KindSandbox {
-		return api.Forbidden("only the session's sandbox can invoke actions")
+	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal {
+		return api.Forbidden("only the session's sandbox and its terminals can invoke actions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -237,6 +266,9 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 	if len(bytes.TrimSpace(in.Params)) == 0 || bytes.Equal(bytes.TrimSpace(in.Params), []byte("null")) {
 		in.Params = json.RawMessage(`{}`)
 	}
+	if p.Kind == auth.KindTerminal {
+		in.InvokedBy = p.UserID // a person in their terminal, not the agent
+	}
 	out, err := svc.Invoke(r.Context(), sess, in)
 	if err != nil {
 		return actionError(w, err)
@@ -251,7 +283,11 @@ func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
 	inv := out.Invocation
 	switch inv.Status {
 	case invocations.StatusPending:
-		writeJSON(w, http.StatusAccepted, InvocationResponse{Invocation: inv, Message: "Action requires approval"})
+		reason, msg := invocations.PendingReason(inv), "Action requires approval"
+		if reason == invocations.ReasonDefinitionChanged {
+			msg += ": the tool's definition changed since an admin reviewed it (see invocation.definition_diff)"
+		}
+		writeJSON(w, http.StatusAccepted, InvocationResponse{Invocation: inv, Message: msg, Reason: reason})
 	case invocations.StatusDenied:
 		msg := "action denied"
 		if inv.DeniedReason != nil && *inv.DeniedReason == "policy" {
@@ -329,7 +365,7 @@ func (s *Server) actionsApprove(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out, err := svc.Approve(r.Context(), a, inv.ID, req.Mode)
+	out, err := svc.Approve(r.Context(), a, inv.ID, invocations.Approval{Mode: req.Mode, DefinitionHash: req.DefinitionHash})
 	if err != nil {
 		return actionError(w, err)
 	}
@@ -421,12 +457,28 @@ func actionError(w http.ResponseWriter, err error) error {
 		return &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited,
 			Message: fmt.Sprintf("more than %d action invocations of this session in the last minute; retry in %d s",
 				invocations.RatePerMinute, secs)}
+	case errors.Is(err, invocations.ErrSourceUnavailable):
+		return api.Unavailable("the integration could not be reached; retry later")
+	case errors.Is(err, actions.ErrInvalidSchema):
+		// The action's own schema does not compile: a fault of the
+		// integration (an MCP server's tool), not of the caller.
+		return api.Unavailable("the action's parameter schema is invalid; the integration must fix its definition")
 	case errors.Is(err, invocations.ErrPendingLimit):
 		if w != nil {
 			w.Header().Set("Retry-After", "30")
 		}
 		return &api.Error{Status: http.StatusTooManyRequests, Code: CodePendingLimit,
 			Message: "too many action invocations of this session await approval"}
+	case errors.Is(err, invocations.ErrDefinitionChanged):
+		var dce *invocations.DefinitionChangedError
+		errors.As(err, &dce)
+		return &api.Error{Status: http.StatusConflict, Code: CodeDefinitionChanged, Message: err.Error() +
+			"; nothing was approved: deny this invocation and let the agent invoke the tool again", Details: dce}
+	case errors.Is(err, invocations.ErrDefinitionHashRequired):
+		return invalid("definition_hash", "required to approve a changed tool with mode always: send the invocation's definition_hash")
+	case errors.Is(err, invocations.ErrDefinitionUnverifiable):
+		return &api.Error{Status: http.StatusBadGateway, Code: CodeConnectorUnavailable,
+			Message: "the tool's current definition could not be fetched from its server to check the approval; nothing was approved, retry"}
 	case errors.Is(err, invocations.ErrConflict):
 		return api.Conflict(api.CodeConflict, "the invocation is not pending")
 	case errors.Is(err, invocations.ErrExpired):

@@ -69,8 +69,12 @@ func (c testSources) Get(_ context.Context, sess sessions.Session, id string) (a
 	return c.src, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID, Token: "secret-token"}, nil, nil
 }
 
-func (testSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (bool, error) {
-	return false, nil
+func (testSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (actinv.Drift, error) {
+	return actinv.Drift{}, nil
+}
+
+func (testSources) CurrentDefinition(context.Context, sessions.Session, string, string) (actions.Definition, bool, error) {
+	return actions.Definition{}, false, actinv.ErrUnknownIntegration // no connectors here
 }
 
 // actionsGW is a gateway instance with the real invocations service (its
@@ -87,8 +91,8 @@ func (w *world) startActions(t *testing.T, instance string, src *testSource, now
 	return w.startActionsWith(t, instance, testSources{src: src}, now)
 }
 
-// startActionsWith is startActions with any action sources.
-func (w *world) startActionsWith(t *testing.T, instance string, sources actinv.Sources, now func() time.Time) *actionsGW {
+// startActionsWith runs a gateway instance whose actions come from srcs.
+func (w *world) startActionsWith(t *testing.T, instance string, srcs actinv.Sources, now func() time.Time) *actionsGW {
 	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
@@ -97,7 +101,7 @@ func (w *world) startActionsWith(t *testing.T, instance string, sources actinv.S
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
 		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
 	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
-		Sources: sources, Validator: actions.NewValidator(64), Log: log, Now: now,
+		Sources: srcs, Validator: actions.NewValidator(64), Log: log, Now: now,
 		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})

@@ -99,3 +99,36 @@ func TestInboxFilterPagesTitlesAndTenancy(t *testing.T) {
 		t.Fatalf("org b inbox: %+v", pb.Items)
 	}
 }
+
+// A pending invocation of a changed connector tool shows, in the inbox and
+// on its own, the hashes and the diff an approver needs.
+func TestInboxShowsDefinitionDiff(t *testing.T) {
+	e := newEnv(t)
+	a := newOrg(t, e)
+	sid := session(t, e, a.ID, "Docs")
+	diff := `{"reviewed_known":true,"changes":[{"path":"params.properties.delete_all","change":"added","new":{"type":"boolean"}}]}`
+	id := scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
+			mode_source, drifted, params, status, expires_at, definition_hash, reviewed_hash, definition_diff)
+		VALUES ($1, $2, 'connector:00000000-0000-0000-0000-000000000001', 'search_docs', 'read', 'require_approval',
+			'inferred_default', true, '{}', 'pending', now() + interval '1 hour', 'new-hash', 'old-hash', $3)
+		RETURNING id::text`, a.ID, sid, diff)
+	check := func(what string, inv invocations.Invocation) {
+		t.Helper()
+		if inv.ID != id || !inv.Drifted || inv.DefinitionHash == nil || *inv.DefinitionHash != "new-hash" ||
+			inv.ReviewedHash == nil || *inv.ReviewedHash != "old-hash" || inv.DefinitionDiff == nil ||
+			!inv.DefinitionDiff.ReviewedKnown || len(inv.DefinitionDiff.Changes) != 1 ||
+			inv.DefinitionDiff.Changes[0].Path != "params.properties.delete_all" ||
+			string(inv.DefinitionDiff.Changes[0].New) != `{"type":"boolean"}` {
+			t.Fatalf("%s: %+v %+v", what, inv, inv.DefinitionDiff)
+		}
+	}
+	var p api.Page[invocations.Invocation]
+	e.Do(t, http.MethodGet, "/actions?status=pending", a.Member.Token, nil).Expect(t, http.StatusOK, &p)
+	if len(p.Items) != 1 {
+		t.Fatalf("inbox: %+v", p.Items)
+	}
+	check("inbox", p.Items[0])
+	var got invocations.Invocation
+	e.Do(t, http.MethodGet, "/actions/"+id, a.Member.Token, nil).Expect(t, http.StatusOK, &got)
+	check("get", got)
+}

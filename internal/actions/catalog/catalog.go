@@ -47,6 +47,9 @@
 // trip per invocation of a reviewed connector tool, shared with the cache)
 // so a tool changed on the server is held on the very next invocation,
 // whatever the 5-minute cache holds. Unreviewed tools cost no extra fetch.
+// The definitions seen under each reviewable hash are recorded
+// (reviews.go), so a drifted tool's approval request shows the diff from
+// the reviewed definition to the current one.
 //
 // MCP sources are cached per connector, keyed by the row's updated_at: an
 // edit rebuilds the source (closing the old one), otherwise the same source
@@ -125,6 +128,8 @@ type Catalog struct {
 	mu     sync.Mutex
 	conns  map[string]*cachedConnector // by connector id
 	closed bool
+	// recorded: the definitions this process stored (reviews.go).
+	recorded map[string]bool
 }
 
 var _ invocations.Sources = (*Catalog)(nil)
@@ -144,7 +149,7 @@ func New(d Deps) *Catalog {
 		pool: d.Pool, integ: d.Integrations, secrets: d.Secrets,
 		registry: providers.NewRegistry(d.Providers),
 		mcpOpts:  d.MCP, now: d.Now, log: d.Log.With("component", "actions-catalog"),
-		conns: map[string]*cachedConnector{},
+		conns: map[string]*cachedConnector{}, recorded: map[string]bool{},
 	}
 }
 
@@ -272,52 +277,76 @@ func (c *Catalog) Get(ctx context.Context, sess sessions.Session, sourceID strin
 	return nil, ec, nil, unknown(sourceID)
 }
 
-// Drifted reports whether a connector tool changed since an admin reviewed
-// it: def (as listed) or, for a reviewed tool, the definition the server
-// lists now (see the package comment); always false for provider sources.
-func (c *Catalog) Drifted(ctx context.Context, sess sessions.Session, sourceID string, def actions.Definition) (bool, error) {
+// Drifted checks a connector tool against its review: def (as listed) for
+// a tool never reviewed, the definition the server lists now for a
+// reviewed one (see the package comment and reviews.go); the zero Drift
+// for provider sources.
+func (c *Catalog) Drifted(ctx context.Context, sess sessions.Session, sourceID string, def actions.Definition) (invocations.Drift, error) {
 	if !strings.HasPrefix(sourceID, actions.ConnectorPrefix) {
-		return false, nil
+		return invocations.Drift{}, nil
 	}
 	conn, err := c.connector(ctx, sess.OrgID, sourceID)
 	if err != nil {
-		return false, err
+		return invocations.Drift{}, err
 	}
-	if ToolDrifted(conn, def) {
-		return true, nil
-	}
-	if o, ok := conn.ToolOverrides[def.ID]; !ok || o.Hash == "" {
-		return false, nil // never reviewed: nothing to drift from
+	o, ok := conn.ToolOverrides[def.ID]
+	if !ok || o.Hash == "" {
+		// Never reviewed: nothing to drift from.
+		return invocations.Drift{Current: &def, CurrentHash: actions.DefinitionHash(def)}, nil
 	}
 	// A review is about to authorize the call: decide against the server's
 	// current definition, not the (up to CacheTTL old) cached one.
-	src, err := c.connectorSource(conn)
+	cur, listed, err := c.current(ctx, sess, conn, def.ID)
 	if err != nil {
-		return false, fmt.Errorf("%w: %s: %v", invocations.ErrUnknownIntegration, sourceID, err)
+		return invocations.Drift{}, err
 	}
-	cur, ok, err := src.Current(ctx, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID}, def.ID)
+	out := invocations.Drift{ReviewedHash: o.Hash}
+	if listed {
+		out.Current, out.CurrentHash = &cur, actions.DefinitionHash(cur)
+	}
+	if listed && actions.MatchesHash(cur, o.Hash) {
+		// The reviewed definition itself: keep it for a later diff.
+		c.recordDefinition(ctx, conn.ID, o.Hash, cur, false)
+		return out, nil
+	}
+	// Changed, or a reviewed tool the server no longer lists.
+	out.Drifted = true
+	if listed {
+		c.recordDefinition(ctx, conn.ID, out.CurrentHash, cur, false)
+	}
+	reviewed, err := c.reviewedDefinition(ctx, conn.ID, def.ID, o.Hash)
 	if err != nil {
-		return false, err
+		return invocations.Drift{}, err
 	}
-	// A reviewed tool the server no longer lists is not the reviewed one.
-	return !ok || ToolDrifted(conn, cur), nil
+	diff := actions.DiffDefinitions(reviewed, out.Current)
+	out.Diff = &diff
+	return out, nil
 }
 
-// ToolDrifted reports whether def differs from the definition reviewed in
-// the connector's tool_risk_overrides (false when it was never reviewed).
-func ToolDrifted(conn integrations.Connector, def actions.Definition) bool {
-	o, ok := conn.ToolOverrides[def.ID]
-	if !ok || o.Hash == "" {
-		return false
+// CurrentDefinition fetches a connector tool's definition from its server
+// now (mcp.Source.Current: never from the cache); ok is false when the
+// server no longer lists it. ErrUnknownIntegration for a connector the
+// session does not have (another org's, disabled, deleted).
+func (c *Catalog) CurrentDefinition(ctx context.Context, sess sessions.Session, sourceID, actionID string) (actions.Definition, bool, error) {
+	if !strings.HasPrefix(sourceID, actions.ConnectorPrefix) {
+		return actions.Definition{}, false, unknown(sourceID)
 	}
-	for _, r := range []actions.RiskLevel{def.Risk, actions.RiskRead, actions.RiskWrite, actions.RiskDanger, ""} {
-		d := def
-		d.Risk = r
-		if actions.DefinitionHash(d) == o.Hash {
-			return false
-		}
+	conn, err := c.connector(ctx, sess.OrgID, sourceID)
+	if err != nil {
+		return actions.Definition{}, false, err
 	}
-	return true
+	if !conn.Enabled {
+		return actions.Definition{}, false, unknown(sourceID)
+	}
+	return c.current(ctx, sess, conn, actionID)
+}
+
+func (c *Catalog) current(ctx context.Context, sess sessions.Session, conn integrations.Connector, actionID string) (actions.Definition, bool, error) {
+	src, err := c.connectorSource(conn)
+	if err != nil {
+		return actions.Definition{}, false, fmt.Errorf("%w: %s%s: %v", invocations.ErrUnknownIntegration, actions.ConnectorPrefix, conn.ID, err)
+	}
+	return src.Current(ctx, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID}, actionID)
 }
 
 // Close closes every cached connector source; the catalog serves no

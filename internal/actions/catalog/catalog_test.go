@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -275,8 +276,8 @@ func TestProvidersFromOrgIntegrationsAndSlack(t *testing.T) {
 		t.Fatalf("revoked sentry: %v", err)
 	}
 	// Drift is a connector matter.
-	if d, err := w.cat.Drifted(ctx, sess, "linear", def(t, av, "linear", "create_issue")); err != nil || d {
-		t.Fatalf("provider drift %v %v", d, err)
+	if d, err := w.cat.Drifted(ctx, sess, "linear", def(t, av, "linear", "create_issue")); err != nil || d.Drifted || d.Current != nil {
+		t.Fatalf("provider drift %+v %v", d, err)
 	}
 }
 
@@ -554,34 +555,59 @@ func TestDrifted(t *testing.T) {
 	}
 	for _, d := range []actions.Definition{search, del} {
 		// Reviewed under another mode (another risk level): not drift.
-		if drifted, err := w.cat.Drifted(ctx, sess, sourceID, d); err != nil || drifted {
-			t.Fatalf("%s drifted=%v %v", d.ID, drifted, err)
+		dr, err := w.cat.Drifted(ctx, sess, sourceID, d)
+		if err != nil || dr.Drifted || dr.ReviewedHash != hash[d.ID] || dr.Current == nil ||
+			!actions.MatchesHash(*dr.Current, hash[d.ID]) || dr.Diff != nil {
+			t.Fatalf("%s: %+v %v", d.ID, dr, err)
 		}
 	}
-	// The server changes the schema: drifted; a description-only change is not.
-	changed := search
-	changed.Params = json.RawMessage(`{"type":"object","properties":{"query":{"type":"string"},"all":{"type":"boolean"}},"required":["query"]}`)
-	if drifted, err := w.cat.Drifted(ctx, sess, sourceID, changed); err != nil || !drifted {
-		t.Fatalf("changed schema drifted=%v %v", drifted, err)
+	// A description-only change on the server is not drift.
+	srv.MCP.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search every doc, now with more words.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`)},
+		mcptest.Text("ok"))
+	if dr, err := w.cat.Drifted(ctx, sess, sourceID, search); err != nil || dr.Drifted {
+		t.Fatalf("a description change counted as drift: %+v %v", dr, err)
 	}
-	reworded := search
-	reworded.Description = "Search every doc, now with more words."
-	if drifted, _ := w.cat.Drifted(ctx, sess, sourceID, reworded); drifted {
-		t.Fatal("a description change counted as drift")
+	// The server changes the schema: drifted, whatever the listed
+	// definition says, with the diff from the reviewed definition (the
+	// one the preflight showed) to the server's.
+	srv.MCP.AddTool(&sdk.Tool{Name: "search_docs", Description: "Search the docs.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: mcptest.Schema(t, `{"type":"object","properties":{"query":{"type":"string"},"all":{"type":"boolean"}},"required":["query"]}`)},
+		mcptest.Text("ok"))
+	dr, err := w.cat.Drifted(ctx, sess, sourceID, search)
+	if err != nil || !dr.Drifted || dr.Current == nil || dr.CurrentHash == hash["search_docs"] || dr.Diff == nil {
+		t.Fatalf("changed schema: %+v %v", dr, err)
 	}
-	if res := actions.ResolveMode(actions.ModeInput{SourceID: sourceID, ActionID: "search_docs", Risk: changed.Risk, Drifted: true}); res.Mode != actions.ModeRequireApproval {
+	want := []actions.DefinitionChange{{Path: "params.properties.all", Change: "added", New: json.RawMessage(`{"type":"boolean"}`)}}
+	if got, _ := json.Marshal(dr.Diff); !dr.Diff.ReviewedKnown || !reflect.DeepEqual(dr.Diff.Changes, want) {
+		t.Fatalf("diff %s", got)
+	}
+	if res := actions.ResolveMode(actions.ModeInput{SourceID: sourceID, ActionID: "search_docs", Risk: search.Risk, Drifted: true}); res.Mode != actions.ModeRequireApproval {
 		t.Fatalf("drifted allow resolves to %s", res.Mode)
 	}
-	// A tool never reviewed (no hash) is not drifted.
+	// Removed from the server: drifted, the reviewed definition listed as removed.
+	srv.MCP.RemoveTools("delete_page")
+	if dr, err := w.cat.Drifted(ctx, sess, sourceID, del); err != nil || !dr.Drifted || dr.Current != nil ||
+		dr.CurrentHash != "" || dr.Diff == nil || !dr.Diff.Removed || len(dr.Diff.Changes) != 2 {
+		t.Fatalf("removed tool: %+v %v", dr, err)
+	}
+	// A tool never reviewed (no hash) is not drifted: its listed
+	// definition is the one the call is made against, with no fetch.
 	overrides["search_docs"] = integrations.ToolOverride{Mode: "allow"}
 	if _, err := w.svc.UpdateConnector(ctx, orgID, conn.ID, integrations.ConnectorPatch{ToolOverrides: &overrides}); err != nil {
 		t.Fatal(err)
 	}
-	if drifted, err := w.cat.Drifted(ctx, sess, sourceID, changed); err != nil || drifted {
-		t.Fatalf("unreviewed tool drifted=%v %v", drifted, err)
+	lists := srv.Lists.Load()
+	if dr, err := w.cat.Drifted(ctx, sess, sourceID, search); err != nil || dr.Drifted || dr.ReviewedHash != "" ||
+		dr.CurrentHash != actions.DefinitionHash(search) {
+		t.Fatalf("unreviewed tool %+v %v", dr, err)
 	}
-	if drifted, err := w.cat.Drifted(ctx, sess, sourceID, actions.Definition{ID: "unknown_tool"}); err != nil || drifted {
-		t.Fatalf("tool without override drifted=%v %v", drifted, err)
+	if dr, err := w.cat.Drifted(ctx, sess, sourceID, actions.Definition{ID: "unknown_tool"}); err != nil || dr.Drifted {
+		t.Fatalf("tool without override %+v %v", dr, err)
+	}
+	if n := srv.Lists.Load() - lists; n != 0 {
+		t.Fatalf("unreviewed tools cost %d tools/list", n)
 	}
 }
 

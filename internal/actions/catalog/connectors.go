@@ -89,9 +89,12 @@ func (c *Catalog) config(conn integrations.Connector) mcp.Config {
 
 // ValidateConnector runs the MCP preflight (reachability, auth, tools and
 // their review hashes) for a connector definition of its org exactly as the
-// catalog would connect to it. The secret never appears in the result.
+// catalog would connect to it, and records each tool's definition under
+// the hash it shows (reviews.go). The secret never appears in the result.
 func (c *Catalog) ValidateConnector(ctx context.Context, conn integrations.Connector) mcp.Diagnostics {
-	return mcp.Validate(ctx, c.config(conn))
+	d := mcp.Validate(ctx, c.config(conn))
+	c.recordPreflight(ctx, conn, d.Tools)
+	return d
 }
 
 // ConnectorActions lists a connector's tools as actions (tools/list through

@@ -13,7 +13,7 @@ import (
 
 // approveOnce approves id as the world's admin.
 func approveOnce(w *world, id string) (invocations.Outcome, error) {
-	return w.svc.Approve(ctx, w.approver("admin"), id, invocations.ApproveOnce)
+	return w.svc.Approve(ctx, w.approver("admin"), id, invocations.Approval{Mode: invocations.ApproveOnce})
 }
 
 // A decision after the pending TTL has one answer, ErrExpired (410),

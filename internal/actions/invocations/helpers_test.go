@@ -90,8 +90,35 @@ func (s *staticSources) Get(_ context.Context, sess sessions.Session, id string)
 	return nil, actions.ExecContext{}, nil, invocations.ErrUnknownIntegration
 }
 
-func (s *staticSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (bool, error) {
-	return s.drifted.Load(), nil
+// Drifted answers like the catalog for a tool whose server still lists
+// def: drifted when the test says so, made against def.
+func (s *staticSources) Drifted(_ context.Context, _ sessions.Session, _ string, def actions.Definition) (invocations.Drift, error) {
+	d := invocations.Drift{Drifted: s.drifted.Load(), Current: &def, CurrentHash: actions.DefinitionHash(def)}
+	if d.Drifted {
+		d.ReviewedHash = "reviewed-hash"
+		diff := actions.DiffDefinitions(nil, &def)
+		d.Diff = &diff
+	}
+	return d, nil
+}
+
+func (s *staticSources) CurrentDefinition(ctx context.Context, _ sessions.Session, id, action string) (actions.Definition, bool, error) {
+	for _, src := range s.srcs {
+		if src.ID() != id {
+			continue
+		}
+		defs, err := src.ListActions(ctx, actions.ExecContext{})
+		if err != nil {
+			return actions.Definition{}, false, err
+		}
+		for _, d := range defs {
+			if d.ID == action {
+				return d, true, nil
+			}
+		}
+		return actions.Definition{}, false, nil
+	}
+	return actions.Definition{}, false, invocations.ErrUnknownIntegration
 }
 
 // recNotifier records notifications.

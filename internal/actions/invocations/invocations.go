@@ -75,6 +75,18 @@ type Invocation struct {
 	AutomationID  *string         `json:"automation_id,omitempty"`
 	RunID         *string         `json:"run_id,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
+
+	// InvokedBy is the person who invoked it from a terminal of the
+	// session (the gateway's terminal credential); nil for the agent.
+	InvokedBy *string `json:"invoked_by,omitempty"`
+
+	// DefinitionHash is the hash of the connector tool's definition the
+	// invocation was made against (an approval must be for it);
+	// ReviewedHash the one an admin reviewed; DefinitionDiff, on a drifted
+	// invocation, what changed between the two. Connector tools only.
+	DefinitionHash *string                 `json:"definition_hash,omitempty"`
+	ReviewedHash   *string                 `json:"reviewed_hash,omitempty"`
+	DefinitionDiff *actions.DefinitionDiff `json:"definition_diff,omitempty"`
 }
 
 // Terminal reports whether the invocation can change no more.
@@ -91,6 +103,10 @@ type InvokeInput struct {
 	Integration string          `json:"integration"`
 	Action      string          `json:"action"`
 	Params      json.RawMessage `json:"params"`
+	// InvokedBy is the person invoking from their terminal in the
+	// session ("" for the agent); set by the gateway, never read from a
+	// request body.
+	InvokedBy string `json:"-"`
 }
 
 // Outcome of Invoke and Approve: the stored invocation and, when it ran,
@@ -110,6 +126,10 @@ var (
 	// source or the source no such action: 404.
 	ErrUnknownIntegration = errors.New("invocations: integration not available to this session")
 	ErrUnknownAction      = errors.New("invocations: unknown action")
+	// ErrSourceUnavailable: the integration or connector could not list
+	// its actions or give its guide (its server failed or is unreachable):
+	// 502.
+	ErrSourceUnavailable = errors.New("invocations: the integration could not be reached")
 	// ErrPendingLimit: MaxPendingPerSession reached: 429.
 	ErrPendingLimit = errors.New("invocations: too many pending invocations")
 	// ErrRateLimited: RatePerMinute exceeded: 429 (the error is a
@@ -154,9 +174,14 @@ type Sources interface {
 	// Get returns one source by id with its execution context.
 	// ErrUnknownIntegration when the session has no such source.
 	Get(ctx context.Context, sess sessions.Session, sourceID string) (actions.Source, actions.ExecContext, *string /*integration id*/, error)
-	// Drifted reports whether a connector tool's definition changed since
-	// it was reviewed (stored hash differs); always false for providers.
-	Drifted(ctx context.Context, sess sessions.Session, sourceID string, def actions.Definition) (bool, error)
+	// Drifted checks a connector tool against its review (review.go):
+	// whether its definition changed since it was reviewed, against the
+	// server's current definition; the zero Drift for providers.
+	Drifted(ctx context.Context, sess sessions.Session, sourceID string, def actions.Definition) (Drift, error)
+	// CurrentDefinition fetches a connector tool's definition from its
+	// server now (never from a cache); ok is false when the server no
+	// longer lists it. An approval checks it against the invocation's.
+	CurrentDefinition(ctx context.Context, sess sessions.Session, sourceID, actionID string) (def actions.Definition, ok bool, err error)
 }
 
 // Available is one source with its actions, as the agent lists them.
@@ -182,8 +207,10 @@ type Service interface {
 	// ListOrg is the org inbox: status filter (empty = all), keyset page.
 	ListOrg(ctx context.Context, orgID, status, cursor string, limit int) (items []Invocation, next string, err error)
 	// Approve approves a pending invocation (ErrConflict a second time,
-	// ErrExpired after expiry, ErrForbidden for members) and executes it.
-	Approve(ctx context.Context, a Approver, invocationID, mode string) (Outcome, error)
+	// ErrExpired after expiry, ErrForbidden for members,
+	// *DefinitionChangedError when a connector tool is no longer the
+	// definition the invocation was made against) and executes it.
+	Approve(ctx context.Context, a Approver, invocationID string, ap Approval) (Outcome, error)
 	// Deny denies a pending invocation.
 	Deny(ctx context.Context, a Approver, invocationID string) (Invocation, error)
 	// ExpirePending expires overdue pending invocations (safe to run on

@@ -138,7 +138,7 @@ func (s *Svc) Guide(ctx context.Context, sess sessions.Session, integration stri
 	}
 	g, err := src.Guide(ctx, ec)
 	if err != nil {
-		return "", fmt.Errorf("guide of %s: %w", integration, err)
+		return "", fmt.Errorf("%w: guide of %s: %w", ErrSourceUnavailable, integration, err)
 	}
 	return g, nil
 }
@@ -207,7 +207,7 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 	}
 	defs, err := src.ListActions(ctx, ec)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("list actions of %s: %w", in.Integration, err)
+		return Outcome{}, fmt.Errorf("%w: list actions of %s: %w", ErrSourceUnavailable, in.Integration, err)
 	}
 	var def actions.Definition
 	found := false
@@ -232,12 +232,20 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 	if err != nil {
 		return Outcome{}, err // *actions.ParamsError (422) or a broken schema
 	}
-	drifted := false
+	var drift Drift // review.go
 	if strings.HasPrefix(src.ID(), actions.ConnectorPrefix) {
-		if drifted, err = s.d.Sources.Drifted(ctx, sess, src.ID(), def); err != nil {
+		if drift, err = s.d.Sources.Drifted(ctx, sess, src.ID(), def); err != nil {
 			return Outcome{}, fmt.Errorf("drift check of %s:%s: %w", src.ID(), def.ID, err)
 		}
+		if cur := drift.Current; cur != nil && !bytes.Equal(cur.Params, def.Params) {
+			// The server's current definition is the one that runs and
+			// the one an approver is shown: the params must fit it.
+			if err := s.validate(*cur, params); err != nil {
+				return Outcome{}, err
+			}
+		}
 	}
+	drifted := drift.Drifted
 	red, err := s.redactorFor(ctx, sess.OrgID, params, ec)
 	if err != nil {
 		return Outcome{}, err
@@ -256,6 +264,13 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 		row := newRow{orgID: sess.OrgID, sessionID: sess.ID, integrationID: integrationID, integration: src.ID(),
 			action: def.ID, risk: string(def.Risk), mode: string(res.Mode), modeSource: string(res.Source),
 			drifted: res.Drifted, params: storedParams, automationID: pol.automationID, runID: pol.runID}
+		if in.InvokedBy != "" {
+			row.invokedBy = &in.InvokedBy
+		}
+		row.definitionHash, row.reviewedHash = nonEmpty(drift.CurrentHash), nonEmpty(drift.ReviewedHash)
+		if res.Drifted {
+			row.diff = drift.Diff
+		}
 		now := s.now()
 		switch res.Mode {
 		case actions.ModeDeny:
@@ -421,12 +436,19 @@ func safeError(err error, timeout time.Duration) string {
 }
 
 // Approve implements Service.
-func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string) (Outcome, error) {
+func (s *Svc) Approve(ctx context.Context, a Approver, invocationID string, ap Approval) (Outcome, error) {
+	mode := ap.Mode
 	if mode == "" {
 		mode = ApproveOnce
 	}
 	if mode != ApproveOnce && mode != ApproveAlways {
 		return Outcome{}, fmt.Errorf("invocations: approve mode %q: %w", mode, ErrInvalidQuery)
+	}
+	if a.Role == "owner" || a.Role == "admin" { // resolve refuses anyone else before reading anything
+		ap.Mode = mode
+		if err := s.checkDefinition(ctx, a, invocationID, ap); err != nil {
+			return Outcome{}, err
+		}
 	}
 	var inv Invocation
 	expired := false
@@ -442,6 +464,9 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID, mode string
 		}
 		if mode == ApproveAlways {
 			if err := setAllow(ctx, tx, approved); err != nil {
+				return cur, err
+			}
+			if err := acceptReview(ctx, tx, approved); err != nil {
 				return cur, err
 			}
 		}

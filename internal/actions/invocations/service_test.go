@@ -188,7 +188,7 @@ func TestApproveOnceThenAlwaysAtOrgScope(t *testing.T) {
 	if err != nil || out.Invocation.Status != invocations.StatusPending || out.Invocation.ModeSource != "inferred_default" {
 		t.Fatalf("invoke = %+v, %v", out.Invocation, err)
 	}
-	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce)
+	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestApproveOnceThenAlwaysAtOrgScope(t *testing.T) {
 	if err != nil || out2.Invocation.Status != invocations.StatusPending {
 		t.Fatalf("second = %+v, %v", out2.Invocation, err)
 	}
-	if _, err := w.svc.Approve(ctx, w.approver("owner"), out2.Invocation.ID, invocations.ApproveAlways); err != nil {
+	if _, err := w.svc.Approve(ctx, w.approver("owner"), out2.Invocation.ID, invocations.Approval{Mode: invocations.ApproveAlways}); err != nil {
 		t.Fatal(err)
 	}
 	var mode string
@@ -241,7 +241,7 @@ func TestSecondApprovalConflictsAndExecutesOnce(t *testing.T) {
 			if i%2 == 1 {
 				svc = other
 			}
-			_, errs[i] = svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce)
+			_, errs[i] = svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce})
 		}()
 	}
 	wg.Wait()
@@ -278,7 +278,7 @@ func TestApproveAfterExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.clock.Advance(invocations.InteractiveTTL + time.Second)
-	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce)
+	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce})
 	if !errors.Is(err, invocations.ErrExpired) {
 		t.Fatalf("approve = %v", err)
 	}
@@ -288,7 +288,7 @@ func TestApproveAfterExpiry(t *testing.T) {
 	if w.fake.MutationCount() != 0 {
 		t.Fatal("expired invocation executed")
 	}
-	if _, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrExpired) {
+	if _, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrExpired) {
 		t.Fatalf("second approve = %v (want expired, as before the row was marked)", err)
 	}
 	if tr := transitions(w.events(t, out.Invocation.ID)); tr != ">pending pending>expired" {
@@ -314,12 +314,12 @@ func TestPendingTTLIsASetting(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.clock.Advance(invocations.InteractiveTTL + time.Minute)
-	if res, err := svc.Approve(ctx, w.approver("admin"), kept.Invocation.ID, invocations.ApproveOnce); err != nil ||
+	if res, err := svc.Approve(ctx, w.approver("admin"), kept.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); err != nil ||
 		res.Invocation.Status != invocations.StatusCompleted {
 		t.Fatalf("approve past the default TTL = %+v, %v", res.Invocation, err)
 	}
 	w.clock.Advance(2 * invocations.InteractiveTTL)
-	if _, err := svc.Approve(ctx, w.approver("admin"), late.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrExpired) {
+	if _, err := svc.Approve(ctx, w.approver("admin"), late.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrExpired) {
 		t.Fatalf("approve past the set TTL = %v", err)
 	}
 }
@@ -331,17 +331,17 @@ func TestApproverChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.svc.Approve(ctx, w.approver("member"), out.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrForbidden) {
+	if _, err := w.svc.Approve(ctx, w.approver("member"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrForbidden) {
 		t.Fatalf("member approve = %v", err)
 	}
 	if _, err := w.svc.Deny(ctx, w.approver("member"), out.Invocation.ID); !errors.Is(err, invocations.ErrForbidden) {
 		t.Fatalf("member deny = %v", err)
 	}
 	w2 := newWorld(t)
-	if _, err := w.svc.Approve(ctx, w2.approver("admin"), out.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrNotFound) {
+	if _, err := w.svc.Approve(ctx, w2.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrNotFound) {
 		t.Fatalf("other org approve = %v", err)
 	}
-	if _, err := w.svc.Approve(ctx, w.approver("admin"), "not-a-uuid", invocations.ApproveOnce); !errors.Is(err, invocations.ErrNotFound) {
+	if _, err := w.svc.Approve(ctx, w.approver("admin"), "not-a-uuid", invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrNotFound) {
 		t.Fatalf("bad id = %v", err)
 	}
 	inv, err := w.svc.Deny(ctx, w.approver("admin"), out.Invocation.ID)
@@ -512,7 +512,7 @@ func TestUnattendedRunPausesAndResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Approving one of two leaves the run waiting.
-	if _, err := w.svc.Approve(ctx, w.approver("admin"), a.Invocation.ID, invocations.ApproveAlways); err != nil {
+	if _, err := w.svc.Approve(ctx, w.approver("admin"), a.Invocation.ID, invocations.Approval{Mode: invocations.ApproveAlways}); err != nil {
 		t.Fatal(err)
 	}
 	if st := w.runStatus(t, run); st != runs.StatusNeedsHuman {
@@ -554,7 +554,7 @@ func TestUnattendedRunPausesAndResumes(t *testing.T) {
 		t.Fatalf("d = %+v, %v", d.Invocation, err)
 	}
 	w.clock.Advance(invocations.UnattendedTTL + time.Minute)
-	if _, err := w.svc.Approve(ctx, w.approver("admin"), d.Invocation.ID, invocations.ApproveOnce); !errors.Is(err, invocations.ErrExpired) {
+	if _, err := w.svc.Approve(ctx, w.approver("admin"), d.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce}); !errors.Is(err, invocations.ErrExpired) {
 		t.Fatalf("late approval = %v", err)
 	}
 	if st := w.runStatus(t, run); st != runs.StatusNeedsHuman {
@@ -624,7 +624,7 @@ func TestApprovedPendingRunsWithOriginalParams(t *testing.T) {
 	if strings.Contains(string(out.Invocation.Params), "very-secret") {
 		t.Fatal("pending params stored unredacted")
 	}
-	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce)
+	res, err := w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +651,7 @@ func TestApprovedPendingRunsWithOriginalParams(t *testing.T) {
 	if err := w.rdb.Del(ctx, "actions:params:"+out.Invocation.ID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	res, err = w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.ApproveOnce)
+	res, err = w.svc.Approve(ctx, w.approver("admin"), out.Invocation.ID, invocations.Approval{Mode: invocations.ApproveOnce})
 	if err != nil || res.Invocation.Status != invocations.StatusFailed || !strings.Contains(*res.Invocation.Error, "no longer available") {
 		t.Fatalf("approve without originals = %+v, %v", res.Invocation, err)
 	}

@@ -37,15 +37,24 @@ type newRow struct {
 	deniedReason              *string
 	completedAt, expiresAt    *time.Time
 	automationID, runID       *string
+	invokedBy                 *string // the person at a terminal; nil: the agent
+	// definitionHash, reviewedHash and diff: see review.go.
+	definitionHash, reviewedHash *string
+	diff                         *actions.DefinitionDiff
 }
 
 func insert(ctx context.Context, tx pgx.Tx, r newRow) (Invocation, error) {
+	diff, err := diffJSON(r.diff)
+	if err != nil {
+		return Invocation{}, err
+	}
 	inv, err := Scan(tx.QueryRow(ctx, `INSERT INTO action_invocations (org_id, session_id, integration_id, integration,
 			action, risk_level, mode, mode_source, drifted, params, status, denied_reason, completed_at, expires_at,
-			automation_id, run_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) RETURNING `+Cols,
+			automation_id, run_id, invoked_by, definition_hash, reviewed_hash, definition_diff)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING `+Cols,
 		r.orgID, r.sessionID, r.integrationID, r.integration, r.action, riskOrWrite(r.risk), r.mode, r.modeSource,
-		r.drifted, []byte(r.params), r.status, r.deniedReason, r.completedAt, r.expiresAt, r.automationID, r.runID))
+		r.drifted, []byte(r.params), r.status, r.deniedReason, r.completedAt, r.expiresAt, r.automationID, r.runID,
+		r.invokedBy, r.definitionHash, r.reviewedHash, diff))
 	if err != nil {
 		return inv, fmt.Errorf("insert invocation: %w", err)
 	}
@@ -158,14 +167,10 @@ func (s *Svc) ListOrg(ctx context.Context, orgID, status, cursor string, limit i
 		return nil, "", fmt.Errorf("list invocations of org %s: %w", orgID, err)
 	}
 	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) {
-		var i Invocation
-		var params, result []byte
-		err := r.Scan(&i.ID, &i.OrgID, &i.SessionID, &i.IntegrationID, &i.Integration, &i.Action, &i.RiskLevel, &i.Mode,
-			&i.ModeSource, &i.Drifted, &params, &i.Status, &result, &i.Error, &i.DeniedReason, &i.DurationMs, &i.ApprovedBy,
-			&i.ApprovedAt, &i.CompletedAt, &i.ExpiresAt, &i.AutomationID, &i.RunID, &i.CreatedAt, &i.SessionTitle)
-		i.Params = params
-		if len(result) > 0 {
-			i.Result = result
+		var title *string
+		i, err := Scan(trailing{row: r, extra: []any{&title}})
+		if title != nil {
+			i.SessionTitle = *title
 		}
 		return i, err
 	})
@@ -180,6 +185,14 @@ func (s *Svc) ListOrg(ctx context.Context, orgID, status, cursor string, limit i
 	}
 	return items, next, nil
 }
+
+// trailing scans Cols and then extra columns (ListOrg's session title).
+type trailing struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (t trailing) Scan(dest ...any) error { return t.row.Scan(append(dest, t.extra...)...) }
 
 func encodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))

@@ -32,6 +32,10 @@ type ToolDiagnostic struct {
 	Risk     actions.RiskLevel `json:"risk_level"`
 	Hash     string            `json:"hash"`
 	Warnings []string          `json:"warnings,omitempty"`
+	// Description and Params are the definition the hash is of: what an
+	// admin reviews.
+	Description string          `json:"description,omitempty"`
+	Params      json.RawMessage `json:"params,omitempty"`
 }
 
 // Validate runs the preflight for cfg. It never returns an error: every
@@ -68,7 +72,8 @@ func Validate(ctx context.Context, cfg Config) Diagnostics {
 	}
 	for _, def := range l.defs {
 		d.Tools = append(d.Tools, ToolDiagnostic{Name: def.ID, Risk: def.Risk, Hash: actions.DefinitionHash(def),
-			Warnings: toolWarnings(l.tools[def.ID], def, seen[def.ID], overridden(s.cfg, def.ID))})
+			Warnings:    toolWarnings(l.tools[def.ID], def, seen[def.ID], overridden(s.cfg, def.ID)),
+			Description: def.Description, Params: def.Params})
 	}
 	return d
 }

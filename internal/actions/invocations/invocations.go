@@ -76,10 +76,6 @@ type Invocation struct {
 	RunID         *string         `json:"run_id,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
 
-	// InvokedBy is the person who invoked it from a terminal of the
-	// session (the gateway's terminal credential); nil for the agent.
-	InvokedBy *string `json:"invoked_by,omitempty"`
-
 	// DefinitionHash is the hash of the connector tool's definition the
 	// invocation was made against (an approval must be for it);
 	// ReviewedHash the one an admin reviewed; DefinitionDiff, on a drifted
@@ -103,10 +99,6 @@ type InvokeInput struct {
 	Integration string          `json:"integration"`
 	Action      string          `json:"action"`
 	Params      json.RawMessage `json:"params"`
-	// InvokedBy is the person invoking from their terminal in the
-	// session ("" for the agent); set by the gateway, never read from a
-	// request body.
-	InvokedBy string `json:"-"`
 }
 
 // Outcome of Invoke and Approve: the stored invocation and, when it ran,
@@ -126,10 +118,6 @@ var (
 	// source or the source no such action: 404.
 	ErrUnknownIntegration = errors.New("invocations: integration not available to this session")
 	ErrUnknownAction      = errors.New("invocations: unknown action")
-	// ErrSourceUnavailable: the integration or connector could not list
-	// its actions or give its guide (its server failed or is unreachable):
-	// 502.
-	ErrSourceUnavailable = errors.New("invocations: the integration could not be reached")
 	// ErrPendingLimit: MaxPendingPerSession reached: 429.
 	ErrPendingLimit = errors.New("invocations: too many pending invocations")
 	// ErrRateLimited: RatePerMinute exceeded: 429 (the error is a

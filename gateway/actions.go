@@ -446,6 +446,12 @@ func actionError(w http.ResponseWriter, err error) error {
 		return &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited,
 			Message: fmt.Sprintf("more than %d action invocations of this session in the last minute; retry in %d s",
 				invocations.RatePerMinute, secs)}
+	case errors.Is(err, invocations.ErrSourceUnavailable):
+		return api.Unavailable("the integration could not be reached; retry later")
+	case errors.Is(err, actions.ErrInvalidSchema):
+		// The action's own schema does not compile: a fault of the
+		// integration (an MCP server's tool), not of the caller.
+		return api.Unavailable("the action's parameter schema is invalid; the integration must fix its definition")
 	case errors.Is(err, invocations.ErrPendingLimit):
 		if w != nil {
 			w.Header().Set("Retry-After", "30")

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -126,5 +127,71 @@ func TestApprovedExecutionFailureAnswers200(t *testing.T) {
 	// It was decided: approving again is 409.
 	if st, body := call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, nil, nil); st != http.StatusConflict || errorCode(t, body) != api.CodeConflict {
 		t.Fatalf("second approve: %d %s", st, body)
+	}
+}
+
+// downSource is an integration whose server fails: it cannot list its
+// actions or give its guide; its one reachable action has a schema that
+// does not compile.
+type downSource struct{ listing bool }
+
+func (downSource) ID() string          { return "downint" }
+func (downSource) DisplayName() string { return "Down" }
+func (downSource) Guide(context.Context, actions.ExecContext) (string, error) {
+	return "", errors.New("connection refused")
+}
+
+func (d downSource) ListActions(context.Context, actions.ExecContext) ([]actions.Definition, error) {
+	if !d.listing {
+		return nil, errors.New("connection refused")
+	}
+	return []actions.Definition{{ID: "odd", Risk: actions.RiskRead, Params: json.RawMessage(`{"type":5}`)}}, nil
+}
+
+func (downSource) Execute(context.Context, string, json.RawMessage, actions.ExecContext) (json.RawMessage, error) {
+	return nil, errors.New("unreachable")
+}
+
+type downSources struct{ src downSource }
+
+func (d downSources) List(context.Context, sessions.Session) ([]actinv.Available, error) {
+	return nil, nil
+}
+func (d downSources) Get(_ context.Context, sess sessions.Session, id string) (actions.Source, actions.ExecContext, *string, error) {
+	if id != d.src.ID() {
+		return nil, actions.ExecContext{}, nil, actinv.ErrUnknownIntegration
+	}
+	return d.src, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID}, nil, nil
+}
+
+func (downSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (bool, error) {
+	return false, nil
+}
+
+// An integration that fails is the integration's fault, not the caller's
+// and not an internal error: 502 unavailable, nothing stored.
+func TestUnreachableIntegrationIs502(t *testing.T) {
+	w := newWorld(t)
+	owner := w.api.NewUser(t)
+	for _, listing := range []bool{false, true} {
+		g := w.startActionsWith(t, "a", downSources{src: downSource{listing: listing}}, nil)
+		sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+		sbx := w.sandboxToken(sid)
+		action := "odd"
+		if !listing {
+			st, body := call(t, "GET", actionsURL(g, sid, "guide/downint"), sbx, nil, nil)
+			if st != http.StatusBadGateway || errorCode(t, body) != api.CodeUnavailable {
+				t.Fatalf("guide: %d %s", st, body)
+			}
+			action = "anything"
+		}
+		st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "downint", "action": action}, nil)
+		if st != http.StatusBadGateway || errorCode(t, body) != api.CodeUnavailable {
+			t.Fatalf("invoke (listing %v): %d %s", listing, st, body)
+		}
+		var n int
+		if err := w.api.Deps.Pool.QueryRow(context.Background(), `SELECT count(*) FROM action_invocations WHERE session_id = $1`, sid).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d invocations stored, %v", n, err)
+		}
 	}
 }

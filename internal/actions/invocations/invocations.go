@@ -118,6 +118,10 @@ var (
 	// source or the source no such action: 404.
 	ErrUnknownIntegration = errors.New("invocations: integration not available to this session")
 	ErrUnknownAction      = errors.New("invocations: unknown action")
+	// ErrSourceUnavailable: the integration or connector could not list
+	// its actions or give its guide (its server failed or is unreachable):
+	// 502.
+	ErrSourceUnavailable = errors.New("invocations: the integration could not be reached")
 	// ErrPendingLimit: MaxPendingPerSession reached: 429.
 	ErrPendingLimit = errors.New("invocations: too many pending invocations")
 	// ErrRateLimited: RatePerMinute exceeded: 429 (the error is a

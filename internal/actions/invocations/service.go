@@ -138,7 +138,7 @@ func (s *Svc) Guide(ctx context.Context, sess sessions.Session, integration stri
 	}
 	g, err := src.Guide(ctx, ec)
 	if err != nil {
-		return "", fmt.Errorf("guide of %s: %w", integration, err)
+		return "", fmt.Errorf("%w: guide of %s: %w", ErrSourceUnavailable, integration, err)
 	}
 	return g, nil
 }
@@ -207,7 +207,7 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 	}
 	defs, err := src.ListActions(ctx, ec)
 	if err != nil {
-		return Outcome{}, fmt.Errorf("list actions of %s: %w", in.Integration, err)
+		return Outcome{}, fmt.Errorf("%w: list actions of %s: %w", ErrSourceUnavailable, in.Integration, err)
 	}
 	var def actions.Definition
 	found := false

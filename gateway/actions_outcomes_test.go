@@ -164,8 +164,12 @@ func (d downSources) Get(_ context.Context, sess sessions.Session, id string) (a
 	return d.src, actions.ExecContext{OrgID: sess.OrgID, SessionID: sess.ID}, nil, nil
 }
 
-func (downSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (bool, error) {
-	return false, nil
+func (downSources) Drifted(context.Context, sessions.Session, string, actions.Definition) (actinv.Drift, error) {
+	return actinv.Drift{}, nil
+}
+
+func (downSources) CurrentDefinition(context.Context, sessions.Session, string, string) (actions.Definition, bool, error) {
+	return actions.Definition{}, false, actinv.ErrUnknownIntegration
 }
 
 // An integration that fails is the integration's fault, not the caller's

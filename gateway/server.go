@@ -280,6 +280,7 @@ func (s *Server) routes() {
 	s.handle("POST /proliferate/{id}/start", s.owned("id", s.postStart))
 	s.handle("POST /proliferate/{id}/pause", s.owned("id", s.postPause))
 	s.handle("POST /proliferate/{id}/snapshot", s.owned("id", s.postSnapshot))
+	s.handle("POST /proliferate/{id}/env", s.owned("id", s.postEnv))
 	s.gitRoutes()
 	s.sandboxGitRoutes()
 	s.proxyRoutes()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -357,11 +358,13 @@ func TestSaveSnapshotOncePerCall(t *testing.T) {
 	}
 }
 
-// request_env_variables answers at once and surfaces an env_request to the
-// session's WebSocket clients.
+// request_env_variables surfaces an env_request to the session's
+// WebSocket clients and waits for an answer; unanswered (this provider
+// cannot take values anyway) it ends with a timed-out result. Bad
+// arguments fail at once. (env_test.go answers it with the real provider.)
 func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	w := newWorld(t)
-	g := w.start(t, "a")
+	g := w.startWith(t, "a", w.prov, func(d *hub.Deps) { d.EnvRequestTimeout = 200 * time.Millisecond })
 	owner := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
 	st, c := dialWS(t, g, sid, owner.Token, false)
@@ -370,9 +373,17 @@ func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	}
 	readUntil(t, c, hub.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "sandbox running", func() bool { return w.prov.Created() == 1 })
+	if _, res, _ := toolCall(t, g, w.sandboxToken(sid), sid, tools.RequestEnvVariables, "env-2",
+		map[string]any{"keys": []map[string]any{{"key": "A", "type": "file"}}}); res.Success {
+		t.Fatal("bad type accepted")
+	}
+	if _, res, _ := toolCall(t, g, w.sandboxToken(sid), sid, tools.RequestEnvVariables, "env-3",
+		map[string]any{"keys": []map[string]any{{"key": "PATH"}}}); res.Success {
+		t.Fatal("a variable the sandbox sets accepted")
+	}
 	args := map[string]any{"keys": []map[string]any{{"key": "STRIPE_KEY", "type": "secret", "description": "test key"}}}
 	_, res, body := toolCall(t, g, w.sandboxToken(sid), sid, tools.RequestEnvVariables, "env-1", args)
-	if !res.Success {
+	if res.Success || !strings.Contains(res.Result, "timed out") || res.Data["timedOut"] != true {
 		t.Fatalf("%s", body)
 	}
 	var m hub.EnvRequestMessage
@@ -386,9 +397,9 @@ func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	if m.ToolCallID != "env-1" || len(req.Keys) != 1 || req.Keys[0].Key != "STRIPE_KEY" || req.Keys[0].Type != "secret" {
 		t.Fatalf("%+v", m)
 	}
-	if _, res, _ := toolCall(t, g, w.sandboxToken(sid), sid, tools.RequestEnvVariables, "env-2",
-		map[string]any{"keys": []map[string]any{{"key": "A", "type": "file"}}}); res.Success {
-		t.Fatal("bad type accepted")
+	var r hub.EnvResolvedMessage
+	if err := json.Unmarshal(readUntil(t, c, hub.MsgEnvResolved), &r); err != nil || r.ToolCallID != "env-1" || r.Status != hub.EnvTimedOut {
+		t.Fatalf("%+v %v", r, err)
 	}
 }
 

@@ -155,6 +155,14 @@ type Deps struct {
 	// (a *billing.Denial) fails the boot, clients get an error frame with
 	// the denial's code and the HTTP routes answer 402. nil = no gate.
 	Gate func(ctx context.Context, orgID string, op billing.Operation) error
+	// Env resolves the session's variables and env files at every boot
+	// and stores the values people submit for request_env_variables
+	// (env.go); nil = the sandbox gets none and submissions cannot be
+	// saved as secrets.
+	Env EnvSource
+	// EnvRequestTimeout is how long request_env_variables waits for a
+	// member's submission [5m, ENV_REQUEST_TIMEOUT].
+	EnvRequestTimeout time.Duration
 	// LLMKeys issues every sandbox boot its own virtual LLM key (the
 	// sandbox's LLM then is the proxy at the key's base URL with LLM.Model)
 	// and revokes the session's keys whenever the hub pauses or stops the

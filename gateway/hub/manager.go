@@ -74,6 +74,9 @@ func NewManager(d Deps) *Manager {
 	if d.TelemetryEvery <= 0 {
 		d.TelemetryEvery = 30 * time.Second
 	}
+	if d.EnvRequestTimeout <= 0 {
+		d.EnvRequestTimeout = DefaultEnvRequestTimeout
+	}
 	if d.SSEHeartbeatTimeout <= 0 {
 		d.SSEHeartbeatTimeout = 30 * time.Second
 	}

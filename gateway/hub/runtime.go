@@ -199,6 +199,13 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 			return nil, fmt.Errorf("hub: resolve repos: %w", err)
 		}
 	}
+	if d.Env != nil {
+		// Resolved at every boot (resumes included): a rotated or deleted
+		// secret applies now. Values are never logged.
+		if spec.EnvVars, spec.EnvFiles, err = d.Env.Boot(ctx, sess); err != nil {
+			return nil, fmt.Errorf("hub: session environment: %w", err)
+		}
+	}
 	sb, err := d.Provider.EnsureSandbox(ctx, spec)
 	if err != nil {
 		if spec.SnapshotID != "" && errors.Is(err, sandbox.ErrRestoreFailed) {

@@ -57,6 +57,8 @@ type Hub struct {
 	proxySeq      uint64
 	migrating     *flight // an idle snapshot or expiry migration in progress
 	idleInFlight  bool
+
+	env envRequests // pending request_env_variables calls (env.go)
 }
 
 type flight struct {
@@ -532,6 +534,8 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 		}()
 	case ClientGetGitStatus, ClientGitCreateBranch, ClientGitCommit, ClientGitPush, ClientGitCreatePR:
 		h.handleGit(c, p, msg)
+	case ClientSubmitEnv:
+		h.handleSubmitEnv(ctx, c, p, raw)
 	default:
 		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
 	}

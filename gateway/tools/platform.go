@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -211,21 +214,13 @@ func (d Deps) afterAutomationComplete(ctx context.Context, c Call, r Result) {
 }
 
 // EnvKey is one variable requested by request_env_variables.
-type EnvKey struct {
-	Key         string `json:"key"`
-	Description string `json:"description,omitempty"`
-	Type        string `json:"type,omitempty"` // env | secret
-	Required    *bool  `json:"required,omitempty"`
-	Suggestions []struct {
-		Label        string `json:"label"`
-		Value        string `json:"value,omitempty"`
-		Instructions string `json:"instructions,omitempty"`
-	} `json:"suggestions,omitempty"`
-}
+type EnvKey = hub.EnvKeySpec
 
-// requestEnvVariables surfaces the request to the session's clients and
-// answers at once (the user fills the form; values reach the sandbox
-// through the environment API, not through this call).
+// requestEnvVariables surfaces the request to the session's members and
+// waits for their answer (hub.AwaitEnv: the submit_env WebSocket message or
+// POST /proliferate/{id}/env) or the timeout. The answer names the keys,
+// never their values: those are in the sandbox (the runtime env file its
+// shell commands source, optionally a workspace env file).
 func (d Deps) requestEnvVariables(ctx context.Context, c Call) (Result, error) {
 	var args struct {
 		Keys []EnvKey `json:"keys"`
@@ -237,10 +232,16 @@ func (d Deps) requestEnvVariables(ctx context.Context, c Call) (Result, error) {
 		return Failure("Invalid arguments: keys must have 1 to 50 entries"), nil
 	}
 	names := make([]string, 0, len(args.Keys))
+	seen := map[string]bool{}
 	for i, k := range args.Keys {
-		if k.Key == "" || len(k.Key) > 200 {
-			return Failure("Invalid arguments: keys[%d].key must be 1 to 200 characters", i), nil
+		if err := secrets.ValidateKey("key", k.Key); err != nil || !sandbox.SessionEnvAllowed(k.Key) {
+			return Failure("Invalid arguments: keys[%d].key must be a variable name (letters, digits, _; not starting with a digit; "+
+				"not PROLIFERATE_*, OPENCODE_* nor one the sandbox sets such as PATH or HOME)", i), nil
 		}
+		if seen[k.Key] {
+			return Failure("Invalid arguments: keys[%d].key %s is requested twice", i, k.Key), nil
+		}
+		seen[k.Key] = true
 		if k.Type != "" && k.Type != "env" && k.Type != "secret" {
 			return Failure("Invalid arguments: keys[%d].type must be env or secret", i), nil
 		}
@@ -250,12 +251,40 @@ func (d Deps) requestEnvVariables(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("session runtime: %w", err)
 	}
-	req, err := json.Marshal(args)
+	ans, err := rt.AwaitEnv(ctx, hub.EnvRequest{ToolCallID: c.ToolCallID, Keys: args.Keys})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("environment request: %w", err)
 	}
-	rt.Broadcast(hub.EnvRequestMessage{Type: hub.MsgEnvRequest, ToolCallID: c.ToolCallID, Request: req})
-	return Result{Success: true, Result: fmt.Sprintf(
-		"Asked the user for %s. The values will be written to /tmp/.proliferate_env.json when submitted.", strings.Join(names, ", ")),
-		Data: map[string]any{"keys": names}}, nil
+	if ans.Status != hub.EnvSubmitted {
+		return Result{Success: false, Result: fmt.Sprintf(
+			"Nobody provided %s within %s: the request timed out. Continue without them if you can, "+
+				"or tell the user what is missing and why, and ask again later.", strings.Join(names, ", "), ans.Timeout),
+			Data: map[string]any{"keys": names, "timedOut": true}}, nil
+	}
+	msg := fmt.Sprintf("The user provided %s. They are exported in your shell commands from now on "+
+		"(bash sources ~/%s); ~/.proliferate/env.json holds them too: read single keys with jq, never print the files.",
+		strings.Join(ans.Keys, ", "), sandbox.RuntimeEnvFile)
+	if ans.EnvFile != "" {
+		msg += fmt.Sprintf(" They were also written to %s in the workspace (git-ignored).", ans.EnvFile)
+	}
+	var missing []string
+	for _, n := range names {
+		if !slices.Contains(ans.Keys, n) {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		msg += " Not provided (optional): " + strings.Join(missing, ", ") + "."
+	}
+	saved := []string{}
+	for _, r := range ans.Results {
+		if r.Persisted || r.AlreadyExisted {
+			saved = append(saved, r.Key)
+		}
+	}
+	data := map[string]any{"keys": ans.Keys, "saved": saved}
+	if ans.EnvFile != "" {
+		data["envFile"] = ans.EnvFile
+	}
+	return Result{Success: true, Result: msg, Data: data}, nil
 }

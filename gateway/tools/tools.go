@@ -33,6 +33,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -57,6 +58,9 @@ type Runtime interface {
 	Terminate(ctx context.Context, reason, outcome, summary string) error
 	// Broadcast sends a protocol message to the session's clients.
 	Broadcast(msg any)
+	// AwaitEnv surfaces an environment request to the session's members
+	// and waits for their values or the timeout (hub.AwaitEnv).
+	AwaitEnv(ctx context.Context, req hub.EnvRequest) (hub.EnvAnswer, error)
 }
 
 // Call is one tool invocation.

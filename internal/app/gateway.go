@@ -211,6 +211,10 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	box, err := a.SecretBox()
+	if err != nil {
+		return Role{}, err
+	}
 	// Liveness as the owning gateway sees it: the meter runs on one replica
 	// and its provider knows only this process's sandboxes.
 	mtr, err := meter.New(meter.Deps{Pool: a.Pool, Codec: a.Codec, Provider: prov, Sessions: store, LLMKeys: keys,
@@ -229,6 +233,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
 		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys,
+		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
 		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),

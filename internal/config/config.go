@@ -126,6 +126,7 @@ type Config struct {
 	SandboxCPUPercent       int           `env:"SANDBOX_CPU_PERCENT" default:"200" check:"min=0,max=100000" doc:"CPU time of each isolated sandbox in percent of one CPU (100 = one CPU, 250 = two and a half; the default, two CPUs, keeps the agent's start-up unthrottled: one CPU adds about 0.9 s to a cold start), enforced as a CFS quota: a busy sandbox is throttled, others keep their share; 0 is unlimited. The limits need cgroups (v1 memory, pids and cpu controllers or v2) writable by the gateway, e.g. as root; without them the gateway starts without limits and warns loudly, except with PROLIFERATE_ENV=production, where it refuses to start"`
 	IdleSnapshotDelay       time.Duration `env:"IDLE_SNAPSHOT_DELAY" default:"5m" check:"positive" doc:"a web/api/cli session with no clients, proxy connections or agent work is snapshotted and its sandbox stopped after this long without activity"`
 	HeadlessIdleDelay       time.Duration `env:"HEADLESS_IDLE_DELAY" default:"30s" check:"positive" doc:"the same grace for automation and Slack sessions (nobody refreshes their tab)"`
+	EnvRequestTimeout       time.Duration `env:"ENV_REQUEST_TIMEOUT" default:"5m" check:"positive" doc:"how long the agent's request_env_variables waits for a session member to submit the values (at most 9m: the sandbox's tool call gives up after 10 minutes); then the tool returns that nobody answered"`
 	IdleCheckInterval       time.Duration `env:"IDLE_CHECK_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway checks its sessions for idleness"`
 	ExpiryLead              time.Duration `env:"EXPIRY_LEAD" default:"5m" check:"positive" doc:"how long before a sandbox expires the gateway migrates (active) or pauses (idle) its session"`
 	HubIdleTTL              time.Duration `env:"HUB_IDLE_TTL" default:"10m" check:"positive" doc:"a gateway forgets a session it serves without a sandbox (paused) after this long unused, releasing its ownership"`
@@ -217,6 +218,11 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 	return cfg, nil
 }
 
+// MaxEnvRequestTimeout bounds ENV_REQUEST_TIMEOUT: below the sandbox's
+// call timeout of request_env_variables (capabilities.EnvCallTimeoutMS)
+// and the tool-call takeover age (sessions.DefaultToolStaleAfter).
+const MaxEnvRequestTimeout = 9 * time.Minute
+
 func (c *Config) crossChecks() []Problem {
 	var ps []Problem
 	if c.ConsumerBackoffMax < c.ConsumerBackoffInitial {
@@ -233,6 +239,10 @@ func (c *Config) crossChecks() []Problem {
 	}
 	if c.Env == "production" && c.SandboxIsolation == "none" {
 		ps = append(ps, Problem{"SANDBOX_ISOLATION", c.SandboxIsolation, "must not be none when PROLIFERATE_ENV=production (agents would run unconfined on the host)"})
+	}
+	if c.EnvRequestTimeout > MaxEnvRequestTimeout {
+		ps = append(ps, Problem{"ENV_REQUEST_TIMEOUT", c.EnvRequestTimeout.String(),
+			fmt.Sprintf("must be at most %s (the sandbox's tool call gives up after 10 minutes)", MaxEnvRequestTimeout)})
 	}
 	if c.SandboxProvider == "e2b" && c.E2BAPIKey == "" {
 		ps = append(ps, Problem{"E2B_API_KEY", "", "must be set when SANDBOX_PROVIDER=e2b"})

@@ -10,6 +10,10 @@ const (
 	RetryBaseMS   = 500
 	MaxRetries    = 5
 	CallTimeoutMS = 120_000
+	// EnvCallTimeoutMS bounds request_env_variables, which waits for a
+	// person's answer: above the gateway's longest wait
+	// (ENV_REQUEST_TIMEOUT, at most 9 minutes).
+	EnvCallTimeoutMS = 600_000
 )
 
 // toolDescriptions are the descriptions the model sees.
@@ -25,9 +29,10 @@ var toolDescriptions = map[string]string{
 		"every automation run: pass the run_id and completion_id given in your instructions, the " +
 		"outcome (succeeded, failed or needs_human) and a markdown summary. Call it exactly once.",
 	ToolRequestEnvVariables: "Ask the user for environment variables or secrets the project needs " +
-		"(API keys, database URLs). The request is shown to the user and this tool returns at once; " +
-		"submitted values are written to /tmp/.proliferate_env.json. Extract single keys with jq; " +
-		"never print the whole file.",
+		"(API keys, database URLs) that are not already in your environment. The request is shown to the " +
+		"user and this tool waits for their answer (or times out). Submitted values are exported in your " +
+		"later shell commands (bash sources ~/.proliferate/env.sh) and kept in ~/.proliferate/env.json: " +
+		"extract single keys with jq; never print either file or a value.",
 }
 
 // toolArgs are the argument schemas in the plugin's zod (tool.schema).
@@ -162,8 +167,16 @@ func ToolSource(name string, spec CapabilitySpec) string {
 		"__SESSION_ID__", jsString(spec.SessionID),
 		"__RETRY_BASE_MS__", itoa(RetryBaseMS),
 		"__MAX_RETRIES__", itoa(MaxRetries),
-		"__CALL_TIMEOUT_MS__", itoa(CallTimeoutMS),
+		"__CALL_TIMEOUT_MS__", itoa(callTimeoutMS(name)),
 	).Replace(toolTemplate)
+}
+
+// callTimeoutMS is how long the tool wrapper waits for one gateway answer.
+func callTimeoutMS(name string) int {
+	if name == ToolRequestEnvVariables {
+		return EnvCallTimeoutMS
+	}
+	return CallTimeoutMS
 }
 
 func itoa(n int) string {

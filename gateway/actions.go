@@ -18,13 +18,17 @@ import (
 
 // Action routes (actions.md §6.2–6.4, §7):
 //
-//	GET  /proliferate/{id}/actions/available                          sandbox, people of the org
-//	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, people of the org
-//	POST /proliferate/{id}/actions/invoke                             the session's sandbox only
-//	GET  /proliferate/{id}/actions/invocations                        sandbox, people of the org
-//	GET  /proliferate/{id}/actions/invocations/{invocationId}         sandbox, people of the org
+//	GET  /proliferate/{id}/actions/available                          sandbox, terminal, people of the org
+//	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, terminal, people of the org
+//	POST /proliferate/{id}/actions/invoke                             the session's sandbox and terminals
+//	GET  /proliferate/{id}/actions/invocations                        sandbox, terminal, people of the org
+//	GET  /proliferate/{id}/actions/invocations/{invocationId}         sandbox, terminal, people of the org
 //	POST /proliferate/{id}/actions/invocations/{invocationId}/approve org admins and owners
 //	POST /proliferate/{id}/actions/invocations/{invocationId}/deny    org admins and owners
+//
+// "terminal" is the token of a terminal a person opened in the session
+// (terminal_tokens.go): it acts as that person (an invocation records
+// them in invoked_by) but never approves or denies (403).
 //
 // The lifecycle itself (validation, the mode cascade, the Redis rate limit
 // shared by every instance, the pending cap, execution, expiry) is the
@@ -148,11 +152,11 @@ func (s *Server) actionsRead(w http.ResponseWriter, r *http.Request) (invocation
 }
 
 func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Session, error) {
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return nil, sessions.Session{}, err
 	}
-	if p.Kind != auth.KindSandbox && !p.IsPerson() {
+	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal && !p.IsPerson() {
 		return nil, sessions.Session{}, api.Forbidden("only the session's sandbox and people of its organization can use action routes")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
@@ -161,9 +165,13 @@ func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Sessio
 
 // approver authenticates an admin or owner of the session's organization.
 func (s *Server) approver(r *http.Request) (invocations.Approver, sessions.Session, error) {
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return invocations.Approver{}, sessions.Session{}, err
+	}
+	if p.Kind == auth.KindTerminal {
+		// Whatever runs in the sandbox could use it: never an approval.
+		return invocations.Approver{}, sessions.Session{}, api.Forbidden("a terminal's credential cannot approve or deny actions: approve with your own credential (the dashboard or the API)")
 	}
 	if !p.IsPerson() {
 		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only people can approve or deny actions")
@@ -230,12 +238,12 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return err
 	}
-	if p.Kind != auth.KindSandbox {
-		return api.Forbidden("only the session's sandbox can invoke actions")
+	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal {
+		return api.Forbidden("only the session's sandbox and its terminals can invoke actions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -257,6 +265,9 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	if len(bytes.TrimSpace(in.Params)) == 0 || bytes.Equal(bytes.TrimSpace(in.Params), []byte("null")) {
 		in.Params = json.RawMessage(`{}`)
+	}
+	if p.Kind == auth.KindTerminal {
+		in.InvokedBy = p.UserID // a person in their terminal, not the agent
 	}
 	out, err := svc.Invoke(r.Context(), sess, in)
 	if err != nil {

@@ -43,8 +43,9 @@ func (s *Server) principal(r *http.Request, allowQuery bool) (*auth.Principal, e
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // session loads the session a principal may see: people see their active
-// organization's sessions, sandboxes only their own, services any (or
-// their OrgHeader organization's). Everything else is 404.
+// organization's sessions, sandboxes and terminals only their own,
+// services any (or their OrgHeader organization's). Everything else is
+// 404.
 func (s *Server) session(r *http.Request, p *auth.Principal, id string) (sessions.Session, error) {
 	notFound := api.NotFound("session")
 	if !uuidRE.MatchString(id) {
@@ -57,7 +58,7 @@ func (s *Server) session(r *http.Request, p *auth.Principal, id string) (session
 			return sessions.Session{}, notFound
 		}
 		org = p.OrgID
-	case auth.KindSandbox:
+	case auth.KindSandbox, auth.KindTerminal:
 		if !strings.EqualFold(p.SessionID, id) {
 			return sessions.Session{}, notFound
 		}

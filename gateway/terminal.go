@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
@@ -44,6 +46,13 @@ import (
 // (TouchActivity, at most once a second), and the connection is a proxy
 // connection of the hub while it is open, so a session with an open
 // terminal never idle-snapshots.
+//
+// The shell has the proliferate CLI on its PATH and, when a person opened
+// it, a credential of its own (PROLIFERATE_TERMINAL_TOKEN, with
+// PROLIFERATE_GATEWAY_URL and PROLIFERATE_SESSION_ID): `proliferate
+// actions` there acts as that person on this session's action routes
+// (terminal_tokens.go). The token is minted for this connection, refreshed
+// by its keepalive and revoked when it closes; never the sandbox's token.
 
 // Terminal limits.
 const (
@@ -98,7 +107,7 @@ func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	_, sess, err := s.proxyPrincipal(r)
+	p, sess, err := s.proxyPrincipal(r)
 	if err != nil {
 		return err
 	}
@@ -107,7 +116,20 @@ func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	ctx := r.Context() // lives until this handler returns: the terminal's lifetime
-	term, err := h.OpenTerminal(ctx, cols, rows)
+	var env map[string]string
+	var tok *terminalToken
+	if p.IsPerson() {
+		if tok, err = s.mintTerminalToken(ctx, p, sess); err != nil {
+			return err
+		}
+		defer func() {
+			if err := tok.revoke(s.d.Redis); err != nil {
+				s.d.Log.Warn("terminal: revoke token failed (it expires on its own)", "session_id", sess.ID, "error", err)
+			}
+		}()
+		env = map[string]string{capabilities.EnvTerminalToken: tok.value}
+	}
+	term, err := h.OpenTerminal(ctx, cols, rows, env)
 	if err != nil {
 		s.d.Log.Warn("terminal: open failed", "request_id", requestID(r), "session_id", sess.ID, "error", err)
 		return unavailable(w, "the session's terminal is not available")
@@ -119,7 +141,7 @@ func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request) error {
 		_ = term.Close()
 		return nil // already answered
 	}
-	t := &termConn{s: s, h: h, conn: conn, term: term, sessionID: sess.ID}
+	t := &termConn{s: s, h: h, conn: conn, term: term, sessionID: sess.ID, token: tok}
 	t.run()
 	return nil
 }
@@ -131,6 +153,7 @@ type termConn struct {
 	conn      *websocket.Conn
 	term      sandbox.Terminal
 	sessionID string
+	token     *terminalToken // nil when no person opened it
 
 	writeMu   sync.Mutex // gorilla allows one concurrent data writer
 	closeOnce sync.Once
@@ -264,6 +287,13 @@ func (t *termConn) keepalive(done <-chan struct{}) {
 			if err := t.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(wsWriteTimeout)); err != nil {
 				_ = t.conn.Close()
 				return
+			}
+			if t.token != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), wsWriteTimeout)
+				if err := t.token.refresh(ctx, t.s.d.Redis); err != nil {
+					t.s.d.Log.Warn("terminal: refresh token failed", "session_id", t.sessionID, "error", err)
+				}
+				cancel()
 			}
 		}
 	}

@@ -12,7 +12,10 @@ package main
 //
 // The gateway URL, session id and token come from the environment the
 // sandbox provider gives the agent (PROLIFERATE_GATEWAY_URL,
-// PROLIFERATE_SESSION_ID, PROLIFERATE_SANDBOX_TOKEN); flags override them.
+// PROLIFERATE_SESSION_ID, PROLIFERATE_SANDBOX_TOKEN), or a terminal a
+// person opened in the session (PROLIFERATE_TERMINAL_TOKEN instead of the
+// sandbox token: the command then acts as that person); flags override
+// them.
 // It needs no platform configuration, no database and no broker, so it is
 // dispatched before the platform's configuration is loaded.
 //
@@ -73,7 +76,9 @@ Commands:
                                          person's approval, then prints the result
 
 Every command takes --gateway URL, --session ID and --token T, which default to
-$PROLIFERATE_GATEWAY_URL, $PROLIFERATE_SESSION_ID and $PROLIFERATE_SANDBOX_TOKEN.
+$PROLIFERATE_GATEWAY_URL, $PROLIFERATE_SESSION_ID and $PROLIFERATE_SANDBOX_TOKEN
+(the agent's) or, in a terminal you opened in a session, $PROLIFERATE_TERMINAL_TOKEN
+(yours: what you run is recorded as yours; approvals are never made from here).
 
 Exit status of run: 0 completed (result JSON on stdout), 1 failed or error,
 2 bad usage, 3 denied, 4 approval expired, 5 rate limited (retry later).
@@ -124,7 +129,11 @@ func (c *actionsCLI) run(ctx context.Context, args []string) int {
 	var tgt actionsTarget
 	fs.StringVar(&tgt.gateway, "gateway", c.getenv(capabilities.EnvGatewayURL), "gateway base URL")
 	fs.StringVar(&tgt.session, "session", c.getenv(capabilities.EnvSessionID), "session id")
-	fs.StringVar(&tgt.token, "token", c.getenv(capabilities.EnvSandboxToken), "sandbox token")
+	defToken := c.getenv(capabilities.EnvSandboxToken)
+	if defToken == "" {
+		defToken = c.getenv(capabilities.EnvTerminalToken)
+	}
+	fs.StringVar(&tgt.token, "token", defToken, "sandbox or terminal token")
 	asJSON := fs.Bool("json", false, "print the raw JSON")
 	integration := fs.String("integration", "", "integration (source) id, e.g. linear")
 	action := fs.String("action", "", "action id, e.g. create_issue")
@@ -162,7 +171,7 @@ func (c *actionsCLI) run(ctx context.Context, args []string) int {
 	case tgt.session == "":
 		return c.usage("no session: set " + capabilities.EnvSessionID + " or pass --session")
 	case tgt.token == "":
-		return c.usage("no sandbox token: set " + capabilities.EnvSandboxToken + " or pass --token")
+		return c.usage("no token: set " + capabilities.EnvSandboxToken + " or " + capabilities.EnvTerminalToken + " or pass --token")
 	}
 	if u, err := url.Parse(tgt.gateway); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return c.usage("the gateway URL must be http(s)://host[:port]")
@@ -286,7 +295,7 @@ func apiMessage(r response) string {
 // routeError is the message of a non-2xx answer of list, guide and poll.
 func routeError(r response) string {
 	if r.status == http.StatusUnauthorized {
-		return "the gateway rejected the sandbox token (" + apiMessage(r) + ")"
+		return "the gateway rejected the token (" + apiMessage(r) + ")"
 	}
 	return apiMessage(r)
 }

@@ -282,8 +282,27 @@ func TestActionsRunTimeoutAndBadToken(t *testing.T) {
 	}
 
 	r = f.runCLI(t, map[string]string{"PROLIFERATE_SANDBOX_TOKEN": "sbx_wrong"}, "list")
-	if r.code != exitFailed || !strings.Contains(r.stderr, "rejected the sandbox token") {
+	if r.code != exitFailed || !strings.Contains(r.stderr, "rejected the token") {
 		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+// In a person's terminal there is no sandbox token: the CLI sends the
+// terminal's (PROLIFERATE_TERMINAL_TOKEN); the sandbox token wins when
+// both are set; with neither it is a usage error naming both.
+func TestActionsTerminalToken(t *testing.T) {
+	f := newFakeGateway(t)
+	r := f.runCLI(t, map[string]string{"PROLIFERATE_SANDBOX_TOKEN": "", "PROLIFERATE_TERMINAL_TOKEN": testToken}, "list")
+	if r.code != exitOK || !strings.Contains(r.stdout, "create_issue") {
+		t.Fatalf("terminal token: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = f.runCLI(t, map[string]string{"PROLIFERATE_TERMINAL_TOKEN": "ptt_other"}, "list")
+	if r.code != exitOK {
+		t.Fatalf("both tokens: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = f.runCLI(t, map[string]string{"PROLIFERATE_SANDBOX_TOKEN": ""}, "list")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "PROLIFERATE_TERMINAL_TOKEN") {
+		t.Fatalf("no token: exit %d stderr %q", r.code, r.stderr)
 	}
 }
 

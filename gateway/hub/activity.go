@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -94,8 +95,11 @@ func (h *Hub) Sandbox() (sandbox.Sandbox, bool) {
 }
 
 // OpenTerminal opens a shell in the live sandbox's workspace (the runtime
-// must be up); an error when the provider has no terminals.
-func (h *Hub) OpenTerminal(ctx context.Context, cols, rows uint16) (sandbox.Terminal, error) {
+// must be up); an error when the provider has no terminals. env is added
+// to the shell's environment with the gateway's URL and the session id
+// (capabilities.EnvGatewayURL, EnvSessionID), so the CLI finds the
+// gateway as the agent's does.
+func (h *Hub) OpenTerminal(ctx context.Context, cols, rows uint16, env map[string]string) (sandbox.Terminal, error) {
 	terms, ok := h.m.d.Provider.(sandbox.Terminals)
 	if !ok {
 		return nil, fmt.Errorf("hub: provider %s has no terminals", h.m.d.Provider.Name())
@@ -104,5 +108,12 @@ func (h *Hub) OpenTerminal(ctx context.Context, cols, rows uint16) (sandbox.Term
 	if !ok {
 		return nil, fmt.Errorf("hub: runtime of %s is not up", h.id)
 	}
-	return terms.OpenTerminal(ctx, h.id, sb.ID, cols, rows)
+	all := map[string]string{capabilities.EnvSessionID: h.id}
+	if h.m.d.GatewayURL != "" {
+		all[capabilities.EnvGatewayURL] = h.m.d.GatewayURL
+	}
+	for k, v := range env {
+		all[k] = v
+	}
+	return terms.OpenTerminal(ctx, h.id, sb.ID, cols, rows, all)
 }

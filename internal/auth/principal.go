@@ -21,6 +21,12 @@ const (
 	KindService Kind = "service"
 	// KindSandbox is an agent's sandbox, scoped to one session.
 	KindSandbox Kind = "sandbox"
+	// KindTerminal is a person acting from a terminal they opened in one
+	// session's sandbox (a short-lived credential the gateway mints per
+	// terminal): UserID, Email, OrgID and Role are the person's, SessionID
+	// the session. It is not a person credential (IsPerson is false): it
+	// reaches that session's action routes only, never approvals.
+	KindTerminal Kind = "terminal"
 )
 
 // Role is a member's role in an organization.
@@ -55,7 +61,8 @@ type Principal struct {
 	SuperAdmin bool
 	// ImpersonatorID is the super-admin acting as UserID, if any.
 	ImpersonatorID string
-	// SessionID is the login session (users) or the agent session (sandbox).
+	// SessionID is the login session (users) or the agent session
+	// (sandbox, terminal).
 	SessionID string
 	// Service names the platform role for service principals.
 	Service string

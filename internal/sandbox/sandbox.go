@@ -168,8 +168,14 @@ type Terminal interface {
 // sandbox (the gateway's terminal WebSocket).
 type Terminals interface {
 	// OpenTerminal starts a login shell in the sandbox's workspace with
-	// the given window size. ErrNotFound when the sandbox is not live.
-	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (Terminal, error)
+	// the given window size. env is added to the shell's environment (the
+	// gateway gives it the terminal's own credential for the proliferate
+	// CLI: PROLIFERATE_GATEWAY_URL, PROLIFERATE_SESSION_ID,
+	// PROLIFERATE_TERMINAL_TOKEN); a provider that reaches the gateway at
+	// another address inside the sandbox replaces PROLIFERATE_GATEWAY_URL
+	// with it. Values are never logged. ErrNotFound when the sandbox is
+	// not live.
+	OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16, env map[string]string) (Terminal, error)
 }
 
 // Limit kinds (LimitEvent.Kind).

@@ -76,6 +76,10 @@ type Invocation struct {
 	RunID         *string         `json:"run_id,omitempty"`
 	CreatedAt     time.Time       `json:"created_at"`
 
+	// InvokedBy is the person who invoked it from a terminal of the
+	// session (the gateway's terminal credential); nil for the agent.
+	InvokedBy *string `json:"invoked_by,omitempty"`
+
 	// DefinitionHash is the hash of the connector tool's definition the
 	// invocation was made against (an approval must be for it);
 	// ReviewedHash the one an admin reviewed; DefinitionDiff, on a drifted
@@ -99,6 +103,10 @@ type InvokeInput struct {
 	Integration string          `json:"integration"`
 	Action      string          `json:"action"`
 	Params      json.RawMessage `json:"params"`
+	// InvokedBy is the person invoking from their terminal in the
+	// session ("" for the agent); set by the gateway, never read from a
+	// request body.
+	InvokedBy string `json:"-"`
 }
 
 // Outcome of Invoke and Approve: the stored invocation and, when it ran,

@@ -264,6 +264,9 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 		row := newRow{orgID: sess.OrgID, sessionID: sess.ID, integrationID: integrationID, integration: src.ID(),
 			action: def.ID, risk: string(def.Risk), mode: string(res.Mode), modeSource: string(res.Source),
 			drifted: res.Drifted, params: storedParams, automationID: pol.automationID, runID: pol.runID}
+		if in.InvokedBy != "" {
+			row.invokedBy = &in.InvokedBy
+		}
 		row.definitionHash, row.reviewedHash = nonEmpty(drift.CurrentHash), nonEmpty(drift.ReviewedHash)
 		if res.Drifted {
 			row.diff = drift.Diff

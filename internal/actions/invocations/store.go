@@ -37,6 +37,7 @@ type newRow struct {
 	deniedReason              *string
 	completedAt, expiresAt    *time.Time
 	automationID, runID       *string
+	invokedBy                 *string // the person at a terminal; nil: the agent
 	// definitionHash, reviewedHash and diff: see review.go.
 	definitionHash, reviewedHash *string
 	diff                         *actions.DefinitionDiff
@@ -49,11 +50,11 @@ func insert(ctx context.Context, tx pgx.Tx, r newRow) (Invocation, error) {
 	}
 	inv, err := Scan(tx.QueryRow(ctx, `INSERT INTO action_invocations (org_id, session_id, integration_id, integration,
 			action, risk_level, mode, mode_source, drifted, params, status, denied_reason, completed_at, expires_at,
-			automation_id, run_id, definition_hash, reviewed_hash, definition_diff)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19) RETURNING `+Cols,
+			automation_id, run_id, invoked_by, definition_hash, reviewed_hash, definition_diff)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING `+Cols,
 		r.orgID, r.sessionID, r.integrationID, r.integration, r.action, riskOrWrite(r.risk), r.mode, r.modeSource,
 		r.drifted, []byte(r.params), r.status, r.deniedReason, r.completedAt, r.expiresAt, r.automationID, r.runID,
-		r.definitionHash, r.reviewedHash, diff))
+		r.invokedBy, r.definitionHash, r.reviewedHash, diff))
 	if err != nil {
 		return inv, fmt.Errorf("insert invocation: %w", err)
 	}

@@ -66,6 +66,9 @@ const (
 	EnvGatewayURL   = "PROLIFERATE_GATEWAY_URL"
 	EnvSessionID    = "PROLIFERATE_SESSION_ID"
 	EnvSandboxToken = "PROLIFERATE_SANDBOX_TOKEN"
+	// EnvTerminalToken is the credential of a terminal a person opened in
+	// the sandbox (never the agent's): the CLI acts as that person.
+	EnvTerminalToken = "PROLIFERATE_TERMINAL_TOKEN"
 )
 
 // Paths relative to the workspace root.

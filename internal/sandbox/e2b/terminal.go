@@ -14,16 +14,23 @@ import (
 // OpenTerminal implements sandbox.Terminals: a login shell on a
 // pseudo-terminal started through envd in the workspace; output comes
 // from the process stream, keystrokes go through SendInput, Resize is
-// envd's Update, Close kills the shell.
-func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (sandbox.Terminal, error) {
+// envd's Update, Close kills the shell. env is added to the shell's
+// environment (the sandbox reaches the gateway at the URL the gateway
+// gives, as its agent does); it never overrides the variables above.
+func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16, env map[string]string) (sandbox.Terminal, error) {
 	e, err := p.liveEnvd(ctx, sandboxID)
 	if err != nil {
 		return nil, fmt.Errorf("e2b: terminal in %s: %w", sandboxID, err)
 	}
+	envs := map[string]string{"HOME": Home, "TERM": "xterm-256color", "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home}
+	for k, v := range env {
+		if _, own := envs[k]; !own && envKeyRE.MatchString(k) {
+			envs[k] = v
+		}
+	}
 	s, err := e.Start(ctx, StartRequest{
-		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l"}, Cwd: Workspace,
-			Envs: map[string]string{"HOME": Home, "TERM": "xterm-256color", "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home}},
-		PTY: &PTY{Size: PTYSize{Cols: uint32(cols), Rows: uint32(rows)}},
+		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-l"}, Cwd: Workspace, Envs: envs},
+		PTY:     &PTY{Size: PTYSize{Cols: uint32(cols), Rows: uint32(rows)}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("e2b: terminal in %s: %w", sandboxID, err)

@@ -179,7 +179,7 @@ func TestSandboxEgressAllowlist(t *testing.T) {
 	})
 
 	t.Run("terminal", func(t *testing.T) {
-		term, err := w.p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 200, 50)
+		term, err := w.p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 200, 50, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -160,7 +160,7 @@ func TestNoIsolationRunsOnTheHost(t *testing.T) {
 		t.Error("without isolation the host listener saw no connection")
 	}
 
-	term, err := p.OpenTerminal(t.Context(), "sess-none", sb.ID, 80, 24)
+	term, err := p.OpenTerminal(t.Context(), "sess-none", sb.ID, 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -220,6 +220,7 @@ type jailBinds struct {
 	agentDir  string // → /var/lib/agent, read-write (the agent only)
 	runDir    string // → /run/proliferate read-only, its agent/ read-write (the agent only)
 	egress    string // the egress socket → /run/proliferate/egress.sock (terminals, Exec; the agent has it in runDir)
+	gateway   string // the gateway socket → /run/proliferate/gateway.sock (terminals; the agent has it in runDir)
 	chdir     string // working directory inside; "" = /workspace
 }
 
@@ -260,8 +261,13 @@ func (j *jail) args(b jailBinds, newSession bool, argv ...string) []string {
 	if b.runDir != "" {
 		a = append(a, "--ro-bind", b.runDir, jailRun,
 			"--bind", filepath.Join(b.runDir, "agent"), jailRun+"/agent")
-	} else if b.egress != "" {
-		a = append(a, "--ro-bind", b.egress, jailRun+"/"+egressSockName)
+	} else {
+		if b.egress != "" {
+			a = append(a, "--ro-bind", b.egress, jailRun+"/"+egressSockName)
+		}
+		if b.gateway != "" {
+			a = append(a, "--ro-bind", b.gateway, jailRun+"/"+gatewaySockName)
+		}
 	}
 	chdir := b.chdir
 	if chdir == "" {

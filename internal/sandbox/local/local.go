@@ -216,6 +216,11 @@ type instance struct {
 	terminals map[*terminal]struct{} // open terminals, closed with the sandbox
 
 	limits limitState // its cgroup and limit events (limits.go)
+
+	// gatewayURL and binDir are the gateway's URL and the CLI's bin dir
+	// as the sandbox's processes see them ("" for none): a terminal's
+	// shell gets them too.
+	gatewayURL, binDir string
 }
 
 func (in *instance) alive() bool {
@@ -577,6 +582,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		terminals: map[*terminal]struct{}{},
 		limits:    limitState{cg: cg, done: make(chan struct{})},
 	}
+	in.gatewayURL, in.binDir = gatewayURL, binDir
 	in.expiry = time.AfterFunc(time.Until(in.expiresAt), func() { p.expire(in) })
 	if cg != nil {
 		go p.watchLimits(in)

@@ -153,7 +153,7 @@ func TestSeccompRefusesWhatAnAgentNeverNeeds(t *testing.T) {
 	})
 
 	t.Run("terminal", func(t *testing.T) {
-		term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 200, 50)
+		term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 200, 50, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,16 +5,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/creack/pty"
 
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
@@ -31,14 +34,19 @@ const terminalCloseGrace = 5 * time.Second
 // OpenTerminal implements sandbox.Terminals: an interactive (non-login)
 // shell on a pseudo-terminal, in its own session, with the workspace as
 // its working directory and an environment of the sandbox's isolated HOME
-// and XDG directories, PATH, TERM, LANG and the git identity. Neither the
-// LLM key nor the sandbox token reaches it. The terminal is closed with the
-// sandbox (Terminate, Pause, expiry, Close). With isolation the shell runs
-// in a bubblewrap sandbox of its own with the same binds as the agent's
-// (the workspace and home at /workspace and /home/agent) and its own
-// network namespace, whose only way out is the egress proxy (egress.go);
-// it does not see the agent's processes.
-func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16) (sandbox.Terminal, error) {
+// and XDG directories, PATH (with the proliferate CLI first, as the
+// agent's), TERM, LANG, the git identity and env (the gateway's terminal
+// credential; PROLIFERATE_GATEWAY_URL becomes the gateway's address as the
+// sandbox sees it; env never overrides the variables above nor the egress
+// proxy). Neither the LLM key nor the sandbox token reaches it. The
+// terminal is closed with the sandbox (Terminate, Pause, expiry, Close).
+// With isolation the shell runs in a bubblewrap sandbox of its own with the
+// same binds as the agent's (the workspace and home at /workspace and
+// /home/agent) and its own network namespace, whose only ways out are the
+// egress proxy (egress.go) and the sandbox's gateway channel (this
+// session's routes only, channels.go) on 127.0.0.1:4100, each through a
+// forwarder of its own; it does not see the agent's processes.
+func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16, env map[string]string) (sandbox.Terminal, error) {
 	if !idRE.MatchString(sessionID) {
 		return nil, fmt.Errorf("local sandbox: invalid session id %q", sessionID)
 	}
@@ -64,20 +72,25 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	cmd := exec.Command(shell, "-i")
 	cmd.Dir = in.workspace
 	// The session's variables first: the shell's own win.
-	cmd.Env = append(slices.Clone(in.env), terminalEnv(in.home, hostCeiling(in.workspace))...)
+	cmd.Env = append(slices.Clone(in.env), withTerminalEnv(terminalEnv(in.home, hostCeiling(in.workspace), in.binDir), env, in.gatewayURL)...)
 	if p.jail != nil {
-		// A sandbox of its own with the workspace and home (no channels: a
-		// terminal holds no platform credential). It keeps the pty as its
-		// controlling terminal for job control: the pty is the sandbox's
-		// alone, so no --new-session.
+		// A sandbox of its own with the workspace and home, the egress
+		// proxy and the gateway channel (the agent's runtime dir is not
+		// there). It keeps the pty as its controlling terminal for job
+		// control: the pty is the sandbox's alone, so no --new-session.
 		cg, ok := p.sandboxCgroup(in)
 		if !ok {
 			return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
 		}
-		argv := p.jail.launch(cg, execOOMScore, append([]string{p.jail.bwrap}, p.jail.args(jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock()}, false, p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})...)...))
+		binds := jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock(), gateway: in.gatewaySock()}
+		inner := p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})
+		if binds.gateway != "" {
+			inner = p.jail.withGateway(p.egress.setsid, inner)
+		}
+		argv := p.jail.launch(cg, execOOMScore, append([]string{p.jail.bwrap}, p.jail.args(binds, false, inner...)...))
 		cmd = exec.Command(argv[0], argv[1:]...)
 		cmd.Dir = in.workspace
-		cmd.Env = append(append(slices.Clone(in.env), terminalEnv(JailHome, jailCeiling)...), egressEnv()...)
+		cmd.Env = append(append(slices.Clone(in.env), withTerminalEnv(terminalEnv(JailHome, jailCeiling, in.binDir), env, in.gatewayURL)...), egressEnv()...)
 	}
 
 	in.mu.Lock()
@@ -106,12 +119,16 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	return t, nil
 }
 
-// terminalEnv is a terminal shell's whole environment; git stops at
-// ceiling (the workspace's parent).
-func terminalEnv(home, ceiling string) []string {
+// terminalEnv is a terminal shell's own environment; git stops at
+// ceiling (the workspace's parent); binDir ("" for none) comes first on
+// PATH.
+func terminalEnv(home, ceiling, binDir string) []string {
 	path := os.Getenv("PATH")
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	if binDir != "" {
+		path = binDir + string(os.PathListSeparator) + path
 	}
 	lang := os.Getenv("LANG")
 	if lang == "" {
@@ -132,6 +149,57 @@ func terminalEnv(home, ceiling string) []string {
 		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
 		"GIT_CEILING_DIRECTORIES=" + ceiling,
 	}
+}
+
+// withTerminalEnv appends the caller's variables (valid names only, in a
+// stable order) that base does not set; PROLIFERATE_GATEWAY_URL becomes
+// gatewayURL, the gateway as the shell reaches it (dropped when "").
+func withTerminalEnv(base []string, extra map[string]string, gatewayURL string) []string {
+	own := map[string]bool{}
+	for _, kv := range base {
+		k, _, _ := strings.Cut(kv, "=")
+		own[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		v := extra[k]
+		if !envKeyRE.MatchString(k) || own[k] || strings.HasSuffix(strings.ToLower(k), "_proxy") {
+			continue
+		}
+		if k == capabilities.EnvGatewayURL {
+			if gatewayURL == "" {
+				continue
+			}
+			v = gatewayURL
+		}
+		base = append(base, k+"="+v)
+	}
+	return base
+}
+
+// gatewaySockName is the gateway channel's socket in the runtime dir.
+const gatewaySockName = "gateway.sock"
+
+// gatewaySock is the host path of a running isolated sandbox's gateway
+// socket ("" without isolation or without a gateway).
+func (in *instance) gatewaySock() string {
+	if in.ch == nil || in.gatewayURL == "" {
+		return ""
+	}
+	return filepath.Join(in.ch.dir, gatewaySockName)
+}
+
+// withGateway wraps a terminal's command line: a forwarder of the gateway
+// channel listens on 127.0.0.1:4100 of the terminal's own network
+// namespace (in a session of its own, so ^C does not end it), then argv
+// replaces the shell.
+func (j *jail) withGateway(setsid string, argv []string) []string {
+	fwd := fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s/%s </dev/null >/dev/null 2>&1 &",
+		j.socat, jailGatewayPort, jailRun, gatewaySockName)
+	if setsid != "" {
+		fwd = setsid + " " + fwd
+	}
+	listening := fmt.Sprintf(`i=0; while [ $i -lt 5000 ] && ! grep -qs ' 0100007F:%04X 00000000:0000 0A ' /proc/net/tcp; do i=$((i+1)); done`, jailGatewayPort)
+	return append([]string{"/bin/sh", "-c", fwd + "\n" + listening + "\nexec \"$@\"", "sandbox-gateway"}, argv...)
 }
 
 // terminal is a shell on a pseudo-terminal.

@@ -68,7 +68,7 @@ func TestTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestTerminal(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "the terminal's processes gone", func() bool { return len(sessionProcs(shell)) == 0 })
 
 	// Terminals end with their sandbox, with every process.
-	term2, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	term2, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestSandboxLifetime(t *testing.T) {
 	if err := os.WriteFile(marker, []byte("work"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	term, err := p.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,10 +337,10 @@ func (s *suite) testExec(t *testing.T) {
 func (s *suite) testTerminal(t *testing.T) {
 	sb := s.sharedSandbox(t, "main")
 	spec := s.spec("main")
-	if _, err := s.terms.OpenTerminal(t.Context(), spec.SessionID, "sbt-unknown-"+s.run, 80, 24); !errors.Is(err, sandbox.ErrNotFound) {
+	if _, err := s.terms.OpenTerminal(t.Context(), spec.SessionID, "sbt-unknown-"+s.run, 80, 24, nil); !errors.Is(err, sandbox.ErrNotFound) {
 		t.Fatalf("terminal in an unknown sandbox: %v, want ErrNotFound", err)
 	}
-	term, err := s.terms.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24)
+	term, err := s.terms.OpenTerminal(t.Context(), spec.SessionID, sb.ID, 80, 24, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,7 +510,7 @@ func (s *suite) testTerminate(t *testing.T) {
 	sb := s.ensure(t, spec)
 	var out *TermReader
 	if s.terms != nil {
-		term, err := s.terms.OpenTerminal(ctx, spec.SessionID, sb.ID, 80, 24)
+		term, err := s.terms.OpenTerminal(ctx, spec.SessionID, sb.ID, 80, 24, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -527,7 +527,7 @@ func (s *suite) testTerminate(t *testing.T) {
 	}
 	if out != nil {
 		<-out.Done // the terminal ended with its sandbox
-		if _, err := s.terms.OpenTerminal(ctx, spec.SessionID, sb.ID, 80, 24); !errors.Is(err, sandbox.ErrNotFound) {
+		if _, err := s.terms.OpenTerminal(ctx, spec.SessionID, sb.ID, 80, 24, nil); !errors.Is(err, sandbox.ErrNotFound) {
 			t.Fatalf("terminal in a terminated sandbox: %v, want ErrNotFound", err)
 		}
 	}
@@ -570,7 +570,7 @@ func (s *suite) testIsolation(t *testing.T) {
 	})
 	if s.terms != nil {
 		t.Run("terminal", func(t *testing.T) {
-			term, err := s.terms.OpenTerminal(t.Context(), s.spec("main").SessionID, sb.ID, 200, 50)
+			term, err := s.terms.OpenTerminal(t.Context(), s.spec("main").SessionID, sb.ID, 200, 50, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

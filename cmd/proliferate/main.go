@@ -106,6 +106,7 @@ through unbuffered, every request priced into llm.spend.`},
 	{"llm-sim", "serve the scripted LLM (Anthropic Messages API) on LLMSIM_ADDR",
 		`Serves the scripted LLM (Anthropic Messages API with streaming and usage) on
 LLMSIM_ADDR, for running the real agent offline.`},
+	{"dev-fakes [--linear-port N …]", "run local fakes of Linear, Sentry, Slack, Nango and an MCP\nserver to try actions under make run (not in production)", devFakesUsage},
 	{"service-token NAME [--ttl=1h]", "mint a service token (svc_…) for an operator or a role,\nsigned with SERVICE_TOKEN",
 		`Mints a service token (svc_…) named NAME for an operator or a role, signed
 with SERVICE_TOKEN.
@@ -283,6 +284,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return a.Serve(ctx, cmd, nil, a.BillingJobsRole)
 	case "llm-proxy":
 		return a.Serve(ctx, cmd, nil, a.LLMProxyRole)
+	case "dev-fakes":
+		return devFakesCmd(ctx, cfg.Env, rest, stdout, log)
 	case "llm-sim":
 		return llmsim.Main(ctx, cfg.LLMSimAddr, llmsim.Options{APIKey: cfg.LLMSimAPIKey, ScriptsDir: cfg.LLMSimScriptsDir, Logger: log})
 	case "worker":

@@ -262,6 +262,11 @@ type ActionInvocation struct {
 	DurationMs     *int64     `avro:"duration_ms"`
 	AutomationID   *string    `avro:"automation_id"`
 	RunID          *string    `avro:"run_id"`
+	// v2: the review of an MCP connector tool.
+	Drifted            bool    `avro:"drifted"`
+	DefinitionHash     *string `avro:"definition_hash"`
+	ReviewedHash       *string `avro:"reviewed_hash"`
+	DefinitionDiffJSON *string `avro:"definition_diff_json"`
 }
 
 // EventType implements Payload.

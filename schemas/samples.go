@@ -56,6 +56,11 @@ func SampleEvents() []*Event {
 			DurationMs:     i64(812),
 			AutomationID:   ptr(autom),
 			RunID:          ptr(run),
+			Drifted:        true,
+			DefinitionHash: ptr("9f2c4e0b7a1d3c5e8f6a2b4d0c1e3f5a7b9d2c4e6f8a0b1c3d5e7f9a2b4c6d8e"),
+			ReviewedHash:   ptr("1a3c5e7f9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c6e8b0d1f3a"),
+			DefinitionDiffJSON: ptr(`{"reviewed_known":true,"changes":[{"path":"params.properties.delete_all","change":"added",` +
+				`"new":{"type":"boolean"}}]}`),
 		},
 		&BillingState{
 			FromState:            StateActive,

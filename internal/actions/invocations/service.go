@@ -754,6 +754,12 @@ func Event(inv Invocation, previous string) *schemas.Event {
 	if len(inv.Result) > 0 {
 		p.ResultJSON = nonEmpty(compactJSON(inv.Result))
 	}
+	p.Drifted, p.DefinitionHash, p.ReviewedHash = inv.Drifted, inv.DefinitionHash, inv.ReviewedHash
+	if inv.DefinitionDiff != nil {
+		if b, err := json.Marshal(inv.DefinitionDiff); err == nil {
+			p.DefinitionDiffJSON = nonEmpty(string(b))
+		}
+	}
 	ev := schemas.New(inv.OrgID, p)
 	if inv.RunID != nil {
 		ev.CorrelationID = *inv.RunID

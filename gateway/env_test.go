@@ -339,6 +339,13 @@ func TestRequestEnvVariablesAnsweredOverWebSocket(t *testing.T) {
 		t.Fatalf("env_request %v", req)
 	}
 
+	// A member who opens the session later sees the pending request.
+	if st, late := dialWS(t, ew.g, sid, ew.token, false); st != 101 {
+		t.Fatal(st)
+	} else if m := readFrames(late).wait(t, "pending env_request", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvRequest }); m["tool_call_id"] != callID {
+		t.Fatalf("late client's env_request %v", m)
+	}
+
 	value := "sk_test_" + rand.Text()
 	url := ew.g.url + "/proliferate/" + sid + "/env"
 	secretsBefore := countSecrets(t, ew)

@@ -228,7 +228,8 @@ type envRequests struct {
 
 type pendingEnv struct {
 	req  EnvRequest
-	done chan EnvAnswer // buffered 1; written once, by whoever removes it
+	raw  json.RawMessage // the env_request frame's request
+	done chan EnvAnswer  // buffered 1; written once, by whoever removes it
 }
 
 // take removes the pending request id (the one pending when id is "").
@@ -260,6 +261,19 @@ func (h *Hub) PendingEnvRequests() []string {
 	return slices.Sorted(maps.Keys(h.env.pending))
 }
 
+// sendPendingEnv sends c the env_request frames of the pending requests.
+func (h *Hub) sendPendingEnv(c Client) {
+	h.env.mu.Lock()
+	var msgs []EnvRequestMessage
+	for _, id := range slices.Sorted(maps.Keys(h.env.pending)) {
+		msgs = append(msgs, EnvRequestMessage{Type: MsgEnvRequest, ToolCallID: id, Request: h.env.pending[id].raw})
+	}
+	h.env.mu.Unlock()
+	for _, m := range msgs {
+		h.sendTo(c, m)
+	}
+}
+
 // AwaitEnv surfaces req to the session's clients and waits for a member's
 // submission (SubmitEnv) or Deps.EnvRequestTimeout. A ctx ending first
 // (the sandbox gave up on the call) withdraws the request.
@@ -268,7 +282,7 @@ func (h *Hub) AwaitEnv(ctx context.Context, req EnvRequest) (EnvAnswer, error) {
 	if err != nil {
 		return EnvAnswer{}, err
 	}
-	p := &pendingEnv{req: req, done: make(chan EnvAnswer, 1)}
+	p := &pendingEnv{req: req, raw: raw, done: make(chan EnvAnswer, 1)}
 	h.env.mu.Lock()
 	if h.env.pending == nil {
 		h.env.pending = map[string]*pendingEnv{}

@@ -322,6 +322,7 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 	h.mu.Unlock()
 
 	h.sendTo(c, h.initMessage(ctx))
+	h.sendPendingEnv(c) // a request made before this client came
 	if !ended(sess.Status) {
 		go func() {
 			if err := h.EnsureRuntimeReady(h.life); err != nil && !errors.Is(err, ErrClosed) && h.life.Err() == nil {

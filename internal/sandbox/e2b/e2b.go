@@ -433,8 +433,8 @@ func (p *Provider) forget(sessionID, sandboxID string) {
 }
 
 // run runs a shell script in the sandbox and fails on a non-zero exit.
-func run(ctx context.Context, e *Envd, what, script string, env map[string]string) error {
-	exit, _, stderr, err := e.Run(ctx, ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", script}, Envs: env, Cwd: Home})
+func run(ctx context.Context, e *Envd, what, script string, env map[string]string, args ...string) error {
+	exit, _, stderr, err := e.Run(ctx, ProcessConfig{Cmd: "/bin/bash", Args: append([]string{"-c", script, "proliferate"}, args...), Envs: env, Cwd: Home})
 	if err != nil {
 		return fmt.Errorf("e2b: %s: %w", what, err)
 	}
@@ -495,6 +495,9 @@ fi`
 	if err := run(ctx, e, "seed the plugin dependencies", seed, map[string]string{"PLUGIN": p.opts.PluginDir, "WS": Workspace, "DB": agentDB}); err != nil {
 		return sandbox.Sandbox{}, err
 	}
+	if err := p.writeSessionEnv(ctx, e, spec); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 
 	model := spec.ModelID
 	if model == "" {
@@ -520,6 +523,7 @@ fi`
 	env["OPENCODE_CONFIG_CONTENT"] = config
 	env["OPENCODE_SERVER_PASSWORD"] = password
 	env["OPENCODE_DB"] = agentDB
+	env["BASH_ENV"] = runtimeEnvFile // the values submitted during the session (WriteEnv)
 	no := false
 	s, err := e.Start(ctx, StartRequest{
 		Process: ProcessConfig{Cmd: p.opts.OpenCodeBin, Args: []string{"serve", "--hostname", "0.0.0.0", "--port", fmt.Sprint(AgentPort)},
@@ -560,7 +564,7 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) map[string
 		env[k] = v
 	}
 	for k, v := range spec.EnvVars {
-		if envKeyRE.MatchString(k) && !strings.HasPrefix(k, "PROLIFERATE_") && !strings.HasPrefix(k, "OPENCODE_") && k != "HOME" && k != "PATH" {
+		if sandbox.SessionEnvAllowed(k) {
 			env[k] = v
 		}
 	}

@@ -135,21 +135,35 @@ func TestProviderBoot(t *testing.T) {
 	p := newProvider(t, fake)
 	spec := sandbox.Spec{SessionID: "boot-1", SessionType: "coding", ClientType: "web", LLM: env.LLM,
 		GatewayURL: gw.URL, SandboxToken: "tok-boot-1",
-		Repos: []sandbox.Repo{{CloneURL: "file:///srv/git/app.git", Branch: "feature"}, {CloneURL: "file:///srv/git/app.git", WorkspacePath: "other", Branch: "gone"}}}
+		Repos:    []sandbox.Repo{{CloneURL: "file:///srv/git/app.git", Branch: "feature"}, {CloneURL: "file:///srv/git/app.git", WorkspacePath: "other", Branch: "gone"}},
+		EnvVars:  map[string]string{"APP_SECRET": "e2b-secret-1", "PATH": "/nowhere"},
+		EnvFiles: []sandbox.EnvFile{{Path: "app/.env.local", Vars: []sandbox.EnvVar{{Key: "APP_SECRET", Value: "e2b-secret-1"}}}}}
 	sb, err := p.EnsureSandbox(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Terminate(context.Background(), spec.SessionID, sb.ID)
 	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"sh", "-c",
-		"git -C app rev-parse --abbrev-ref HEAD; git -C other rev-parse --abbrev-ref HEAD; git -C app status --porcelain; ls .opencode/tool"}})
+		"git -C app rev-parse --abbrev-ref HEAD; git -C other rev-parse --abbrev-ref HEAD; git -C app status --porcelain; ls .opencode/tool; cat app/.env.local"}})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %+v %v", res, err)
 	}
 	// The branch, the default branch where the asked one is gone, a clean
-	// status (the platform files are excluded), the coding tools.
-	if got := string(res.Stdout); got != "feature\nmain\nrequest_env_variables.ts\nsave_snapshot.ts\n" {
+	// status (the platform files and the env file are excluded), the
+	// coding tools, the session's env file.
+	if got := string(res.Stdout); got != "feature\nmain\nrequest_env_variables.ts\nsave_snapshot.ts\nAPP_SECRET=e2b-secret-1\n" {
 		t.Fatalf("workspace: %q", got)
+	}
+	// The agent's shell commands have the session's variables, and the
+	// values submitted later (WriteEnv).
+	if got := sandboxtest.AgentBash(t, sb, `printf 'v=%s path=%s\n' "$APP_SECRET" "$PATH"`); !strings.Contains(got, "v=e2b-secret-1 ") || strings.Contains(got, "/nowhere") {
+		t.Fatalf("agent bash %q", got)
+	}
+	if err := p.WriteEnv(t.Context(), spec.SessionID, sb.ID, map[string]string{"LATER": "it's-later"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sandboxtest.AgentBash(t, sb, `printf 'later=%s\n' "$LATER"`); !strings.Contains(got, "later=it's-later") {
+		t.Fatalf("agent bash after WriteEnv %q", got)
 	}
 
 	s, _ := sandboxtest.Sim()

@@ -83,7 +83,7 @@ func (a *App) agentLLM(ctx context.Context) (sandbox.LLM, error) {
 	}()
 	url := "http://" + ln.Addr().String() + "/v1"
 	a.Log.Warn("no ANTHROPIC_API_KEY: agents talk to the scripted LLM (llm-sim), not a real model",
-		"llm_base_url", url, "hint", "a prompt containing [[script:hello]] (or bash, edit, complete, snapshot, slow) picks a script")
+		"llm_base_url", url, "hint", "a prompt containing [[script:hello]] (or bash, edit, complete, snapshot, env, slow) picks a script")
 	llm := sandbox.LLM{ProviderID: "sim", BaseURL: url, APIKey: "sim", Model: "claude-sim"}
 	a.llmSimLLM = &llm
 	return llm, nil

@@ -185,6 +185,17 @@ func BuiltinScripts() []Script {
 			},
 		},
 		{
+			Name:        "env",
+			Description: "asks the user for DEMO_TOKEN with request_env_variables, then checks in bash that it is set (without printing it)",
+			Turns: []Turn{
+				{Text: "I need a token to continue.", ToolCalls: []ToolCall{{Name: "request_env_variables",
+					Input: json.RawMessage(`{"keys":[{"key":"DEMO_TOKEN","type":"secret","description":"Any value: the demo only checks that it arrives"}]}`)}}},
+				{ToolCalls: []ToolCall{{Name: "bash",
+					Input: json.RawMessage(`{"command":"if [ -n \"$DEMO_TOKEN\" ]; then echo \"DEMO_TOKEN is set (${#DEMO_TOKEN} characters)\"; else echo DEMO_TOKEN is not set; fi","description":"Check that DEMO_TOKEN is set"}`)}}},
+				{Text: "{{tool_result}}"},
+			},
+		},
+		{
 			Name:        "slow",
 			Description: "streams 200 words with a delay before each (for cancel tests)",
 			Turns:       []Turn{{Deltas: slowWords(), Delay: 50 * time.Millisecond}},

@@ -36,7 +36,7 @@ import (
 // leases expire and the next try is served here).
 //
 // Forwarded: prompts, cancel, start, pause (the billing enforcer's too),
-// snapshot, heartbeat, sandbox tool callbacks, the git routes, the OpenCode
+// snapshot, heartbeat, sandbox tool callbacks, environment submissions, the git routes, the OpenCode
 // proxy (SSE streams included) and both WebSockets (the session stream and
 // the terminal: the reverse proxy switches protocols and copies both ways).
 // Not forwarded: routes that need no owner (session reads and status,

@@ -95,9 +95,14 @@ type Deps struct {
 	LLM sandbox.LLM
 	// Repos resolves a session's repositories; nil = none.
 	Repos RepoResolver
-	// SystemPrompt returns the system prompt of a session whose row has none
-	// (B's prompts.System per session type); nil = "".
-	SystemPrompt func(s sessions.Session) string
+	// SystemPrompt returns the system prompt of a session: its custom
+	// system_prompt, if any, resolved with the mode-critical instructions
+	// and naming its repositories, configuration and automation
+	// (prompts.Resolve); nil = the session's system_prompt as is.
+	SystemPrompt func(ctx context.Context, s sessions.Session) (string, error)
+	// GitFreshness fetches and fast-forwards the repositories of a
+	// restored sandbox (freshness.go); zero = off.
+	GitFreshness GitFreshness
 
 	OwnerTTL   time.Duration // [30s] owner lease TTL; also the lag-guard limit
 	RenewEvery time.Duration // [10s] owner + runtime lease renewal period

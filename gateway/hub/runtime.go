@@ -189,10 +189,12 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	if sess.SnapshotID != nil {
 		spec.SnapshotID = *sess.SnapshotID
 	}
-	if sess.SystemPrompt != nil && *sess.SystemPrompt != "" {
+	if d.SystemPrompt != nil {
+		if spec.SystemPrompt, err = d.SystemPrompt(ctx, sess); err != nil {
+			return nil, fmt.Errorf("hub: system prompt: %w", err)
+		}
+	} else if sess.SystemPrompt != nil {
 		spec.SystemPrompt = *sess.SystemPrompt
-	} else if d.SystemPrompt != nil {
-		spec.SystemPrompt = d.SystemPrompt(sess)
 	}
 	if d.Repos != nil && spec.SnapshotID == "" {
 		if spec.Repos, err = d.Repos.ResolveRepos(ctx, sess); err != nil {
@@ -215,6 +217,11 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	}
 	if recovered, err = h.bindSandboxToken(ctx, tok, sb); err != nil {
 		return nil, err
+	}
+	if spec.SnapshotID != "" && !recovered {
+		// Restored, not recovered: fresh code before the agent's next
+		// prompt (sandbox-providers.md §6.7).
+		h.freshen(ctx, sess, sb)
 	}
 	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})
 	if err != nil {

@@ -48,6 +48,7 @@ type Hub struct {
 	activeTools int
 	lastUsed    time.Time
 	sendingInit bool
+	freshNote   string // git freshness note for the agent's next prompt (freshness.go)
 
 	// Idle snapshotting and expiry (idle.go, expiry.go).
 	lastActivity  time.Time // set only by activity (TouchActivity and client/prompt paths)
@@ -615,7 +616,17 @@ func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error
 	h.lastActivity = h.m.d.Now()
 	h.mu.Unlock()
 	h.proc.markBusy()
-	if err := rt.oc.PromptAsync(ctx, rt.agentSessionID, []opencode.PartInput{opencode.TextPart(text)}, opencode.PromptOptions{}); err != nil {
+	parts := []opencode.PartInput{opencode.TextPart(text)}
+	note := h.takeFreshNote()
+	if note != "" {
+		parts = append([]opencode.PartInput{opencode.TextPart(note)}, parts...)
+	}
+	if err := rt.oc.PromptAsync(ctx, rt.agentSessionID, parts, opencode.PromptOptions{}); err != nil {
+		if note != "" {
+			h.mu.Lock()
+			h.freshNote = note
+			h.mu.Unlock()
+		}
 		h.proc.process(opencode.Event{Type: opencode.EventSessionIdle}) // not busy after all
 		return fmt.Errorf("hub: send prompt: %w", err)
 	}

@@ -13,12 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/sweeper"
-	"github.com/proliferate/proliferate/internal/agent/prompts"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
@@ -173,16 +171,6 @@ func (a *App) githubTokens() gitops.TokenSource {
 	})
 }
 
-// systemPrompt is the system prompt of a session whose row has none.
-func systemPrompt(s sessions.Session) string {
-	pc := prompts.PromptContext{}
-	if s.RunID != nil {
-		pc.RunID = *s.RunID
-		pc.CompletionID = runstages.CompletionID(*s.RunID)
-	}
-	return prompts.System(prompts.Mode(s.SessionType, s.ClientType), pc)
-}
-
 // GatewayRole serves the session gateway on GATEWAY_ADDR: WebSocket
 // streaming, session HTTP routes and sandbox tool callbacks, with one hub
 // per live session and a sandbox per session (SANDBOX_PROVIDER).
@@ -230,9 +218,9 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
-		LLM: llm, Repos: a.repoResolver(), SystemPrompt: systemPrompt,
+		LLM: llm, Repos: a.repoResolver(), SystemPrompt: a.sessionPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
-		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys,
+		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(),
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
 		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,

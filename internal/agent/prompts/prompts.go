@@ -31,7 +31,10 @@ const (
 type PromptContext struct {
 	// Repos are workspace paths of the checked-out repositories.
 	Repos []string
-	// ConfigurationName names the configuration (setup sessions).
+	// RepoNames optionally name the repositories of Repos (owner/name), in
+	// the same order.
+	RepoNames []string
+	// ConfigurationName names the session's configuration.
 	ConfigurationName string
 	// AutomationName, RunID and CompletionID (automation sessions): the
 	// agent must call automation_complete with run_id and completion_id.
@@ -62,7 +65,7 @@ func System(mode string, ctx PromptContext) string {
 	switch mode {
 	case ModeSetup:
 		b.WriteString(setupBase)
-		writeRepos(&b, ctx.Repos)
+		writeRepos(&b, ctx)
 		if ctx.ConfigurationName != "" {
 			fmt.Fprintf(&b, "\nYou are setting up the configuration %q.\n", ctx.ConfigurationName)
 		}
@@ -70,12 +73,12 @@ func System(mode string, ctx PromptContext) string {
 		b.WriteString(setupCritical)
 	case ModeAutomation:
 		b.WriteString(codingBase)
-		writeRepos(&b, ctx.Repos)
+		writeContext(&b, ctx)
 		b.WriteString(platformCLI)
 		b.WriteString(automationSection(ctx))
 	default:
 		b.WriteString(codingBase)
-		writeRepos(&b, ctx.Repos)
+		writeContext(&b, ctx)
 		b.WriteString(platformCLI)
 	}
 	if s := strings.TrimSpace(ctx.Instructions); s != "" {
@@ -87,32 +90,50 @@ func System(mode string, ctx PromptContext) string {
 }
 
 // Resolve returns the system prompt of a session: custom (the session's
-// system_prompt) when set, followed by the mode-critical instructions of
-// mode; else System(mode, ctx).
+// system_prompt) when set, followed by what the session works on (its
+// repositories, configuration) and the mode-critical instructions of mode;
+// else System(mode, ctx).
 func Resolve(custom, mode string, ctx PromptContext) string {
 	custom = strings.TrimSpace(custom)
 	if custom == "" {
 		return System(mode, ctx)
 	}
+	var b strings.Builder
+	b.WriteString(custom)
+	b.WriteString("\n")
+	writeContext(&b, ctx)
 	switch mode {
 	case ModeAutomation:
-		return custom + "\n" + automationSection(ctx)
+		b.WriteString(automationSection(ctx))
 	case ModeSetup:
-		return custom + "\n" + setupCritical
-	default:
-		return custom + "\n"
+		b.WriteString(setupCritical)
+	}
+	return b.String()
+}
+
+// writeContext names the session's repositories and configuration.
+func writeContext(b *strings.Builder, ctx PromptContext) {
+	writeRepos(b, ctx)
+	if ctx.ConfigurationName != "" {
+		fmt.Fprintf(b, "\nThis session runs on the configuration %q.\n", ctx.ConfigurationName)
 	}
 }
 
-func writeRepos(b *strings.Builder, repos []string) {
-	switch len(repos) {
+func writeRepos(b *strings.Builder, ctx PromptContext) {
+	name := func(i int) string {
+		if i < len(ctx.RepoNames) && ctx.RepoNames[i] != "" {
+			return " (" + ctx.RepoNames[i] + ")"
+		}
+		return ""
+	}
+	switch len(ctx.Repos) {
 	case 0:
 	case 1:
-		fmt.Fprintf(b, "\nThe repository is checked out at `%s` in your working directory.\n", repos[0])
+		fmt.Fprintf(b, "\nThe repository%s is checked out at `%s` in your working directory.\n", name(0), ctx.Repos[0])
 	default:
 		b.WriteString("\nThe repositories are checked out in your working directory at:\n")
-		for _, r := range repos {
-			fmt.Fprintf(b, "- `%s`\n", r)
+		for i, r := range ctx.Repos {
+			fmt.Fprintf(b, "- `%s`%s\n", r, name(i))
 		}
 	}
 }

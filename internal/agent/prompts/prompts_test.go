@@ -91,3 +91,31 @@ func TestPromptsTellHowToOpenAPullRequest(t *testing.T) {
 		}
 	}
 }
+
+// Every mode's prompt, custom or not, names what the session works on: its
+// repositories, its configuration and (automation) the automation.
+func TestPromptsNameTheSessionsReposConfigurationAndAutomation(t *testing.T) {
+	ctx := prompts.PromptContext{Repos: []string{"api", "web"}, RepoNames: []string{"acme/api", "acme/web"},
+		ConfigurationName: "Acme stack", AutomationName: "Nightly triage", RunID: "run-1", CompletionID: "cmp-1"}
+	for _, mode := range []string{prompts.ModeSetup, prompts.ModeCoding, prompts.ModeAutomation} {
+		for _, custom := range []string{"", "Only fix typos."} {
+			got := prompts.Resolve(custom, mode, ctx)
+			want := []string{"`api` (acme/api)", "`web` (acme/web)", `"Acme stack"`}
+			if mode == prompts.ModeAutomation {
+				want = append(want, `"Nightly triage"`, "run_id: run-1")
+			}
+			if custom != "" && !strings.HasPrefix(got, custom) {
+				t.Errorf("%s: the custom prompt does not lead:\n%s", mode, got)
+			}
+			for _, w := range want {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s (custom %q) lacks %q:\n%s", mode, custom, w, got)
+				}
+			}
+		}
+	}
+	one := prompts.System(prompts.ModeCoding, prompts.PromptContext{Repos: []string{"."}, RepoNames: []string{"acme/api"}})
+	if !strings.Contains(one, "The repository (acme/api) is checked out at `.`") {
+		t.Errorf("single repo:\n%s", one)
+	}
+}

@@ -1,0 +1,212 @@
+package hub_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/internal/agent/opencode"
+	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/egress"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+func hostGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=T", "-c", "user.email=t@x.test", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// Git freshness on resume with the real agent in its bubblewrap sandbox:
+// the session's repository is served over git's smart HTTP protocol (git
+// http-backend) on an "internet" address the sandbox reaches through its
+// egress proxy. Each resume from the pause snapshot fetches inside the
+// sandbox: a clean tree is fast-forwarded to what the remote gained while
+// the session was paused; a dirty tree, then a diverged branch, is left as
+// it was, and the agent reads why in front of its next prompt.
+func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, agentsim.Options{})
+
+	// The remote: acme/app.git with one commit on main.
+	root := t.TempDir()
+	bare := filepath.Join(root, "app.git")
+	hostGit(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	up := filepath.Join(root, "upstream")
+	hostGit(t, root, "clone", "-q", bare, up)
+	advance := func(file string) string {
+		t.Helper()
+		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", "upstream "+file)
+		hostGit(t, up, "push", "-q", "origin", "main")
+		return hostGit(t, up, "rev-parse", "HEAD")
+	}
+	advance("init")
+	backend := &cgi.Handler{Path: gitHTTPBackend(t), Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
+	ln, err := net.Listen("tcp", "127.0.0.2:0") // not 127.0.0.1: the sandbox's own loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	githost := httptest.NewUnstartedServer(backend)
+	githost.Listener.Close()
+	githost.Listener = ln
+	githost.Start()
+	t.Cleanup(githost.Close)
+
+	// The real agent (OpenCode against the scripted LLM, whose requests
+	// are kept to read what the agent was told) in a bubblewrap sandbox
+	// that may reach only the git host.
+	_, file, _, _ := runtime.Caller(0)
+	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
+	if err != nil {
+		t.Fatalf("install opencode: %v", err)
+	}
+	sim := llmsim.New(llmsim.Options{APIKey: "sim-key"})
+	var (
+		mu      sync.Mutex
+		prompts []string
+	)
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if req, err := llmsim.ParseRequest(body); err == nil {
+			mu.Lock()
+			prompts = append(prompts, req.LatestPrompt())
+			mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sim.Handler().ServeHTTP(w, r)
+	}))
+	t.Cleanup(llm.Close)
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("prompts the model received:\n%s", strings.Join(prompts, "\n---\n"))
+			mu.Unlock()
+		}
+	})
+	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
+		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prov.Close)
+	d := e.deps(unique("gw-"))
+	d.Provider = prov
+	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
+	d.SSEHeartbeatTimeout = 30 * time.Second
+	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
+		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app"}}, nil
+	})
+	d.GitFreshness = hub.GitFreshness{PullOnRestore: true}
+	m := e.manager(t, d)
+	id := e.session(t, sessionstest.Options{ModelID: "claude-sim", Title: "fresh code"})
+
+	inSandbox := func(script string) string {
+		t.Helper()
+		s := e.get(t, id)
+		res, err := prov.Exec(ctx, *s.SandboxID, sandbox.ExecCommand{Args: []string{"sh", "-c", script}, Dir: "app", Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("in the sandbox %q: %v %s", script, err, res.Stderr)
+		}
+		return strings.TrimSpace(string(res.Stdout))
+	}
+	// resume: pause the session, let the remote move on, attach again
+	// (a resume from the pause snapshot) and return the workspace's HEAD.
+	resume := func() (remoteHead, head string, h *hub.Hub) {
+		t.Helper()
+		h0, _ := m.Get(id)
+		if err := h0.Pause(ctx, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if s := e.get(t, id); s.Status != sessions.StatusPaused || s.SnapshotID == nil {
+			t.Fatalf("after pause: %+v", s)
+		}
+		remoteHead = advance("while paused")
+		h, _ = attach(t, m, id, e.principal())
+		if err := h.EnsureRuntimeReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return remoteHead, inSandbox("git rev-parse HEAD"), h
+	}
+	// told sends a prompt and waits for the model to receive it with want
+	// in front of it.
+	told := func(h *hub.Hub, c int, want string) {
+		t.Helper()
+		if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello"); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 90*time.Second, "the model received the prompt after "+want, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range prompts[min(c, len(prompts)):] {
+				if i := strings.Index(p, want); i >= 0 && strings.LastIndex(p, "Say hello") > i {
+					return true
+				}
+			}
+			return false
+		})
+		// The turn ends before the next pause.
+		testenv.Eventually(t, 90*time.Second, "the agent's turn ending", func() bool { return h.Status().Agent == hub.AgentIdle })
+	}
+	seen := func() int { mu.Lock(); defer mu.Unlock(); return len(prompts) }
+
+	h, _ := attach(t, m, id, e.principal())
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Clean: fast-forwarded to the remote's new head before any prompt.
+	want, head, h := resume()
+	if head != want {
+		t.Fatalf("clean tree after resume at %s, want the remote's %s", head, want)
+	}
+	told(h, seen(), "`app`: fast-forwarded main")
+
+	// 2. Dirty: left alone, and the agent is told.
+	inSandbox("echo edited > tracked.txt && git add tracked.txt")
+	before := inSandbox("git rev-parse HEAD")
+	want, head, h = resume()
+	if head != before || head == want {
+		t.Fatalf("dirty tree moved: HEAD %s, was %s (remote %s)", head, before, want)
+	}
+	told(h, seen(), "`app`: has uncommitted changes, so it was NOT updated")
+
+	// 3. Diverged: a local commit while the remote moved on; left alone.
+	inSandbox("git -c user.name=A -c user.email=a@x.test commit -q -m local")
+	mine := inSandbox("git rev-parse HEAD")
+	_, head, h = resume()
+	if head != mine {
+		t.Fatalf("diverged branch moved: HEAD %s, was %s", head, mine)
+	}
+	told(h, seen(), "`app`: main has diverged from origin/main (1 local, 2 new upstream commits)")
+}
+
+func gitHTTPBackend(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+}

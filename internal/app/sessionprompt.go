@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/agent/prompts"
+	"github.com/proliferate/proliferate/internal/sessions"
+)
+
+// sessionPrompt is the system prompt of a session (hub.Deps.SystemPrompt):
+// its custom system_prompt, when set, resolved with the mode-critical
+// instructions (prompts.Resolve), naming the session's repositories, its
+// configuration and, for a run, its automation.
+func (a *App) sessionPrompt(ctx context.Context, s sessions.Session) (string, error) {
+	pc, err := a.promptContext(ctx, s)
+	if err != nil {
+		return "", err
+	}
+	custom := ""
+	if s.SystemPrompt != nil {
+		custom = *s.SystemPrompt
+	}
+	return prompts.Resolve(custom, prompts.Mode(s.SessionType, s.ClientType), pc), nil
+}
+
+// promptContext reads what a session's prompt names, within its
+// organization.
+func (a *App) promptContext(ctx context.Context, s sessions.Session) (prompts.PromptContext, error) {
+	var pc prompts.PromptContext
+	if s.RunID != nil {
+		pc.RunID = *s.RunID
+		pc.CompletionID = runstages.CompletionID(*s.RunID)
+	}
+	if s.ConfigurationID != nil {
+		err := a.Pool.QueryRow(ctx, `SELECT name FROM configurations WHERE id = $1 AND org_id = $2`,
+			*s.ConfigurationID, s.OrgID).Scan(&pc.ConfigurationName)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return pc, fmt.Errorf("prompt: configuration: %w", err)
+		}
+		rows, err := a.Pool.Query(ctx, `SELECT cr.workspace_path, r.github_repo_name
+			FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id
+			WHERE cr.configuration_id = $1 AND cr.org_id = $2 ORDER BY cr.position`, *s.ConfigurationID, s.OrgID)
+		if err != nil {
+			return pc, fmt.Errorf("prompt: repositories: %w", err)
+		}
+		var path, name string
+		if _, err := pgx.ForEachRow(rows, []any{&path, &name}, func() error {
+			pc.Repos = append(pc.Repos, path)
+			pc.RepoNames = append(pc.RepoNames, name)
+			return nil
+		}); err != nil {
+			return pc, fmt.Errorf("prompt: repositories: %w", err)
+		}
+	}
+	if s.AutomationID != nil {
+		err := a.Pool.QueryRow(ctx, `SELECT name FROM automations WHERE id = $1 AND org_id = $2`,
+			*s.AutomationID, s.OrgID).Scan(&pc.AutomationName)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return pc, fmt.Errorf("prompt: automation: %w", err)
+		}
+	}
+	return pc, nil
+}
+
+// gitFreshness is the hub's git freshness policy (SANDBOX_GIT_PULL_*).
+func (a *App) gitFreshness() hub.GitFreshness {
+	return hub.GitFreshness{PullOnRestore: a.Cfg.SandboxGitPullOnRestore,
+		Cadence: time.Duration(a.Cfg.SandboxGitPullCadence) * time.Second}
+}

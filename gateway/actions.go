@@ -482,7 +482,7 @@ func actionError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, invocations.ErrConflict):
 		return api.Conflict(api.CodeConflict, "the invocation is not pending")
 	case errors.Is(err, invocations.ErrExpired):
-		return &api.Error{Status: http.StatusGone, Code: "expired", Message: "the invocation expired before it was approved"}
+		return &api.Error{Status: http.StatusGone, Code: "expired", Message: "the invocation expired before a decision was made"}
 	case errors.Is(err, invocations.ErrForbidden):
 		return api.Forbidden("only org admins and owners can approve or deny actions")
 	}

@@ -382,6 +382,10 @@ func (c *actionsCLI) guide(ctx context.Context, tgt actionsTarget, integration s
 type invokeAnswer struct {
 	Invocation *invocations.Invocation `json:"invocation"`
 	Result     json.RawMessage         `json:"result"`
+	// Message says why a 202 waits (its Reason: policy or
+	// definition_changed).
+	Message string `json:"message"`
+	Reason  string `json:"reason"`
 }
 
 func (c *actionsCLI) invoke(ctx context.Context, tgt actionsTarget, in invocations.InvokeInput, timeout time.Duration) int {
@@ -405,8 +409,12 @@ func (c *actionsCLI) invoke(ctx context.Context, tgt actionsTarget, in invocatio
 		if ans.Invocation == nil || ans.Invocation.ID == "" {
 			return c.fail("run: the gateway accepted the invocation but named none")
 		}
-		fmt.Fprintf(c.stderr, "waiting for approval (invocation %s, %s:%s); a person approves or denies it in Proliferate\n",
-			ans.Invocation.ID, in.Integration, in.Action)
+		why := ""
+		if ans.Reason == "definition_changed" {
+			why = "; the tool's definition changed since it was reviewed"
+		}
+		fmt.Fprintf(c.stderr, "waiting for approval (invocation %s, %s:%s%s); a person approves or denies it in Proliferate\n",
+			ans.Invocation.ID, in.Integration, in.Action, why)
 		return c.await(ctx, tgt, ans.Invocation.ID, timeout)
 	case http.StatusForbidden:
 		if ans.Invocation != nil && ans.Invocation.ID != "" {

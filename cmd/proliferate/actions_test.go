@@ -483,3 +483,20 @@ func TestActionsMainReadsTheEnvironment(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, exitUsage)
 	}
 }
+
+// A 202 for a connector tool whose definition changed says so: the agent
+// (or person) learns why the call waits although its mode is allow.
+func TestActionsRunSaysWhyADriftedToolWaits(t *testing.T) {
+	f := newFakeGateway(t)
+	f.invoke = func(w http.ResponseWriter) {
+		writeTestJSON(w, 202, map[string]any{"invocation": inv("pending", nil), "reason": "definition_changed",
+			"message": "the tool's definition changed since it was reviewed"})
+	}
+	f.poll = func(_ int, w http.ResponseWriter) {
+		writeTestJSON(w, 200, inv("completed", map[string]any{"result": map[string]any{"id": "ENG-9"}}))
+	}
+	r := f.runCLI(t, nil, createIssue...)
+	if r.code != exitOK || !strings.Contains(r.stderr, "the tool's definition changed since it was reviewed") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+}

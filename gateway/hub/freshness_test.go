@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
@@ -209,4 +210,74 @@ func gitHTTPBackend(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+}
+
+// SANDBOX_GIT_PULL_CADENCE_SECONDS: a restore within the cadence of the
+// last successful pass does not fetch; once it has passed, the next
+// restore does. (Simulated agent; real git in a plain workspace.)
+func TestGitFreshnessCadence(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, agentsim.Options{})
+	base := t.TempDir()
+	bare := filepath.Join(base, "app.git")
+	hostGit(t, base, "init", "-q", "--bare", "-b", "main", bare)
+	up := filepath.Join(base, "upstream")
+	hostGit(t, base, "clone", "-q", bare, up)
+	advance := func() string {
+		t.Helper()
+		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", "upstream")
+		hostGit(t, up, "push", "-q", "origin", "main")
+		return hostGit(t, up, "rev-parse", "HEAD")
+	}
+	advance()
+	ws := filepath.Join(base, "ws")
+	hostGit(t, base, "clone", "-q", bare, filepath.Join(ws, "app"))
+
+	var (
+		clockMu sync.Mutex
+		now     = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	d := e.deps(unique("gw-"))
+	d.Provider = &execProvider{Provider: e.prov, DirExec: &gitopstest.DirExec{Root: ws}}
+	d.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
+	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
+		return []sandbox.Repo{{CloneURL: "file://" + bare, WorkspacePath: "app"}}, nil
+	})
+	d.GitFreshness = hub.GitFreshness{PullOnRestore: true, Cadence: time.Hour}
+	m := e.manager(t, d)
+	id := e.session(t, sessionstest.Options{})
+	cycle := func() (remote, head string) {
+		t.Helper()
+		if h, ok := m.Get(id); ok {
+			if err := h.Pause(ctx, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		remote = advance()
+		h, _ := attach(t, m, id, e.principal())
+		if err := h.EnsureRuntimeReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return remote, hostGit(t, filepath.Join(ws, "app"), "rev-parse", "HEAD")
+	}
+	h, _ := attach(t, m, id, e.principal())
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if remote, head := cycle(); head != remote {
+		t.Fatalf("first restore: HEAD %s, want %s", head, remote)
+	}
+	clockMu.Lock()
+	now = now.Add(30 * time.Minute)
+	clockMu.Unlock()
+	remote, head := cycle()
+	if head == remote {
+		t.Fatal("a restore within the cadence fetched")
+	}
+	clockMu.Lock()
+	now = now.Add(31 * time.Minute)
+	clockMu.Unlock()
+	if remote, head := cycle(); head != remote {
+		t.Fatalf("a restore after the cadence: HEAD %s, want %s", head, remote)
+	}
 }

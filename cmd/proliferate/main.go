@@ -96,6 +96,7 @@ terminal WebSocket (starts or resumes the sandbox).
 	{"actions list|guide|run", "(inside a sandbox) act on connected integrations through the\ngateway: proliferate actions --help", actionsUsage},
 	{"git-credential get", "(inside a sandbox) git's credential helper: a short-lived token\nfor one of the session's repositories", gitCredentialUsage},
 	{"pr create --title T", "(inside a sandbox) open a pull request from the current branch\nthrough the organization's GitHub integration", prUsage},
+	{"services list|start|stop|restart|logs", "(inside a sandbox) manage the sandbox's long-running services\n(the configuration's service commands start on their own)", servicesUsage},
 	{"billing-jobs", "grace clock, enforcement retries, ledger partitions, LiteLLM spend\ncollection, Autumn posting, auto-top-up, trial activation and\nthe nightly reconciliation (each once at a time across replicas)",
 		`Runs the grace clock, enforcement retries, ledger partitions, LiteLLM spend
 collection, Autumn posting, auto-top-up, trial activation and the nightly
@@ -201,7 +202,7 @@ func main() {
 
 // sandboxMains are the other commands the agent runs inside its sandbox,
 // dispatched like actions before any platform configuration is loaded.
-var sandboxMains = map[string]func([]string) int{"git-credential": gitCredentialMain, "pr": prMain}
+var sandboxMains = map[string]func([]string) int{"git-credential": gitCredentialMain, "pr": prMain, "services": servicesMain}
 
 type usageError struct{ msg string }
 

@@ -77,8 +77,12 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	}
 	// The session's variables first: the command's own and the sandbox's
 	// (PATH, HOME, the egress proxy) win.
+	pathVar := os.Getenv("PATH")
+	if p.jail != nil && p.jail.cli != "" {
+		pathVar = jailCLIDir + ":" + pathVar // `proliferate services …` from the gateway
+	}
 	c.Env = append(slices.Clone(in.env),
-		"PATH="+os.Getenv("PATH"),
+		"PATH="+pathVar,
 		"HOME="+home,
 		"LANG=C.UTF-8",
 	)

@@ -287,9 +287,20 @@ func (j *jail) agentArgv(b jailBinds, argv []string) []string {
 		fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s &", j.socat, jailGatewayPort, sock("gateway.sock")),
 		fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s &", j.socat, jailLLMPort, sock("llm.sock")),
 		j.egressForwarder(""), // egress.go
+		j.servicesSupervisor(),
 		`exec "$@"`,
 	}, "\n")
 	return append([]string{j.bwrap}, j.args(b, true, append([]string{"/bin/sh", "-c", script, "sandbox-init"}, argv...)...)...)
+}
+
+// servicesSupervisor is the init line starting `proliferate services
+// daemon` next to the agent (in its namespaces and cgroup, so services
+// share its localhost and outlive its shells), or a no-op without the CLI.
+func (j *jail) servicesSupervisor() string {
+	if j.cli == "" {
+		return ":"
+	}
+	return fmt.Sprintf("PROLIFERATE_WORKSPACE=%s %s/%s services daemon </dev/null >/dev/null 2>&1 &", JailWorkspace, jailCLIDir, cliName)
 }
 
 // mapper maps host paths of one sandbox to its inside paths.

@@ -49,6 +49,7 @@ func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.San
 			}
 		}
 	}
+	start := time.Now()
 	repos, err := d.Repos.ResolveRepos(ctx, sess)
 	if err != nil {
 		h.log.Warn("hub: git freshness: resolve repos", "err", err)
@@ -79,7 +80,7 @@ func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.San
 			h.log.Warn("hub: git freshness: record cadence", "err", err)
 		}
 	}
-	h.log.Info("hub: git freshness", "repos", len(results), "failed", failed)
+	h.log.Info("hub: git freshness", "repos", len(results), "failed", failed, "took", time.Since(start))
 	if note := FreshnessNote(results); note != "" {
 		h.mu.Lock()
 		h.freshNote = note

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -120,6 +121,15 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app"}}, nil
 	})
 	d.GitFreshness = hub.GitFreshness{PullOnRestore: true}
+	logs := &testenv.LogBuffer{}
+	d.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	t.Cleanup(func() {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "hub: git freshness") {
+				t.Logf("measured: %s", l)
+			}
+		}
+	})
 	m := e.manager(t, d)
 	id := e.session(t, sessionstest.Options{ModelID: "claude-sim", Title: "fresh code"})
 
@@ -144,10 +154,12 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 			t.Fatalf("after pause: %+v", s)
 		}
 		remoteHead = advance("while paused")
+		start := time.Now()
 		h, _ = attach(t, m, id, e.principal())
 		if err := h.EnsureRuntimeReady(ctx); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("measured: resume (restore, freshness pass, agent ready) in %s", time.Since(start))
 		return remoteHead, inSandbox("git rev-parse HEAD"), h
 	}
 	// told sends a prompt and waits for the model to receive it with want

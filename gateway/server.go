@@ -22,6 +22,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -53,6 +54,9 @@ type Deps struct {
 	// Repos gives sandboxes their repositories' git credentials and pull
 	// requests (sandbox_git.go); nil answers those routes with 503.
 	Repos RepoAccess
+	// Prebuilt records a setup session's snapshot as its configuration's
+	// (save_snapshot); nil: recorded without a version key.
+	Prebuilt *prebuilds.Resolver
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -106,7 +110,7 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{d: d, mux: http.NewServeMux(), tools: d.Tools}
 	if s.tools == nil {
-		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log})
+		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log, Prebuilt: d.Prebuilt})
 	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.fwd = newForwarder(d.Log)

@@ -39,6 +39,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -103,6 +104,13 @@ type Deps struct {
 	// GitFreshness fetches and fast-forwards the repositories of a
 	// restored sandbox (freshness.go); zero = off.
 	GitFreshness GitFreshness
+	// Services gives the session's service commands, started after each
+	// boot that did not find the sandbox running (services.go); nil = none.
+	Services ServiceSource
+	// Prebuilt picks a configuration's snapshot for a session that has
+	// none of its own, when made for the current repo revisions and
+	// toolchain (sandbox-providers.md §6); nil = always clone.
+	Prebuilt *prebuilds.Resolver
 
 	OwnerTTL   time.Duration // [30s] owner lease TTL; also the lag-guard limit
 	RenewEvery time.Duration // [10s] owner + runtime lease renewal period

@@ -196,9 +196,17 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	} else if sess.SystemPrompt != nil {
 		spec.SystemPrompt = *sess.SystemPrompt
 	}
+	// fromConfig: spec.SnapshotID is the configuration's snapshot (the
+	// session has none of its own); spec.Repos stay set so a failed
+	// restore falls back to a fresh clone.
+	fromConfig := false
 	if d.Repos != nil && spec.SnapshotID == "" {
 		if spec.Repos, err = d.Repos.ResolveRepos(ctx, sess); err != nil {
 			return nil, fmt.Errorf("hub: resolve repos: %w", err)
+		}
+		if d.Prebuilt != nil {
+			spec.SnapshotID = d.Prebuilt.Resolve(ctx, sess, d.Provider.Name(), spec.Repos)
+			fromConfig = spec.SnapshotID != ""
 		}
 	}
 	if d.Env != nil {
@@ -209,6 +217,11 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 		}
 	}
 	sb, err := d.Provider.EnsureSandbox(ctx, spec)
+	if err != nil && fromConfig && errors.Is(err, sandbox.ErrRestoreFailed) {
+		h.log.Warn("hub: configuration snapshot could not be restored; cloning fresh", "snapshot_id", spec.SnapshotID, "err", err)
+		spec.SnapshotID, fromConfig = "", false
+		sb, err = d.Provider.EnsureSandbox(ctx, spec)
+	}
 	if err != nil {
 		if spec.SnapshotID != "" && errors.Is(err, sandbox.ErrRestoreFailed) {
 			return nil, h.snapshotLost(ctx, spec.SnapshotID, err)
@@ -256,6 +269,9 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	}
 	rt = &runtimeState{sb: sb, oc: oc, agentSessionID: agentID, cancel: cancel, done: make(chan struct{})}
 	go h.bridge(bctx, rt, stream)
+	if !recovered {
+		go h.autoStart(bctx, sess, sb, "boot") // services.go; never fails the boot
+	}
 	return rt, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secrets"
@@ -66,14 +67,15 @@ func (d Deps) saveSnapshot(ctx context.Context, c Call) (Result, error) {
 	}
 	target := "session"
 	if c.Session.SessionType == sessions.TypeSetup && c.Session.ConfigurationID != nil {
-		tag, err := d.Pool.Exec(ctx, `UPDATE configurations SET snapshot_id = $3, snapshot_status = 'ready',
-				snapshot_provider = $4, snapshot_error = NULL, snapshot_built_at = now(), snapshot_updated_at = now(),
-				snapshot_repos_version = repos_version
-			WHERE id = $1 AND org_id = $2`, *c.Session.ConfigurationID, c.Session.OrgID, id, c.Session.SandboxProvider)
-		if err != nil {
-			return Result{}, fmt.Errorf("record configuration snapshot: %w", err)
+		pb := d.Prebuilt
+		if pb == nil {
+			pb = &prebuilds.Resolver{Pool: d.Pool, Log: d.Log}
 		}
-		if tag.RowsAffected() == 1 {
+		ok, err := pb.Record(ctx, c.Session, id)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
 			target = "configuration"
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -113,6 +114,9 @@ type Deps struct {
 	// WaitInFlight bounds how long a retry waits for an attempt executing
 	// elsewhere [60s]; PollEvery is its polling period [100ms].
 	WaitInFlight, PollEvery time.Duration
+	// Prebuilt records configuration snapshots with their version key;
+	// nil records them without one (never restored).
+	Prebuilt *prebuilds.Resolver
 }
 
 // Registry maps tool names to tools and executes them idempotently.

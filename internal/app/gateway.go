@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -215,12 +216,14 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	book := snapshots.New(snapshots.Deps{Pool: a.Pool, Limits: a.snapshotLimits(), Providers: []sandbox.Provider{prov},
 		Log: a.Log.With("component", "snapshots")})
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
+	prebuilt := &prebuilds.Resolver{Pool: a.Pool, Repos: a.repoResolver().ResolveRepos,
+		Toolchain: prov.Name() + "/" + a.Cfg.SandboxImageVersion, Log: a.Log.With("component", "prebuilds")}
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: a.sessionPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
-		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(),
+		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
 		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
@@ -248,7 +251,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
 		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise,
-		Repos: repoAccess{a}})
+		Repos: repoAccess{a}, Prebuilt: prebuilt})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err

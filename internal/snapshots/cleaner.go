@@ -112,7 +112,7 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	}
 
 	// Snapshots whose session is gone (deleted, or its organization).
-	refs, err := c.markGlobal(ctx, ReasonSessionDeleted, `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = x.session_id)`, budget)
+	refs, err := c.markGlobal(ctx, ReasonSessionDeleted, `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = x.session_id) AND `+notConfigurationSnapshot, budget)
 	if err != nil {
 		return res, err
 	}
@@ -122,7 +122,8 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	// Superseded: no session references them, older than the grace.
 	if budget > 0 {
 		refs, err = c.markGlobal(ctx, ReasonSuperseded, `x.created_at < now() - $2::interval
-			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id)`, budget, c.b.grace)
+			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id)
+			AND `+notConfigurationSnapshot, budget, c.b.grace)
 		if err != nil {
 			return res, err
 		}
@@ -198,6 +199,7 @@ func (c *Cleaner) retention(ctx context.Context, budget int, add func([]Ref)) (i
 				  AND x.created_at < now() - make_interval(days => LEAST(s.auto_delete_days, $2::int))
 				  AND NOT EXISTS (SELECT 1 FROM sessions r WHERE r.org_id = x.org_id AND r.snapshot_id = x.id
 				                  AND r.status IN ('starting', 'running'))
+				  AND `+notConfigurationSnapshot+`
 				ORDER BY x.created_at LIMIT $3
 				FOR UPDATE OF x SKIP LOCKED`, org, positiveOrNil(days), budget-total)
 			if err != nil {

@@ -244,6 +244,13 @@ func (b *Book) Reserve(ctx context.Context, orgID string) error {
 	return nil
 }
 
+// notConfigurationSnapshot (over alias x) keeps a configuration's current
+// snapshot out of every automatic deletion (cleaner and quota eviction): a
+// setup session's snapshot becomes its configuration's and outlives the
+// session that took it (issue #17 item 5). It is deleted only by hand.
+const notConfigurationSnapshot = `NOT EXISTS (SELECT 1 FROM configurations c WHERE c.org_id = x.org_id AND c.snapshot_id = x.id
+	AND (c.snapshot_provider IS NULL OR c.snapshot_provider = x.provider))`
+
 // evictionCandidates returns up to n snapshots of the organization to evict
 // (locked): superseded ones past the grace, oldest first, then those
 // referenced only by paused/stopped/failed sessions, oldest first.
@@ -254,6 +261,7 @@ func evictionCandidates(ctx context.Context, tx pgx.Tx, orgID string, grace time
 		                  AND s.status IN ('starting', 'running'))
 		  AND (x.created_at < now() - $2::interval
 		       OR EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id))
+		  AND `+notConfigurationSnapshot+`
 		ORDER BY EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id), x.created_at, x.id
 		LIMIT $3
 		FOR UPDATE OF x`, orgID, grace, n)

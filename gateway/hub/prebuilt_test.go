@@ -1,0 +1,201 @@
+package hub_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/internal/agent/opencode"
+	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/prebuilds"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/egress"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// packFetches counts upload-pack requests that ask for objects (a clone or
+// a fetch that transfers something: its body has "want" lines), so a boot
+// that restored a snapshot instead of cloning is visible on the wire.
+type packFetches struct {
+	next http.Handler
+	n    atomic.Int64
+}
+
+func (p *packFetches) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
+		body, _ := io.ReadAll(r.Body)
+		plain := body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			if zr, err := gzip.NewReader(bytes.NewReader(body)); err == nil {
+				plain, _ = io.ReadAll(zr)
+			}
+		}
+		if bytes.Contains(plain, []byte("want ")) {
+			p.n.Add(1)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	p.next.ServeHTTP(w, r)
+}
+
+// Prebuilt configurations with the real agent in its bubblewrap sandbox and
+// the repository served over git's smart HTTP protocol: a setup session's
+// snapshot becomes its configuration's; the next session of the
+// configuration boots from it without cloning (no pack fetched, the file
+// the setup session left is there); after the remote moved on, the
+// snapshot is stale and a new session clones fresh.
+func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, agentsim.Options{})
+
+	root := t.TempDir()
+	bare := filepath.Join(root, "app.git")
+	hostGit(t, root, "init", "-q", "--bare", "-b", "main", bare)
+	up := filepath.Join(root, "upstream")
+	hostGit(t, root, "clone", "-q", bare, up)
+	advance := func(msg string) string {
+		t.Helper()
+		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", msg)
+		hostGit(t, up, "push", "-q", "origin", "main")
+		return hostGit(t, up, "rev-parse", "HEAD")
+	}
+	advance("init")
+	fetches := &packFetches{next: &cgi.Handler{Path: gitHTTPBackend(t), Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}}
+	ln, err := net.Listen("tcp", "127.0.0.2:0") // not 127.0.0.1: the sandbox's own loopback
+	if err != nil {
+		t.Fatal(err)
+	}
+	githost := httptest.NewUnstartedServer(fetches)
+	githost.Listener.Close()
+	githost.Listener = ln
+	githost.Start()
+	t.Cleanup(githost.Close)
+
+	_, file, _, _ := runtime.Caller(0)
+	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
+	if err != nil {
+		t.Fatalf("install opencode: %v", err)
+	}
+	sim := llmsim.New(llmsim.Options{APIKey: "sim-key"})
+	llm := httptest.NewServer(sim.Handler())
+	t.Cleanup(llm.Close)
+	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
+		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prov.Close)
+
+	d := e.deps(unique("gw-"))
+	d.Provider = prov
+	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
+	d.SSEHeartbeatTimeout = 30 * time.Second
+	repos := hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
+		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app", Branch: "main"}}, nil
+	})
+	d.Repos = repos
+	logs := &testenv.LogBuffer{}
+	d.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	pb := &prebuilds.Resolver{Pool: e.pool, Toolchain: "local/test", Repos: repos.ResolveRepos, Log: d.Log}
+	d.Prebuilt = pb
+	m := e.manager(t, d)
+
+	var cfg string
+	if err := e.pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'prebuilt') RETURNING id::text`, e.org).Scan(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	inSandbox := func(id, script string) (string, int) {
+		t.Helper()
+		s := e.get(t, id)
+		res, err := prov.Exec(ctx, *s.SandboxID, sandbox.ExecCommand{Args: []string{"sh", "-c", script}, Dir: "app", Timeout: time.Minute})
+		if err != nil {
+			t.Fatalf("in the sandbox %q: %v", script, err)
+		}
+		return strings.TrimSpace(string(res.Stdout)), res.ExitCode
+	}
+	boot := func(typ string) (string, time.Duration) {
+		t.Helper()
+		id := e.session(t, sessionstest.Options{ModelID: "claude-sim", ConfigurationID: cfg, SessionType: typ})
+		start := time.Now()
+		attach(t, m, id, e.principal())
+		return id, time.Since(start)
+	}
+
+	// The setup session clones, "installs dependencies" and saves its
+	// snapshot as the configuration's (what save_snapshot and
+	// finalization record).
+	setup, cold := boot(sessions.TypeSetup)
+	if fetches.n.Load() != 1 {
+		t.Fatalf("setup session: %d pack fetches, want 1 (its clone)", fetches.n.Load())
+	}
+	if _, code := inSandbox(setup, "echo built > .deps-installed"); code != 0 {
+		t.Fatal("write marker")
+	}
+	h, _ := m.Get(setup)
+	snap, err := h.SaveSnapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := pb.Record(ctx, e.get(t, setup), snap); err != nil || !ok {
+		t.Fatalf("record configuration snapshot: %v %v", ok, err)
+	}
+	var key *string
+	if err := e.pool.QueryRow(ctx, `SELECT snapshot_version_key FROM configurations WHERE id = $1`, cfg).Scan(&key); err != nil || key == nil {
+		t.Fatalf("version key not recorded: %v", err)
+	}
+	if err := h.Terminate(ctx, "test", "", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// A coding session of the configuration boots from the snapshot: no
+	// clone, the setup session's file is there.
+	before := fetches.n.Load()
+	coding, warm := boot(sessions.TypeCoding)
+	if n := fetches.n.Load() - before; n != 0 {
+		t.Fatalf("session booted from the configuration snapshot fetched %d packs, want 0", n)
+	}
+	if out, code := inSandbox(coding, "cat .deps-installed"); code != 0 || out != "built" {
+		t.Fatalf("marker from the setup session: %q (exit %d), want restored", out, code)
+	}
+	if !strings.Contains(logs.String(), "booting from the configuration snapshot") {
+		t.Fatal("no log of the configuration snapshot boot")
+	}
+	if s := e.get(t, coding); s.SnapshotID != nil {
+		t.Fatalf("the configuration's snapshot became the session's own (%s)", *s.SnapshotID)
+	}
+	t.Logf("measured: cold boot (clone) %s, boot from the configuration snapshot %s", cold, warm)
+
+	// The remote moves on: the snapshot is stale, the next session clones.
+	head := advance("upstream moved")
+	before = fetches.n.Load()
+	fresh, _ := boot(sessions.TypeCoding)
+	if n := fetches.n.Load() - before; n != 1 {
+		t.Fatalf("session with a stale configuration snapshot fetched %d packs, want 1 (a fresh clone)", n)
+	}
+	if _, code := inSandbox(fresh, "test -e .deps-installed"); code == 0 {
+		t.Fatal("stale configuration snapshot restored")
+	}
+	if got, _ := inSandbox(fresh, "git rev-parse HEAD"); got != head {
+		t.Fatalf("fresh clone at %s, want %s", got, head)
+	}
+	if !strings.Contains(logs.String(), "configuration snapshot is stale") {
+		t.Fatal("no log of the stale configuration snapshot")
+	}
+}

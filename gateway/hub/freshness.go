@@ -30,6 +30,9 @@ type GitFreshness struct {
 	Cadence time.Duration
 }
 
+// FreshnessTimeout bounds a restore's freshness pass (all repositories).
+const FreshnessTimeout = 90 * time.Second
+
 func freshKey(sessionID string) string { return "session:" + sessionID + ":git_fresh_at" }
 
 // freshen runs the freshness pass on a restored sandbox. It never fails the
@@ -50,6 +53,10 @@ func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.San
 		}
 	}
 	start := time.Now()
+	// A remote that does not answer delays the resume by this much at
+	// most; its repository is reported as not checked.
+	ctx, cancel := context.WithTimeout(ctx, FreshnessTimeout)
+	defer cancel()
 	repos, err := d.Repos.ResolveRepos(ctx, sess)
 	if err != nil {
 		h.log.Warn("hub: git freshness: resolve repos", "err", err)

@@ -538,6 +538,12 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 		h.handleGit(c, p, msg)
 	case ClientSubmitEnv:
 		h.handleSubmitEnv(ctx, c, p, raw)
+	case ClientRunAutoStart:
+		go func() {
+			if err := h.RunAutoStart(h.life, p); err != nil {
+				h.sendTo(c, requestError("run_auto_start_failed", err))
+			}
+		}()
 	default:
 		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
 	}

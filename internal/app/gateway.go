@@ -21,6 +21,7 @@ import (
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/prebuilds"
+	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -225,6 +226,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
 		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
+		Services: hub.RepoServices{Store: &repos.Store{Pool: a.Pool}}, // reads only
 		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),

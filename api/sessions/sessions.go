@@ -78,6 +78,10 @@ type Options struct {
 	// cfg.BillingEnabled}); a refusal answers 402 with the denial's code and
 	// action. nil: no billing gate.
 	Admit sessions.Admitter
+	// Prebuilt records a finalized setup session's snapshot as its
+	// configuration's (POST /sessions/:id/finalize); nil: finalization
+	// answers 503.
+	Prebuilt Prebuilt
 }
 
 // Register registers the routes without a runtime.
@@ -97,7 +101,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 			limit = s.Cfg.MaxConcurrentSessions
 		}
 		h := &handlers{store: &sessions.Store{Pool: s.Pool, Codec: o.Codec, MaxConcurrent: max(limit, 0), Admit: o.Admit}, rt: o.Runtime,
-			now: s.Now}
+			now: s.Now, prebuilt: o.Prebuilt}
 		for _, r := range h.routes() {
 			s.Handle(r)
 		}
@@ -109,6 +113,8 @@ type handlers struct {
 	store *sessions.Store
 	rt    Runtime
 	now   func() time.Time
+	// prebuilt records finalized setup sessions' snapshots (finalize.go).
+	prebuilt Prebuilt
 }
 
 func (h *handlers) routes() []api.Route {
@@ -132,6 +138,8 @@ func (h *handlers) routes() []api.Route {
 			Access: api.OrgMember, Response: Session{}, Handler: h.pause},
 		{Method: http.MethodPost, Path: "/sessions/:id/snapshot", Summary: "Snapshot a running session's sandbox", Tag: tag,
 			Access: api.OrgMember, Response: SnapshotResponse{}, Handler: h.snapshot},
+		{Method: http.MethodPost, Path: "/sessions/:id/finalize", Summary: "Finalize a running setup session: its snapshot becomes its configuration's ready snapshot",
+			Tag: tag, Access: api.OrgMember, Response: FinalizeResponse{}, Handler: h.finalize},
 		{Method: http.MethodPost, Path: "/sessions/:id/notifications", Summary: "Be told in Slack when the session completes",
 			Tag: tag, Access: api.OrgMember, Request: SubscribeRequest{}, Response: Subscription{}, Status: http.StatusCreated,
 			Handler: h.subscribe},

@@ -34,7 +34,8 @@ func (a *App) apiModules() []func(*api.Server) error {
 		runsapi.Register,
 		actionsapi.Register,
 		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
-			Runtime: client.NewSessionRuntime(a.gatewayClient("api")), Admit: a.billingGate()}),
+			Runtime: client.NewSessionRuntime(a.gatewayClient("api")), Admit: a.billingGate(),
+			Prebuilt: a.prebuilt()}),
 		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.

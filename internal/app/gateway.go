@@ -20,7 +20,6 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
-	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
@@ -217,8 +216,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	book := snapshots.New(snapshots.Deps{Pool: a.Pool, Limits: a.snapshotLimits(), Providers: []sandbox.Provider{prov},
 		Log: a.Log.With("component", "snapshots")})
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
-	prebuilt := &prebuilds.Resolver{Pool: a.Pool, Repos: a.repoResolver().ResolveRepos,
-		Toolchain: prov.Name() + "/" + a.Cfg.SandboxImageVersion, Log: a.Log.With("component", "prebuilds")}
+	prebuilt := a.prebuilt()
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
@@ -227,7 +225,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
 		Services: hub.RepoServices{Store: &repos.Store{Pool: a.Pool}}, // reads only
-		IdleTTL: a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
+		IdleTTL:  a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),
 	})

@@ -38,7 +38,9 @@ func freshKey(sessionID string) string { return "session:" + sessionID + ":git_f
 // freshen runs the freshness pass on a restored sandbox. It never fails the
 // boot: a repository it cannot reach is reported to the agent like a dirty
 // one.
-func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.Sandbox) {
+// repos are the session's repositories when the boot already resolved
+// them (a configuration's snapshot); nil resolves them here.
+func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.Sandbox, repos []sandbox.Repo) {
 	d := h.m.d
 	ex, ok := d.Provider.(sandbox.Executor)
 	if !d.GitFreshness.PullOnRestore || !ok || d.Repos == nil {
@@ -57,10 +59,12 @@ func (h *Hub) freshen(ctx context.Context, sess sessions.Session, sb sandbox.San
 	// most; its repository is reported as not checked.
 	ctx, cancel := context.WithTimeout(ctx, FreshnessTimeout)
 	defer cancel()
-	repos, err := d.Repos.ResolveRepos(ctx, sess)
-	if err != nil {
-		h.log.Warn("hub: git freshness: resolve repos", "err", err)
-		return
+	if repos == nil {
+		var err error
+		if repos, err = d.Repos.ResolveRepos(ctx, sess); err != nil {
+			h.log.Warn("hub: git freshness: resolve repos", "err", err)
+			return
+		}
 	}
 	var results []gitops.Freshness
 	failed := 0
@@ -115,7 +119,7 @@ func FreshnessNote(results []gitops.Freshness) string {
 	if b.Len() == 0 {
 		return ""
 	}
-	return "[Proliferate] This session resumed from a snapshot; its repositories were checked against their remotes:\n" + b.String() + "\n"
+	return "[Proliferate] This session's workspace was restored from a snapshot; its repositories were checked against their remotes:\n" + b.String() + "\n"
 }
 
 func short(sha string) string {

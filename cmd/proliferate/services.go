@@ -105,19 +105,23 @@ func servicesMain(args []string) int {
 }
 
 func servicesRun(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	if len(args) == 0 || isHelpFlag(args[0]) || asksForHelp(args[1:]) {
-		if len(args) == 0 {
-			fmt.Fprint(stderr, servicesUsage)
-			return 2
-		}
-		fmt.Fprint(stdout, servicesUsage)
-		return 0
-	}
-	dir := servicesDir(getenv)
 	bad := func(msg string) int {
 		fmt.Fprintf(stderr, "proliferate services: %s\n\n%s", msg, servicesUsage)
 		return 2
 	}
+	if len(args) == 0 {
+		return bad("a subcommand is required")
+	}
+	// An unknown subcommand is refused even with --help: the agent is never
+	// told a command exists that does not.
+	if !isHelpFlag(args[0]) && !slices.Contains([]string{"list", "start", "stop", "restart", "logs", "load", "daemon"}, args[0]) {
+		return bad(fmt.Sprintf("unknown subcommand %q", args[0]))
+	}
+	if isHelpFlag(args[0]) || asksForHelp(args[1:]) {
+		fmt.Fprint(stdout, servicesUsage)
+		return 0
+	}
+	dir := servicesDir(getenv)
 	op, rest := args[0], args[1:]
 	var name string
 	if len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {

@@ -71,10 +71,19 @@ the current branch and prints its URL (recorded on the session and its run).
 
 ## Services
 
-    proliferate services list
-    proliferate services start --name NAME --command "CMD" [--cwd DIR]
-    proliferate services logs --name NAME
-    proliferate services expose --port PORT
+The configuration's service commands start on their own when the sandbox
+boots or resumes. Run a long-lived process (a dev server, a database) as a
+service rather than in the background of your shell: it keeps running after
+your command ends, and its output goes to a log.
+
+    proliferate services list                      # status, pid, exit code
+    proliferate services start NAME --command "CMD" [--cwd DIR]
+    proliferate services stop NAME
+    proliferate services restart NAME
+    proliferate services logs NAME [--tail BYTES]
+
+A service that exits is not restarted: ` + "`list`" + ` shows it exited (code 0) or
+failed, and ` + "`logs`" + ` shows why. Services listen on the sandbox's localhost.
 
 ## Working locally
 

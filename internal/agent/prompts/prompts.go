@@ -187,7 +187,10 @@ const platformCLI = `
 ## Platform CLI
 
 The ` + "`proliferate`" + ` CLI is available in the sandbox:
-- ` + "`proliferate services list|start|logs|expose`" + ` manages long-running services.
+- ` + "`proliferate services list|start|stop|restart|logs`" + ` manages long-running
+  services (dev servers, databases): the configuration's service commands
+  start on their own; start your own with
+  ` + "`proliferate services start NAME --command CMD`" + ` so it outlives your shell.
 - ` + "`proliferate pr create --title T [--body B] [--base BRANCH]`" + ` opens a pull
   request from the current branch (push it first); git push and fetch to
   the session's repositories authenticate through the platform.

@@ -27,13 +27,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 const servicesUsage = `Usage: proliferate services list|start|stop|restart|logs [NAME] [flags]
@@ -55,8 +56,15 @@ is not restarted on its own: its status says exited (code 0) or failed.
 Exit status: 0 done, 1 failed, 2 bad usage.
 `
 
-// serviceNameRE is the shape of a service name (it names the log file).
-var serviceNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+// validServiceName: the names a configuration may save
+// (repos.CheckServiceCommandName): 1–100 characters, no control characters,
+// no "/" or "\", not "." or ".." (it names the log file).
+func validServiceName(s string) bool {
+	if s == "" || s == "." || s == ".." || utf8.RuneCountInString(s) > 100 || strings.ContainsAny(s, `/\`) {
+		return false
+	}
+	return !strings.ContainsFunc(s, unicode.IsControl)
+}
 
 // serviceSpec is a service to start.
 type serviceSpec struct {
@@ -139,7 +147,7 @@ func servicesRun(args []string, stdin io.Reader, stdout, stderr io.Writer, geten
 	if fs.NArg() > 0 {
 		return bad(fmt.Sprintf("unexpected argument %q", fs.Arg(0)))
 	}
-	needName := func() bool { return serviceNameRE.MatchString(name) }
+	needName := func() bool { return validServiceName(name) }
 	req := servicesRequest{Op: op, Name: name, Command: *command, Cwd: *cwd, Tail: *tail}
 	switch op {
 	case "daemon":
@@ -156,7 +164,7 @@ func servicesRun(args []string, stdin io.Reader, stdout, stderr io.Writer, geten
 	case "list":
 	case "start", "stop", "restart":
 		if !needName() {
-			return bad(op + " needs a service NAME (letters, digits, . _ -)")
+			return bad(op + " needs a service NAME")
 		}
 	case "load": // the gateway: a JSON array of {name, command, cwd} on stdin
 		if err := json.NewDecoder(stdin).Decode(&req.Services); err != nil {
@@ -262,7 +270,11 @@ func servicesDaemon(dir string, getenv func(string) string) error {
 	if w := getenv("PROLIFERATE_WORKSPACE"); w != "" {
 		ws = w
 	}
-	s := &supervisor{dir: dir, workspace: ws, svcs: map[string]*service{}}
+	return (&supervisor{dir: dir, workspace: ws, svcs: map[string]*service{}}).run(ln)
+}
+
+// run serves the supervisor's socket until ln is closed.
+func (s *supervisor) run(ln net.Listener) error {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -343,7 +355,7 @@ func readTail(path string, n int) string {
 // start (re)starts a service: a known one keeps its command unless sp
 // gives a new one.
 func (s *supervisor) start(sp serviceSpec) error {
-	if !serviceNameRE.MatchString(sp.Name) {
+	if !validServiceName(sp.Name) {
 		return fmt.Errorf("bad service name %q", sp.Name)
 	}
 	s.mu.Lock()

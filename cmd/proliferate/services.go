@@ -151,11 +151,9 @@ func servicesRun(args []string, stdin io.Reader, stdout, stderr io.Writer, geten
 	req := servicesRequest{Op: op, Name: name, Command: *command, Cwd: *cwd, Tail: *tail}
 	switch op {
 	case "daemon":
-		if err := servicesDaemon(dir, getenv); err != nil {
-			fmt.Fprintln(stderr, "proliferate services daemon:", err)
-			return 1
-		}
-		return 0
+		err := servicesDaemon(dir, getenv) // runs as long as the sandbox
+		fmt.Fprintln(stderr, "proliferate services daemon:", err)
+		return 1
 	case "logs":
 		if !needName() {
 			return bad("logs needs a service NAME")

@@ -24,7 +24,9 @@ import (
 func TestFinalizedSetupSessionIsTheNextSessionsStart(t *testing.T) {
 	w := newGitWorld(t)
 	ctx := context.Background()
-	workspace := func(id string) string { return filepath.Join(w.cfg.SandboxDataDir, "sandboxes", id, "workspace", "app") }
+	workspace := func(id string) string {
+		return filepath.Join(w.cfg.SandboxDataDir, "sandboxes", id, "workspace", "app")
+	}
 	start := func(body map[string]any) string {
 		t.Helper()
 		var sess struct {

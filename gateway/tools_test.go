@@ -294,11 +294,15 @@ func TestSaveServiceCommands(t *testing.T) {
 		t.Fatal("coding session saved service commands")
 	}
 	for name, bad := range map[string]any{
-		"none":     map[string]any{"commands": []any{}},
-		"no name":  map[string]any{"commands": []map[string]any{{"name": "", "command": "x"}}},
-		"escape":   map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "cwd": "../etc"}}},
-		"absolute": map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "cwd": "/etc"}}},
-		"unknown":  map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "shell": "zsh"}}},
+		"none":      map[string]any{"commands": []any{}},
+		"no name":   map[string]any{"commands": []map[string]any{{"name": "", "command": "x"}}},
+		"escape":    map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "cwd": "../etc"}}},
+		"absolute":  map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "cwd": "/etc"}}},
+		"unknown":   map[string]any{"commands": []map[string]any{{"name": "a", "command": "x", "shell": "zsh"}}},
+		"long":      map[string]any{"commands": []map[string]any{{"name": "a", "command": strings.Repeat("x", 1001)}}},
+		"slash":     map[string]any{"commands": []map[string]any{{"name": "a/b", "command": "x"}}},
+		"duplicate": map[string]any{"commands": []map[string]any{{"name": "a", "command": "x"}, {"name": "a", "command": "y"}}},
+		"control":   map[string]any{"commands": []map[string]any{{"name": "a\x07", "command": "x"}}},
 		"too many": map[string]any{"commands": func() []map[string]any {
 			var c []map[string]any
 			for range 11 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/prebuilds"
+	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secrets"
@@ -88,39 +89,19 @@ func (d Deps) saveSnapshot(ctx context.Context, c Call) (Result, error) {
 
 // ServiceCommand is one entry of save_service_commands (stored in
 // configurations.service_commands as {name, command, cwd, workspace_path}).
-type ServiceCommand struct {
-	Name          string `json:"name"`
-	Command       string `json:"command"`
-	Cwd           string `json:"cwd,omitempty"`
-	WorkspacePath string `json:"workspace_path,omitempty"`
-}
+type ServiceCommand = repos.ServiceCommand
 
-// ValidateServiceCommands checks the contract's limits: 1–10 commands,
-// name 1–100, command 1–1000, cwd and workspace path at most 500 characters
-// and relative (no "..").
-func ValidateServiceCommands(cmds []ServiceCommand) []string {
+// ValidateServiceCommands checks the commands with the API's own rules
+// (repos.CheckServiceCommands: 1–10 commands with unique names of 1–100
+// characters without "/" or "\", commands of 1–1000 characters, relative
+// cwd and workspace paths) and returns them normalized, or the problems.
+func ValidateServiceCommands(cmds []ServiceCommand) ([]ServiceCommand, []string) {
+	clean, fes := repos.CheckServiceCommands("commands", cmds)
 	var probs []string
-	if len(cmds) < 1 || len(cmds) > 10 {
-		probs = append(probs, "commands: between 1 and 10 entries")
+	for _, fe := range fes {
+		probs = append(probs, fe.Field+": "+fe.Problem)
 	}
-	for i, c := range cmds {
-		p := func(f, m string) { probs = append(probs, fmt.Sprintf("commands[%d].%s: %s", i, f, m)) }
-		if n := len(strings.TrimSpace(c.Name)); n < 1 || len(c.Name) > 100 {
-			p("name", "1 to 100 characters")
-		}
-		if n := len(strings.TrimSpace(c.Command)); n < 1 || len(c.Command) > 1000 {
-			p("command", "1 to 1000 characters")
-		}
-		for f, v := range map[string]string{"cwd": c.Cwd, "workspacePath": c.WorkspacePath} {
-			if len(v) > 500 {
-				p(f, "at most 500 characters")
-			}
-			if strings.HasPrefix(v, "/") || strings.Contains("/"+v+"/", "/../") {
-				p(f, "must be relative to the workspace")
-			}
-		}
-	}
-	return probs
+	return clean, probs
 }
 
 func (d Deps) saveServiceCommands(ctx context.Context, c Call) (Result, error) {
@@ -144,7 +125,8 @@ func (d Deps) saveServiceCommands(ctx context.Context, c Call) (Result, error) {
 		}
 		cmds = append(cmds, ServiceCommand{Name: a.Name, Command: a.Command, Cwd: a.Cwd, WorkspacePath: wp})
 	}
-	if probs := ValidateServiceCommands(cmds); len(probs) > 0 {
+	cmds, probs := ValidateServiceCommands(cmds)
+	if len(probs) > 0 {
 		return Failure("Invalid arguments: %s", strings.Join(probs, "; ")), nil
 	}
 	if c.Session.ConfigurationID == nil {

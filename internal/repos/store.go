@@ -749,12 +749,14 @@ func (s *Store) ReportSnapshot(ctx context.Context, id string, r SnapshotReport)
 		case SnapshotDefault:
 			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'default', snapshot_id = $2, snapshot_provider = $3,
 					snapshot_error = NULL, snapshot_built_at = $4, snapshot_repos_version = COALESCE(building_repos_version, repos_version),
-					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4
+					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4,
+					snapshot_version_key = NULL -- the builder reports none: never restored (internal/prebuilds)
 				WHERE id = $1`, id, r.SnapshotID, provider, now)
 		case SnapshotReady:
 			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'ready', snapshot_id = $2, snapshot_provider = $3,
 					snapshot_error = NULL, snapshot_built_at = $4, snapshot_repos_version = repos_version,
-					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4
+					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4,
+					snapshot_version_key = NULL -- the builder reports none: never restored (internal/prebuilds)
 				WHERE id = $1`, id, r.SnapshotID, provider, now)
 		case SnapshotFailed:
 			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'failed', snapshot_error = $2,

@@ -172,7 +172,9 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		}
 		return svcs, nil
 	}
+	start := time.Now()
 	svcs, err := run([]string{"proliferate", "services", "load"}, stdin)
+	h.log.Info("hub: service commands started", "trigger", trigger, "services", len(cmds), "ms", time.Since(start).Milliseconds())
 	msg := AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: svcs}
 	if msg.Services == nil {
 		msg.Services = []AutoStartService{}

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
@@ -77,6 +79,15 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 	d.LLM = sh.LLM
 	d.SSEHeartbeatTimeout = 30 * time.Second
 	d.Services = hub.RepoServices{Store: store}
+	logs := &testenv.LogBuffer{}
+	d.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	t.Cleanup(func() {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "hub: service commands") || strings.Contains(l, "hub: auto-start") {
+				t.Logf("measured: %s", l)
+			}
+		}
+	})
 	m := e.manager(t, d)
 	id := e.session(t, sessionstest.Options{ModelID: sh.LLM.Model, Title: "services", ConfigurationID: cfg.ID})
 
@@ -110,7 +121,9 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 		t.Fatalf("services list:\n%s", out)
 	}
 
-	// run_auto_start restarts them.
+	// run_auto_start restarts them; only for who may change the session.
+	h.HandleClientMessage(ctx, c, &auth.Principal{Kind: auth.KindUser, UserID: e.user, OrgID: unique("other-org-")}, []byte(`{"type":"run_auto_start"}`))
+	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"run_auto_start"}`))
 	waitServices(c, hub.ClientRunAutoStart)
 

@@ -5,11 +5,8 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -30,17 +27,6 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-func hostGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=T", "-c", "user.email=t@x.test", "-c", "init.defaultBranch=main"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v\n%s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // Git freshness on resume with the real agent in its bubblewrap sandbox:
 // the session's repository is served over git's smart HTTP protocol (git
 // http-backend) on an "internet" address the sandbox reaches through its
@@ -53,28 +39,8 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 
 	// The remote: acme/app.git with one commit on main.
-	root := t.TempDir()
-	bare := filepath.Join(root, "app.git")
-	hostGit(t, root, "init", "-q", "--bare", "-b", "main", bare)
-	up := filepath.Join(root, "upstream")
-	hostGit(t, root, "clone", "-q", bare, up)
-	advance := func(file string) string {
-		t.Helper()
-		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", "upstream "+file)
-		hostGit(t, up, "push", "-q", "origin", "main")
-		return hostGit(t, up, "rev-parse", "HEAD")
-	}
-	advance("init")
-	backend := &cgi.Handler{Path: gitHTTPBackend(t), Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	ln, err := net.Listen("tcp", "127.0.0.2:0") // not 127.0.0.1: the sandbox's own loopback
-	if err != nil {
-		t.Fatal(err)
-	}
-	githost := httptest.NewUnstartedServer(backend)
-	githost.Listener.Close()
-	githost.Listener = ln
-	githost.Start()
-	t.Cleanup(githost.Close)
+	remote := newGitRemote(t)
+	githost, gitAddr, _ := remote.serve(t)
 
 	// The real agent (OpenCode against the scripted LLM, whose requests
 	// are kept to read what the agent was told) in a bubblewrap sandbox
@@ -108,7 +74,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 		}
 	})
 	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
-		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{ln.Addr().String()}})
+		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +119,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 		if s := e.get(t, id); s.Status != sessions.StatusPaused || s.SnapshotID == nil {
 			t.Fatalf("after pause: %+v", s)
 		}
-		remoteHead = advance("while paused")
+		remoteHead = remote.advance(t, "while paused")
 		start := time.Now()
 		h, _ = attach(t, m, id, e.principal())
 		if err := h.EnsureRuntimeReady(ctx); err != nil {
@@ -215,35 +181,16 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 	told(h, seen(), "`app`: main has diverged from origin/main (1 local, 2 new upstream commits)")
 }
 
-func gitHTTPBackend(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-}
-
 // SANDBOX_GIT_PULL_CADENCE_SECONDS: a restore within the cadence of the
 // last successful pass does not fetch; once it has passed, the next
 // restore does. (Simulated agent; real git in a plain workspace.)
 func TestGitFreshnessCadence(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, agentsim.Options{})
-	base := t.TempDir()
-	bare := filepath.Join(base, "app.git")
-	hostGit(t, base, "init", "-q", "--bare", "-b", "main", bare)
-	up := filepath.Join(base, "upstream")
-	hostGit(t, base, "clone", "-q", bare, up)
-	advance := func() string {
-		t.Helper()
-		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", "upstream")
-		hostGit(t, up, "push", "-q", "origin", "main")
-		return hostGit(t, up, "rev-parse", "HEAD")
-	}
-	advance()
+	repo := newGitRemote(t)
+	base := repo.root
 	ws := filepath.Join(base, "ws")
-	hostGit(t, base, "clone", "-q", bare, filepath.Join(ws, "app"))
+	hostGit(t, base, "clone", "-q", repo.bare, filepath.Join(ws, "app"))
 
 	var (
 		clockMu sync.Mutex
@@ -253,7 +200,7 @@ func TestGitFreshnessCadence(t *testing.T) {
 	d.Provider = &execProvider{Provider: e.prov, DirExec: &gitopstest.DirExec{Root: ws}}
 	d.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return now }
 	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
-		return []sandbox.Repo{{CloneURL: "file://" + bare, WorkspacePath: "app"}}, nil
+		return []sandbox.Repo{{CloneURL: "file://" + repo.bare, WorkspacePath: "app"}}, nil
 	})
 	d.GitFreshness = hub.GitFreshness{PullOnRestore: true, Cadence: time.Hour}
 	m := e.manager(t, d)
@@ -265,7 +212,7 @@ func TestGitFreshnessCadence(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		remote = advance()
+		remote = repo.advance(t, "upstream")
 		h, _ := attach(t, m, id, e.principal())
 		if err := h.EnsureRuntimeReady(ctx); err != nil {
 			t.Fatal(err)

@@ -1,19 +1,12 @@
 package hub_test
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"io"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,31 +23,6 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// packFetches counts upload-pack requests that ask for objects (a clone or
-// a fetch that transfers something: its body has "want" lines), so a boot
-// that restored a snapshot instead of cloning is visible on the wire.
-type packFetches struct {
-	next http.Handler
-	n    atomic.Int64
-}
-
-func (p *packFetches) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack") {
-		body, _ := io.ReadAll(r.Body)
-		plain := body
-		if r.Header.Get("Content-Encoding") == "gzip" {
-			if zr, err := gzip.NewReader(bytes.NewReader(body)); err == nil {
-				plain, _ = io.ReadAll(zr)
-			}
-		}
-		if bytes.Contains(plain, []byte("want ")) {
-			p.n.Add(1)
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	p.next.ServeHTTP(w, r)
-}
-
 // Prebuilt configurations with the real agent in its bubblewrap sandbox and
 // the repository served over git's smart HTTP protocol: a setup session's
 // snapshot becomes its configuration's; the next session of the
@@ -65,28 +33,8 @@ func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, agentsim.Options{})
 
-	root := t.TempDir()
-	bare := filepath.Join(root, "app.git")
-	hostGit(t, root, "init", "-q", "--bare", "-b", "main", bare)
-	up := filepath.Join(root, "upstream")
-	hostGit(t, root, "clone", "-q", bare, up)
-	advance := func(msg string) string {
-		t.Helper()
-		hostGit(t, up, "commit", "-q", "--allow-empty", "-m", msg)
-		hostGit(t, up, "push", "-q", "origin", "main")
-		return hostGit(t, up, "rev-parse", "HEAD")
-	}
-	advance("init")
-	fetches := &packFetches{next: &cgi.Handler{Path: gitHTTPBackend(t), Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}}
-	ln, err := net.Listen("tcp", "127.0.0.2:0") // not 127.0.0.1: the sandbox's own loopback
-	if err != nil {
-		t.Fatal(err)
-	}
-	githost := httptest.NewUnstartedServer(fetches)
-	githost.Listener.Close()
-	githost.Listener = ln
-	githost.Start()
-	t.Cleanup(githost.Close)
+	remote := newGitRemote(t)
+	githost, gitAddr, fetches := remote.serve(t)
 
 	_, file, _, _ := runtime.Caller(0)
 	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
@@ -97,7 +45,7 @@ func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
 	llm := httptest.NewServer(sim.Handler())
 	t.Cleanup(llm.Close)
 	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
-		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{ln.Addr().String()}})
+		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +131,7 @@ func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
 	t.Logf("measured: cold boot (clone) %s, boot from the configuration snapshot %s", cold, warm)
 
 	// The remote moves on: the snapshot is stale, the next session clones.
-	head := advance("upstream moved")
+	head := remote.advance(t, "upstream moved")
 	before = fetches.n.Load()
 	fresh, _ := boot(sessions.TypeCoding)
 	if n := fetches.n.Load() - before; n != 1 {

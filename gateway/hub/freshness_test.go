@@ -6,9 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
-	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/egress"
@@ -45,17 +42,12 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 	// The real agent (OpenCode against the scripted LLM, whose requests
 	// are kept to read what the agent was told) in a bubblewrap sandbox
 	// that may reach only the git host.
-	_, file, _, _ := runtime.Caller(0)
-	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
-	if err != nil {
-		t.Fatalf("install opencode: %v", err)
-	}
 	sim := llmsim.New(llmsim.Options{APIKey: "sim-key"})
 	var (
 		mu      sync.Mutex
 		prompts []string
 	)
-	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	llm := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if req, err := llmsim.ParseRequest(body); err == nil {
 			mu.Lock()
@@ -64,8 +56,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		sim.Handler().ServeHTTP(w, r)
-	}))
-	t.Cleanup(llm.Close)
+	})
 	t.Cleanup(func() {
 		if t.Failed() {
 			mu.Lock()
@@ -73,16 +64,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
-		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prov.Close)
-	d := e.deps(unique("gw-"))
-	d.Provider = prov
-	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
-	d.SSEHeartbeatTimeout = 30 * time.Second
+	d, prov := realAgent(t, e, local.Options{Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}}, llm)
 	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
 		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app"}}, nil
 	})

@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"runtime"
@@ -20,27 +21,39 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// realAgentDeps: hub deps with the local sandbox provider running the
-// real `opencode serve` against the scripted LLM.
-func realAgentDeps(t *testing.T, e *env) hub.Deps {
+// realAgent: hub deps with the local sandbox provider running the real
+// `opencode serve` against the scripted LLM (or llm, when not nil, which
+// serves the model instead). opts are the provider's options; its data
+// dir and the pinned OpenCode are filled in.
+func realAgent(t *testing.T, e *env, opts local.Options, llm http.Handler) (hub.Deps, *local.Provider) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	tools, err := opencode.ResolveTools(context.Background(), filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
 	if err != nil {
 		t.Fatalf("install opencode: %v", err)
 	}
-	sim := llmsim.New(llmsim.Options{APIKey: "sim-key"})
-	llm := httptest.NewServer(sim.Handler())
-	t.Cleanup(llm.Close)
-	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir})
+	if llm == nil {
+		llm = llmsim.New(llmsim.Options{APIKey: "sim-key"}).Handler()
+	}
+	llmSrv := httptest.NewServer(llm)
+	t.Cleanup(llmSrv.Close)
+	opts.DataDir, opts.OpenCodeBin, opts.PluginDir = t.TempDir(), tools.Binary, tools.PluginDir
+	prov, err := local.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(prov.Close)
 	d := e.deps(unique("gw-"))
 	d.Provider = prov
-	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
+	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llmSrv.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
 	d.SSEHeartbeatTimeout = 30 * time.Second
+	return d, prov
+}
+
+// realAgentDeps: realAgent with the provider's default options.
+func realAgentDeps(t *testing.T, e *env) hub.Deps {
+	t.Helper()
+	d, _ := realAgent(t, e, local.Options{}, nil)
 	return d
 }
 

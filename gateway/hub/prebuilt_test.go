@@ -3,17 +3,12 @@ package hub_test
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
-	"github.com/proliferate/proliferate/internal/agent/opencode"
-	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/egress"
@@ -36,25 +31,7 @@ func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
 	remote := newGitRemote(t)
 	githost, gitAddr, fetches := remote.serve(t)
 
-	_, file, _, _ := runtime.Caller(0)
-	tools, err := opencode.ResolveTools(ctx, filepath.Join(filepath.Dir(file), "..", "..", "scripts", "opencode.sh"))
-	if err != nil {
-		t.Fatalf("install opencode: %v", err)
-	}
-	sim := llmsim.New(llmsim.Options{APIKey: "sim-key"})
-	llm := httptest.NewServer(sim.Handler())
-	t.Cleanup(llm.Close)
-	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: tools.Binary, PluginDir: tools.PluginDir,
-		Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prov.Close)
-
-	d := e.deps(unique("gw-"))
-	d.Provider = prov
-	d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
-	d.SSEHeartbeatTimeout = 30 * time.Second
+	d, prov := realAgent(t, e, local.Options{Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}}, nil)
 	repos := hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
 		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app", Branch: "main"}}, nil
 	})

@@ -38,7 +38,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +45,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentryfake"
+	"github.com/proliferate/proliferate/internal/fakekit"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/slack/slackfake"
 )
@@ -126,7 +126,7 @@ func devFakesCmd(ctx context.Context, env string, args []string, stdout io.Write
 type devFakes struct {
 	LinearURL, SentryURL, SlackURL, NangoURL, MCPURL string
 
-	tb      *devTB
+	tb      *fakekit.Standalone
 	servers []*http.Server
 	wg      sync.WaitGroup
 
@@ -144,7 +144,7 @@ type devFakes struct {
 // startDevFakes starts every fake and its front on the options' ports; on
 // error nothing is left running.
 func startDevFakes(o devFakesOptions, log *slog.Logger) (f *devFakes, err error) {
-	self := &devFakes{tb: &devTB{}, conns: map[string]map[string]string{}}
+	self := &devFakes{tb: &fakekit.Standalone{}, conns: map[string]map[string]string{}}
 	f = self
 	defer func() {
 		if r := recover(); r != nil { // a fake failing to start calls Fatal
@@ -241,7 +241,7 @@ func (f *devFakes) close() {
 		_ = s.Close()
 	}
 	f.wg.Wait()
-	f.tb.cleanup()
+	f.tb.Close()
 }
 
 // nangoConnect completes a connect session the way a person authorizing
@@ -368,34 +368,4 @@ Add the MCP server as a connector (its key as an org secret first):
 		f.MCPURL, mcptest.KeyHeader, devMCPKey,
 		f.LinearURL, f.SentryURL, f.SlackURL, devSlackClientID, devSlackSecret, f.NangoURL, devNangoSecret,
 		f.NangoURL, strings.TrimSuffix(f.SlackURL, "/api"), devMCPKey, f.MCPURL, mcptest.KeyHeader)
-}
-
-// devTB is the testing.TB the fakes are built with outside a test: it
-// runs their cleanups when the command stops; a fatal error panics (and
-// startDevFakes turns it into an error). Its other methods are unused.
-type devTB struct {
-	testing.TB
-	mu       sync.Mutex
-	cleanups []func()
-}
-
-func (d *devTB) Helper() {}
-func (d *devTB) Cleanup(f func()) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.cleanups = append(d.cleanups, f)
-}
-func (d *devTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
-func (d *devTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (d *devTB) Errorf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (d *devTB) Logf(string, ...any)               {}
-
-func (d *devTB) cleanup() {
-	d.mu.Lock()
-	cs := d.cleanups
-	d.cleanups = nil
-	d.mu.Unlock()
-	for i := len(cs) - 1; i >= 0; i-- {
-		cs[i]()
-	}
 }

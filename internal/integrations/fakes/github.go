@@ -16,10 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // Clock is a settable time source shared by a test, the code under test and
@@ -88,7 +89,7 @@ type GitHub struct {
 }
 
 // NewGitHub starts the fake; now is the clock tokens expire by (nil: real).
-func NewGitHub(t testing.TB, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
+func NewGitHub(t fakekit.TB, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
 	return NewGitHubOn(t, "127.0.0.1", appID, pub, now)
 }
 
@@ -96,7 +97,7 @@ func NewGitHub(t testing.TB, appID string, pub *rsa.PublicKey, now func() time.T
 // e.g. 127.0.0.2, which a sandbox's NO_PROXY (localhost, 127.0.0.1) does
 // not cover, so its git goes through the sandbox's egress proxy as it
 // would to github.com.
-func NewGitHubOn(t testing.TB, host, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
+func NewGitHubOn(t fakekit.TB, host, appID string, pub *rsa.PublicKey, now func() time.Time) *GitHub {
 	if now == nil {
 		now = time.Now
 	}

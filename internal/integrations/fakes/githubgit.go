@@ -12,8 +12,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"testing"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // The fake GitHub as a git host and REST API for the repositories a test
@@ -78,7 +79,7 @@ func (s *githubGit) init() {
 
 // AddRepo creates owner/name, a bare repository with one commit on main
 // (README.md), served to tokens of installation installationID.
-func (g *GitHub) AddRepo(t testing.TB, installationID int64, owner, name string) GitRepo {
+func (g *GitHub) AddRepo(t fakekit.TB, installationID int64, owner, name string) GitRepo {
 	t.Helper()
 	g.mu.Lock()
 	if g.git.root == "" {
@@ -109,7 +110,7 @@ func (g *GitHub) AddRepo(t testing.TB, installationID int64, owner, name string)
 }
 
 // hostGit runs the host's git with a fixed identity and no user config.
-func hostGit(t testing.TB, args ...string) string {
+func hostGit(t fakekit.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",

@@ -8,7 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // SentryProject is a project with its environments.
@@ -34,7 +35,7 @@ type Sentry struct {
 }
 
 // NewSentry starts the fake accepting token.
-func NewSentry(t testing.TB, token string) *Sentry {
+func NewSentry(t fakekit.TB, token string) *Sentry {
 	s := &Sentry{token: token, PageSize: 100, projects: map[string][]SentryProject{}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)
@@ -144,7 +145,7 @@ type Linear struct {
 }
 
 // NewLinear starts the fake accepting token.
-func NewLinear(t testing.TB, token string, data LinearData) *Linear {
+func NewLinear(t fakekit.TB, token string, data LinearData) *Linear {
 	l := &Linear{token: token, Data: data}
 	srv := httptest.NewServer(http.HandlerFunc(l.serve))
 	t.Cleanup(srv.Close)

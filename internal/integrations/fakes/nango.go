@@ -6,8 +6,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // NangoConnection is a connection held by the fake broker.
@@ -56,7 +57,7 @@ type Nango struct {
 
 // NewNango starts the fake with the given secret key and known integration
 // keys (config key → provider name).
-func NewNango(t testing.TB, secret string, integrations map[string]string, now func() time.Time) *Nango {
+func NewNango(t fakekit.TB, secret string, integrations map[string]string, now func() time.Time) *Nango {
 	if now == nil {
 		now = time.Now
 	}

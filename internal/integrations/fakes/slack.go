@@ -5,7 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"testing"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // SlackInstall is what an authorization code grants.
@@ -32,7 +33,7 @@ type Slack struct {
 }
 
 // NewSlack starts the fake for one Slack app.
-func NewSlack(t testing.TB, clientID, clientSecret string) *Slack {
+func NewSlack(t fakekit.TB, clientID, clientSecret string) *Slack {
 	s := &Slack{clientID: clientID, clientSecret: clientSecret, codes: map[string]SlackInstall{}, active: map[string]bool{}}
 	srv := httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(srv.Close)

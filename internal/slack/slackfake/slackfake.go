@@ -18,8 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // Post is one accepted chat.postMessage.
@@ -59,7 +60,7 @@ type Server struct {
 }
 
 // New starts a fake closed when the test ends.
-func New(t testing.TB) *Server {
+func New(t fakekit.TB) *Server {
 	s := &Server{tokens: map[string]string{}, channels: map[string]bool{}, calls: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)

@@ -15,9 +15,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // KeyHeader is the header the server demands the key in.
@@ -40,7 +41,7 @@ type Server struct {
 }
 
 // New starts a server that demands key in KeyHeader; opts may be nil.
-func New(t testing.TB, key string, opts *sdk.ServerOptions) *Server {
+func New(t fakekit.TB, key string, opts *sdk.ServerOptions) *Server {
 	t.Helper()
 	s := &Server{MCP: sdk.NewServer(&sdk.Implementation{Name: "docs", Version: "1"}, opts),
 		sessions: map[string]bool{}, forgotten: map[string]bool{}}
@@ -108,7 +109,7 @@ func (s *Server) Forget() {
 }
 
 // Schema parses a JSON Schema literal.
-func Schema(t testing.TB, js string) map[string]any {
+func Schema(t fakekit.TB, js string) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(js), &m); err != nil {

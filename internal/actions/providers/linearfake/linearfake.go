@@ -32,8 +32,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // Team is a Linear team. AddTeam gives it three workflow states with ids
@@ -104,7 +105,7 @@ type Server struct {
 }
 
 // New starts a fake closed when the test ends.
-func New(t testing.TB) *Server {
+func New(t fakekit.TB) *Server {
 	s := &Server{oauth: map[string]string{}, apiKeys: map[string]string{}, teams: map[string]Team{},
 		states: map[string]State{}, users: map[string]User{}, counters: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))

@@ -31,8 +31,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/fakekit"
 )
 
 // Scopes a token gets when AddToken is given none.
@@ -97,7 +98,7 @@ type Server struct {
 }
 
 // New starts a fake closed when the test ends.
-func New(t testing.TB) *Server {
+func New(t fakekit.TB) *Server {
 	s := &Server{tokens: map[string][]string{}, projects: map[string]bool{}, members: map[string][]Member{}, seq: 4504312000}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {

@@ -5,17 +5,14 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	actionsapi "github.com/proliferate/proliferate/api/actions"
-	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
@@ -74,32 +71,8 @@ func leakyText() string {
 // redacts with the organizations' secrets and patterns, as in production.
 func (w *world) startRedactingActions(t *testing.T, src *testSource) *actionsGW {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	rdb := w.api.Deps.Redis
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
-		InstanceID: "redacting-" + uuid.NewString(), Log: log, GatewayURL: url})
-	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
-		Sources: testSources{src: src}, Validator: actions.NewValidator(64), Log: log,
-		Notifier:  gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log),
-		Redactors: redaction.NewCache(w.api.Deps.Pool, w.api.Deps.Box, log)})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &actionsGW{gw: &gw{srv: srv, hubs: hubs, url: url}, svc: svc}
+	return w.startActionsGW(t, actionsGWOptions{Instance: "redacting", Sources: testSources{src: src},
+		Redactors: redaction.NewCache(w.api.Deps.Pool, w.api.Deps.Box, slog.New(slog.NewJSONHandler(w.logs, nil)))})
 }
 
 // invocationRecords relays the outbox to a Kafka broker (kfake, the

@@ -94,14 +94,40 @@ func (w *world) startActions(t *testing.T, instance string, src *testSource, now
 // startActionsWith runs a gateway instance whose actions come from srcs.
 func (w *world) startActionsWith(t *testing.T, instance string, srcs actinv.Sources, now func() time.Time) *actionsGW {
 	t.Helper()
+	return w.startActionsGW(t, actionsGWOptions{Instance: instance, Sources: srcs, Now: now})
+}
+
+// actionsGWOptions configure startActionsGW.
+type actionsGWOptions struct {
+	Instance string
+	Sources  actinv.Sources
+	Now      func() time.Time
+	// Redactors: the organizations' redaction (production's); nil: the
+	// token formats only.
+	Redactors actinv.OrgRedactors
+	// Hub adjusts the hub's deps (another provider, an LLM); nil: w's
+	// simulated provider.
+	Hub func(*hub.Deps)
+	// LogLevel of the instance's log [info].
+	LogLevel slog.Level
+}
+
+// startActionsGW runs a gateway instance with the real invocations
+// service, its notifier wired to the session frames.
+func (w *world) startActionsGW(t *testing.T, o actionsGWOptions) *actionsGW {
+	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
+	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: o.LogLevel}))
 	rdb := w.api.Deps.Redis
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
+	hd := hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
+		InstanceID: o.Instance + "-" + uuid.NewString(), Log: log, GatewayURL: url}
+	if o.Hub != nil {
+		o.Hub(&hd)
+	}
+	hubs := hub.NewManager(hd)
 	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
-		Sources: srcs, Validator: actions.NewValidator(64), Log: log, Now: now,
+		Sources: o.Sources, Validator: actions.NewValidator(64), Log: log, Now: o.Now, Redactors: o.Redactors,
 		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
 		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})

@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
@@ -61,31 +59,12 @@ func localActionsGateway(t *testing.T, w *world, src *testSource) (*gw, *actinv.
 	}
 	t.Cleanup(prov.Close)
 
-	hs := httptest.NewUnstartedServer(nil)
-	u := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	rdb := w.api.Deps.Redis
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: rdb, InstanceID: "term-" + uuid.NewString(),
-		Log: log, GatewayURL: u, SSEHeartbeatTimeout: 30 * time.Second,
-		LLM: sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}})
-	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec, Sources: testSources{src: src},
-		Validator: actions.NewValidator(64), Log: log})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &gw{srv: srv, hubs: hubs, url: u}, svc
+	g := w.startActionsGW(t, actionsGWOptions{Instance: "term", Sources: testSources{src: src}, LogLevel: slog.LevelDebug,
+		Hub: func(d *hub.Deps) {
+			d.Provider, d.SSEHeartbeatTimeout = prov, 30*time.Second
+			d.LLM = sandbox.LLM{ProviderID: "sim", BaseURL: llm.URL + "/v1", APIKey: "sim-key", Model: "claude-sim"}
+		}})
+	return g.gw, g.svc
 }
 
 // The session's owner runs `proliferate actions` in the terminal they

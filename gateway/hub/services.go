@@ -126,7 +126,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 	ex, ok := d.Provider.(sandbox.Executor)
 	if d.Services == nil || !ok {
 		if trigger == ClientRunAutoStart {
-			h.Broadcast(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
+			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
 				Error: "this sandbox cannot run services"})
 		}
 		return
@@ -134,13 +134,13 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 	cmds, err := d.Services.ServiceCommands(ctx, sess)
 	if err != nil {
 		h.log.Warn("hub: service commands", "err", err)
-		h.Broadcast(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
+		h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
 			Error: "the configuration's service commands could not be read"})
 		return
 	}
 	if len(cmds) == 0 {
 		if trigger == ClientRunAutoStart {
-			h.Broadcast(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true})
+			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true})
 		}
 		return
 	}
@@ -183,7 +183,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		h.log.Warn("hub: auto-start", "err", err)
 		msg.Error, msg.Done = "some service commands could not be started: "+err.Error(), svcs == nil
 	}
-	h.Broadcast(msg)
+	h.broadcastAutoStart(msg)
 	if msg.Done {
 		return
 	}
@@ -204,7 +204,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		now, err := run([]string{"proliferate", "services", "list", "--json", "--tail", fmt.Sprint(AutoStartOutputBytes)}, nil)
 		if err != nil {
 			h.log.Warn("hub: auto-start watch", "err", err)
-			h.Broadcast(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: last, Done: true})
+			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: last, Done: true})
 			return
 		}
 		settled := true
@@ -212,11 +212,38 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 			settled = settled && s.Status != "running"
 		}
 		if final || settled || !reflect.DeepEqual(now, last) {
-			h.Broadcast(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: now, Done: final || settled})
+			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: now, Done: final || settled})
 			last = now
 		}
 		if final || settled {
 			return
+		}
+	}
+}
+
+// broadcastAutoStart sends an auto_start_output frame to the session's
+// clients and keeps it: a client attaching later (a page opened after the
+// boot) gets the latest state of the services right after init.
+func (h *Hub) broadcastAutoStart(msg AutoStartOutputMessage) {
+	b, err := json.Marshal(msg)
+	if err != nil {
+		h.log.Error("hub: marshal message", "err", err)
+		return
+	}
+	h.mu.Lock()
+	h.lastAutoStart = b
+	h.mu.Unlock()
+	h.BroadcastRaw(b)
+}
+
+// sendLastAutoStart sends the kept auto_start_output frame to c, if any.
+func (h *Hub) sendLastAutoStart(c Client) {
+	h.mu.Lock()
+	b := h.lastAutoStart
+	h.mu.Unlock()
+	if b != nil {
+		if err := c.Send(b); err != nil {
+			h.drop(c, CloseSlowClient, ReasonSlowClient)
 		}
 	}
 }

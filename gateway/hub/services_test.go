@@ -39,7 +39,8 @@ func service(f map[string]any, name string) map[string]any {
 // again after a resume, inside the real bubblewrap sandbox under the real
 // CLI's supervisor: auto_start_output frames report a running server and a
 // command that exited (status failed, exit code 3, its output), and
-// run_auto_start restarts them on request.
+// run_auto_start restarts them on request; a client attaching later gets
+// the last report.
 func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, agentsim.Options{})
@@ -126,6 +127,14 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"run_auto_start"}`))
 	waitServices(c, hub.ClientRunAutoStart)
+	// A client that attaches later gets the services' latest state right
+	// after init, without waiting for the next change.
+	_, late := attach(t, m, id, e.principal())
+	if !late.has(hub.MsgAutoStartOutput, func(f map[string]any) bool {
+		return f["trigger"] == hub.ClientRunAutoStart && service(f, "web") != nil
+	}) {
+		t.Fatalf("a client attaching after auto-start got no auto_start_output with init: %v", late.all())
+	}
 
 	// Resume: a new sandbox from the pause snapshot starts them again.
 	if err := h.Pause(ctx, "test"); err != nil {

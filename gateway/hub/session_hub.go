@@ -60,6 +60,8 @@ type Hub struct {
 	idleInFlight  bool
 
 	env envRequests // pending request_env_variables calls (env.go)
+
+	lastAutoStart []byte // the last auto_start_output frame, for clients that attach later (services.go)
 }
 
 type flight struct {
@@ -324,6 +326,7 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 
 	h.sendTo(c, h.initMessage(ctx))
 	h.sendPendingEnv(c) // a request made before this client came
+	h.sendLastAutoStart(c)
 	if !ended(sess.Status) {
 		go func() {
 			if err := h.EnsureRuntimeReady(h.life); err != nil && !errors.Is(err, ErrClosed) && h.life.Err() == nil {

@@ -137,24 +137,36 @@ func (h *handler) login(c *api.Ctx) error {
 	if err := c.Bind(&req); err != nil {
 		return err
 	}
-	if err := allowAll(c, limitCheck{h.loginIP, c.ClientIP()},
-		limitCheck{h.loginEmail, identity.HashSecret(strings.ToLower(strings.TrimSpace(req.Email)))}); err != nil {
+	ctx := c.Request.Context()
+	ip := c.ClientIP()
+	account := identity.HashSecret(strings.ToLower(strings.TrimSpace(req.Email)))
+	source := account + ":" + ip
+	if err := allowAll(c, limitCheck{h.loginIP, ip}, limitCheck{h.loginSource, source}); err != nil {
 		return err
 	}
-	ctx := c.Request.Context()
 	var userID string
 	var hash *string
-	err := h.s.Pool.QueryRow(ctx, `SELECT id::text, password_hash FROM users WHERE lower(email) = lower($1)`,
-		strings.TrimSpace(req.Email)).Scan(&userID, &hash)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && hash == nil) {
+	familiar := false
+	err := h.s.Pool.QueryRow(ctx, `SELECT u.id::text, u.password_hash, EXISTS (SELECT 1 FROM auth_sessions s
+			WHERE s.user_id = u.id AND s.ip_address = $2 AND s.impersonator_id IS NULL AND s.created_at > $3)
+		FROM users u WHERE lower(u.email) = lower($1)`,
+		strings.TrimSpace(req.Email), ip, h.s.Now().Add(-FamiliarSourceAge)).Scan(&userID, &hash, &familiar)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	// The account-wide budget is spent by unfamiliar sources only, and
+	// checked before the password so a guess over it learns nothing.
+	if !familiar {
+		if err := allow(c, h.loginAccount, account); err != nil {
+			return err
+		}
+	}
+	if errors.Is(err, pgx.ErrNoRows) || hash == nil {
 		// Same work as a wrong password, so timing does not reveal accounts.
 		if err := identity.DummyVerify(ctx, req.Password); err != nil {
 			return err
 		}
 		return errBadCredentials
-	}
-	if err != nil {
-		return err
 	}
 	ok, rehash, err := identity.VerifyPassword(ctx, req.Password, *hash)
 	if err != nil {
@@ -162,6 +174,15 @@ func (h *handler) login(c *api.Ctx) error {
 	}
 	if !ok {
 		return errBadCredentials
+	}
+	// Only failures count against the account: take this attempt back.
+	if err := h.loginSource.Reset(ctx, source); err != nil {
+		c.Log().Warn("identity: clearing login failures failed", "user_id", userID, "error", err)
+	}
+	if !familiar {
+		if err := h.loginAccount.Undo(ctx, account); err != nil {
+			c.Log().Warn("identity: clearing login failures failed", "user_id", userID, "error", err)
+		}
 	}
 	if rehash {
 		h.rehash(c, userID, req.Password)

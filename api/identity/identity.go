@@ -39,6 +39,10 @@ import (
 // Tag groups this package's routes in the OpenAPI document.
 const Tag = "identity"
 
+// FamiliarSourceAge is how recently an account must have signed in from a
+// client address for that address to be familiar (see LoginPerAccount).
+const FamiliarSourceAge = 30 * 24 * time.Hour
+
 // VerificationTTL is how long an email verification link works.
 const VerificationTTL = 24 * time.Hour
 
@@ -53,10 +57,24 @@ type Limit struct {
 
 // Options tune the identity API; zero fields take their defaults.
 type Options struct {
-	// LoginPerEmail and LoginPerIP bound password attempts (credential
-	// stuffing, brute force). Every attempt counts, successful or not.
-	LoginPerEmail Limit
-	LoginPerIP    Limit
+	// Login throttling slows password guessing without handing an attacker
+	// a way to lock the owner out (OWASP Authentication Cheat Sheet
+	// "account lockout", Azure AD smart lockout's familiar locations):
+	//
+	//   - LoginPerIP: every attempt from one client address (spraying many
+	//     accounts from one source);
+	//   - LoginPerAccountSource: failed attempts at one account from one
+	//     client address; only that source is refused, and a successful
+	//     login from it clears its count. Ten wrong passwords from an
+	//     attacker's address do not stop the owner signing in elsewhere;
+	//   - LoginPerAccount: failed attempts at one account from addresses it
+	//     has not signed in from in the last FamiliarSourceAge (a
+	//     distributed attack). Over it, unfamiliar addresses are refused for
+	//     the rest of the window while addresses the owner has signed in from
+	//     still get in. Successful logins do not count.
+	LoginPerIP            Limit
+	LoginPerAccountSource Limit
+	LoginPerAccount       Limit
 	// SignupPerIP bounds account creation from one address.
 	SignupPerIP Limit
 	// ResendPerUser bounds verification emails a person can trigger.
@@ -75,8 +93,9 @@ type Options struct {
 // DefaultOptions are the production settings.
 func DefaultOptions() Options {
 	return Options{
-		LoginPerEmail:       Limit{10, 15 * time.Minute},
-		LoginPerIP:          Limit{50, 15 * time.Minute},
+		LoginPerIP:            Limit{50, 15 * time.Minute},
+		LoginPerAccountSource: Limit{10, 15 * time.Minute},
+		LoginPerAccount:       Limit{100, time.Hour},
 		SignupPerIP:         Limit{20, time.Hour},
 		ResendPerUser:       Limit{5, time.Hour},
 		VerifyPerIP:         Limit{30, 15 * time.Minute},
@@ -88,7 +107,8 @@ func DefaultOptions() Options {
 func (o Options) withDefaults() Options {
 	d := DefaultOptions()
 	for _, f := range []struct{ v, def *Limit }{
-		{&o.LoginPerEmail, &d.LoginPerEmail}, {&o.LoginPerIP, &d.LoginPerIP}, {&o.SignupPerIP, &d.SignupPerIP},
+		{&o.LoginPerAccountSource, &d.LoginPerAccountSource}, {&o.LoginPerAccount, &d.LoginPerAccount},
+		{&o.LoginPerIP, &d.LoginPerIP}, {&o.SignupPerIP, &d.SignupPerIP},
 		{&o.ResendPerUser, &d.ResendPerUser}, {&o.VerifyPerIP, &d.VerifyPerIP}, {&o.RefreshPerIP, &d.RefreshPerIP},
 		{&o.APIKeyCreatePerUser, &d.APIKeyCreatePerUser},
 	} {
@@ -115,7 +135,8 @@ func New(o Options) func(*api.Server) error {
 		}
 		h := &handler{
 			s:             s,
-			loginEmail:    lim("login-email", o.LoginPerEmail),
+			loginSource:   lim("login-account-source", o.LoginPerAccountSource),
+			loginAccount:  lim("login-account", o.LoginPerAccount),
 			loginIP:       lim("login-ip", o.LoginPerIP),
 			signupIP:      lim("signup-ip", o.SignupPerIP),
 			resendUser:    lim("resend-user", o.ResendPerUser),
@@ -137,8 +158,8 @@ func New(o Options) func(*api.Server) error {
 }
 
 type handler struct {
-	s                                         *api.Server
-	loginEmail, loginIP, signupIP, resendUser *ratelimit.Limiter
+	s                                                         *api.Server
+	loginSource, loginAccount, loginIP, signupIP, resendUser *ratelimit.Limiter
 	verifyIP, refreshIP, apiKeyCreate         *ratelimit.Limiter
 	sessionTTL, verifyTTL                     time.Duration
 	serviceSecret                             string

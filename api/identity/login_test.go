@@ -97,15 +97,15 @@ func TestLoginUnknownEmailTakesAsLongAsWrongPassword(t *testing.T) {
 	}
 }
 
-func TestLoginRateLimitedPerEmail(t *testing.T) {
-	env := newEnv(t) // default: 10 attempts per 15 minutes per email
+func TestLoginRateLimitedPerAccountAndSource(t *testing.T) {
+	env := newEnv(t) // default: 10 failures per 15 minutes per account and source
 	a := signup(t, env)
 	for range 10 {
 		env.Do(t, "POST", "/auth/login", "", map[string]string{"email": a.Email, "password": "guessing wrong"}).
 			ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
 	}
-	// The 11th attempt is refused before the password is checked, even the right one,
-	// and whatever the email's case.
+	// The 11th attempt from that source is refused before the password is
+	// checked, even the right one, and whatever the email's case.
 	resp := env.Do(t, "POST", "/auth/login", "", map[string]string{"email": strings.ToUpper(a.Email), "password": a.Password})
 	resp.ExpectError(t, http.StatusTooManyRequests, "rate_limited")
 	ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
@@ -118,6 +118,67 @@ func TestLoginRateLimitedPerEmail(t *testing.T) {
 	// Another account is unaffected.
 	b := signup(t, env)
 	login(t, env, b.Email, b.Password)
+}
+
+// fromIP sends a login as if from client address ip (the test server
+// trusts 127.0.0.1 as a proxy, so X-Forwarded-For names the client).
+func fromIP(t *testing.T, env *apitest.Env, ip, email, password string) *apitest.Response {
+	t.Helper()
+	return env.DoWith(t, "POST", "/auth/login", "", map[string]string{"email": email, "password": password},
+		map[string]string{"X-Forwarded-For": ip})
+}
+
+// Targeted lockout: an attacker's wrong passwords from their own address
+// must not lock the owner out. Ten failures refuse the attacker's source
+// only; the owner signs in from another address, and a success clears the
+// source's count.
+func TestLoginFailuresDoNotLockOutTheOwner(t *testing.T) {
+	env := newEnvWith(t, nil, []apitest.Option{apitest.WithEnv("API_TRUSTED_PROXIES", "127.0.0.1")})
+	a := signup(t, env)
+	const attacker, owner = "203.0.113.7", "198.51.100.20"
+	for range 10 {
+		fromIP(t, env, attacker, a.Email, "guessing wrong").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	}
+	fromIP(t, env, attacker, a.Email, a.Password).ExpectError(t, http.StatusTooManyRequests, "rate_limited")
+	// The owner, from a new address, is not locked out.
+	fromIP(t, env, owner, a.Email, a.Password).Expect(t, http.StatusOK, nil)
+	// Nine failures then a success from one address: the count starts over.
+	for range 9 {
+		fromIP(t, env, owner, a.Email, "typo typo typo").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	}
+	fromIP(t, env, owner, a.Email, a.Password).Expect(t, http.StatusOK, nil)
+	for range 9 {
+		fromIP(t, env, owner, a.Email, "typo typo typo").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	}
+	fromIP(t, env, owner, a.Email, a.Password).Expect(t, http.StatusOK, nil)
+}
+
+// A distributed attack (every guess from a new address) spends the
+// account-wide budget: then unfamiliar addresses are refused, even with the
+// right password, while an address the owner signed in from still works.
+func TestLoginDistributedAttackSparesFamiliarSources(t *testing.T) {
+	env := newEnvWith(t, nil, []apitest.Option{apitest.WithEnv("API_TRUSTED_PROXIES", "127.0.0.1")},
+		func(o *identity.Options) { o.LoginPerAccount = identity.Limit{N: 5, Window: time.Hour} })
+	a := signup(t, env) // signed up from 127.0.0.1 (no X-Forwarded-For): a familiar address
+	fromIP(t, env, "198.51.100.20", a.Email, a.Password).Expect(t, http.StatusOK, nil)
+	// Successful logins from unfamiliar addresses do not spend the budget.
+	for i := range 5 {
+		fromIP(t, env, fmt.Sprintf("203.0.113.%d", 100+i), a.Email, a.Password).Expect(t, http.StatusOK, nil)
+	}
+	for i := range 5 {
+		fromIP(t, env, fmt.Sprintf("203.0.113.%d", i+1), a.Email, "guessing wrong").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	}
+	fromIP(t, env, "203.0.113.50", a.Email, a.Password).ExpectError(t, http.StatusTooManyRequests, "rate_limited")
+	// Failures from familiar addresses do not spend it either, and they get in.
+	fromIP(t, env, "198.51.100.20", a.Email, "typo typo typo").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	fromIP(t, env, "198.51.100.20", a.Email, a.Password).Expect(t, http.StatusOK, nil)
+	login(t, env, a.Email, a.Password) // from 127.0.0.1, where the account signed up
+	// An unknown email has a budget too (no account existence leak through 401 vs 429 order).
+	ghost := "ghost-" + a.Email
+	for i := range 5 {
+		fromIP(t, env, fmt.Sprintf("192.0.2.%d", i+1), ghost, "whatever").ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
+	}
+	fromIP(t, env, "192.0.2.99", ghost, "whatever").ExpectError(t, http.StatusTooManyRequests, "rate_limited")
 }
 
 func TestLoginRateLimitedPerIP(t *testing.T) {

@@ -2,6 +2,7 @@ package identity_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"slices"
@@ -228,7 +229,7 @@ func TestSignupInvalidInput(t *testing.T) {
 		t.Fatal("an invalid signup created a user")
 	}
 	// Policy edges: 10 and 128 characters pass, counted in characters not bytes.
-	for _, pw := range []string{strings.Repeat("é", 10), strings.Repeat("p", 128)} {
+	for _, pw := range []string{"éèêëàâäîïô", strings.Repeat("pqrst", 25) + "uvw"} {
 		env.Do(t, "POST", "/auth/signup", "", map[string]string{"email": apitest.Unique("edge") + "@example.com", "name": "Edge", "password": pw}).
 			Expect(t, http.StatusCreated, nil)
 	}
@@ -247,4 +248,34 @@ func TestSignupRateLimitedPerIP(t *testing.T) {
 	if n := env.CountRows(t, "users", "email = $1", email); n != 0 {
 		t.Fatal("a rate-limited signup created a user")
 	}
+}
+
+// The password policy beyond length: common passwords (also with digits or
+// punctuation around them), keyboard runs, too few different characters and
+// the person's own email or name are refused with a precise 422; nothing is
+// created.
+func TestSignupRefusesWeakPasswords(t *testing.T) {
+	env := newEnv(t)
+	local := apitest.Unique("marguerite")
+	email := local + "@example.com"
+	for _, c := range []struct{ pw, problem string }{
+		{"Password2024!", "is too common"},
+		{"qwertyuiop", "is too common"},
+		{"1234567890", "is too common"},
+		{"zzzzzzzzzzzz", "too few different characters"},
+		{"xx" + local + "xx", "must not contain your email address or name"},
+		{"yourcenar-rocks", "must not contain your email address or name"},
+	} {
+		body := env.Do(t, "POST", "/auth/signup", "", map[string]string{"email": email, "password": c.pw, "name": "Marguerite Yourcenar"}).
+			ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
+		raw, _ := json.Marshal(body)
+		if !slices.Equal(fieldsOf(t, body), []string{"password"}) || !strings.Contains(string(raw), c.problem) {
+			t.Fatalf("%q: body %s, want a password problem %q", c.pw, body, c.problem)
+		}
+	}
+	if n := env.CountRows(t, "users", "lower(email) = lower($1)", email); n != 0 {
+		t.Fatal("a refused signup created the user")
+	}
+	env.Do(t, "POST", "/auth/signup", "", map[string]string{"email": email, "password": "violet anchor meadow", "name": "Marguerite Yourcenar"}).
+		Expect(t, http.StatusCreated, nil)
 }

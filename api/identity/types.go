@@ -6,9 +6,12 @@ import (
 	"unicode"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/identity"
 )
 
-// SignupRequest creates an account. The password is 10–128 characters.
+// SignupRequest creates an account. The password is 10–128 characters and
+// passes identity.CheckPassword (not a common password or a keyboard run,
+// not containing the email or name).
 type SignupRequest struct {
 	Email    string `json:"email" binding:"required,email,max=254"`
 	Password string `json:"password" binding:"required,min=10,max=128"`
@@ -25,6 +28,9 @@ func (r *SignupRequest) Validate() []api.FieldError {
 	}
 	if hasControl(r.Email) {
 		fes = append(fes, api.FieldError{Field: "email", Problem: "must not contain control characters"})
+	}
+	if problem := identity.CheckPassword(r.Password, r.Email, r.Name); problem != "" {
+		fes = append(fes, api.FieldError{Field: "password", Problem: problem})
 	}
 	return fes
 }

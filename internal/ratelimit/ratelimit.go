@@ -33,7 +33,7 @@ return {n, redis.call('PTTL', KEYS[1])}`)
 // Allow counts a hit for key. When the limit is exceeded it returns false and
 // how long until the window resets.
 func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration, error) {
-	res, err := script.Run(ctx, l.rdb, []string{fmt.Sprintf("ratelimit:%s:%s", l.prefix, key)}, l.window.Milliseconds()).Int64Slice()
+	res, err := script.Run(ctx, l.rdb, []string{l.key(key)}, l.window.Milliseconds()).Int64Slice()
 	if err != nil {
 		return false, 0, fmt.Errorf("rate limit %s: %w", l.prefix, err)
 	}
@@ -42,3 +42,28 @@ func (l *Limiter) Allow(ctx context.Context, key string) (bool, time.Duration, e
 	}
 	return true, 0, nil
 }
+
+// undoScript takes one hit back, never below zero, keeping the expiry.
+var undoScript = redis.NewScript(`
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n > 0 then redis.call('DECR', KEYS[1]) end
+return 0`)
+
+// Undo takes back one hit counted for key (an attempt that turned out not to
+// count, such as a successful login against a failures-only limit).
+func (l *Limiter) Undo(ctx context.Context, key string) error {
+	if err := undoScript.Run(ctx, l.rdb, []string{l.key(key)}).Err(); err != nil {
+		return fmt.Errorf("rate limit %s: %w", l.prefix, err)
+	}
+	return nil
+}
+
+// Reset forgets key's count.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	if err := l.rdb.Del(ctx, l.key(key)).Err(); err != nil {
+		return fmt.Errorf("rate limit %s: %w", l.prefix, err)
+	}
+	return nil
+}
+
+func (l *Limiter) key(k string) string { return fmt.Sprintf("ratelimit:%s:%s", l.prefix, k) }

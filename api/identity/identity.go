@@ -96,11 +96,11 @@ func DefaultOptions() Options {
 		LoginPerIP:            Limit{50, 15 * time.Minute},
 		LoginPerAccountSource: Limit{10, 15 * time.Minute},
 		LoginPerAccount:       Limit{100, time.Hour},
-		SignupPerIP:         Limit{20, time.Hour},
-		ResendPerUser:       Limit{5, time.Hour},
-		VerifyPerIP:         Limit{30, 15 * time.Minute},
-		RefreshPerIP:        Limit{300, 15 * time.Minute},
-		APIKeyCreatePerUser: Limit{20, time.Hour},
+		SignupPerIP:           Limit{20, time.Hour},
+		ResendPerUser:         Limit{5, time.Hour},
+		VerifyPerIP:           Limit{30, 15 * time.Minute},
+		RefreshPerIP:          Limit{300, 15 * time.Minute},
+		APIKeyCreatePerUser:   Limit{20, time.Hour},
 	}
 }
 
@@ -158,11 +158,11 @@ func New(o Options) func(*api.Server) error {
 }
 
 type handler struct {
-	s                                                         *api.Server
+	s                                                        *api.Server
 	loginSource, loginAccount, loginIP, signupIP, resendUser *ratelimit.Limiter
-	verifyIP, refreshIP, apiKeyCreate         *ratelimit.Limiter
-	sessionTTL, verifyTTL                     time.Duration
-	serviceSecret                             string
+	verifyIP, refreshIP, apiKeyCreate                        *ratelimit.Limiter
+	sessionTTL, verifyTTL                                    time.Duration
+	serviceSecret                                            string
 }
 
 func (h *handler) routes() {

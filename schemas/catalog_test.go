@@ -201,13 +201,14 @@ func TestEnumConstants(t *testing.T) {
 		"RunStatus":          {RunQueued, RunEnriching, RunReady, RunRunning, RunSucceeded, RunFailed, RunNeedsHuman, RunTimedOut, RunCanceled},
 		"SessionEventKind": {SessionKindCreated, SessionKindRunning, SessionKindPaused, SessionKindStopped, SessionKindFailed,
 			SessionKindDeleted, SessionKindMigrated, SessionKindTelemetry, SessionKindUserMessage, SessionKindLimitExceeded},
-		"SessionStatus":    {SessionStatusStarting, SessionStatusRunning, SessionStatusPaused, SessionStatusStopped, SessionStatusFailed},
-		"ToolCallStatus":   {ToolCallStarted, ToolCallCompleted, ToolCallFailed, ToolCallCancelled},
-		"RiskLevel":        {RiskRead, RiskWrite, RiskDanger},
-		"ActionMode":       {ModeAllow, ModeDeny, ModeRequireApproval},
-		"ActionStatus":     {ActionPending, ActionApproved, ActionExecuting, ActionCompleted, ActionDenied, ActionFailed, ActionExpired},
-		"BillingUsageKind": {UsageCompute, UsageLLM},
-		"OrgBillingState":  {StateUnconfigured, StateTrial, StateActive, StateGrace, StateExhausted, StateSuspended},
+		"SessionStatus":         {SessionStatusStarting, SessionStatusRunning, SessionStatusPaused, SessionStatusStopped, SessionStatusFailed},
+		"SessionTranscriptKind": {TranscriptUserMessage, TranscriptAgentMessage, TranscriptToolCallKind, TranscriptStatus, TranscriptError},
+		"ToolCallStatus":        {ToolCallStarted, ToolCallCompleted, ToolCallFailed, ToolCallCancelled},
+		"RiskLevel":             {RiskRead, RiskWrite, RiskDanger},
+		"ActionMode":            {ModeAllow, ModeDeny, ModeRequireApproval},
+		"ActionStatus":          {ActionPending, ActionApproved, ActionExecuting, ActionCompleted, ActionDenied, ActionFailed, ActionExpired},
+		"BillingUsageKind":      {UsageCompute, UsageLLM},
+		"OrgBillingState":       {StateUnconfigured, StateTrial, StateActive, StateGrace, StateExhausted, StateSuspended},
 	}
 	enums := enumSymbols(t)
 	for name, syms := range enums {

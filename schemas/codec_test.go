@@ -336,7 +336,7 @@ func TestNew(t *testing.T) {
 func TestTypes(t *testing.T) {
 	want := []string{
 		TypeActionInvocation, TypeBillingState, TypeBillingUsage, TypeLLMSpend, TypeRunLifecycle,
-		TypeSessionEvent, TypeToolCall, TypeTriggerEvent, TypeWebhookReceived,
+		TypeSessionEvent, TypeSessionTranscript, TypeToolCall, TypeTriggerEvent, TypeWebhookReceived,
 	}
 	got := Types()
 	if !slices.Equal(got, want) {

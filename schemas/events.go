@@ -11,15 +11,16 @@ import (
 // value of the HeaderEventType record header, and the stem of its schema
 // files (avro/<type>.v<N>.avsc).
 const (
-	TypeWebhookReceived  = "webhook.received"
-	TypeTriggerEvent     = "trigger.event"
-	TypeRunLifecycle     = "run.lifecycle"
-	TypeSessionEvent     = "session.event"
-	TypeToolCall         = "tool.call"
-	TypeActionInvocation = "action.invocation"
-	TypeLLMSpend         = "llm.spend"
-	TypeBillingUsage     = "billing.usage"
-	TypeBillingState     = "billing.state"
+	TypeWebhookReceived   = "webhook.received"
+	TypeTriggerEvent      = "trigger.event"
+	TypeRunLifecycle      = "run.lifecycle"
+	TypeSessionEvent      = "session.event"
+	TypeToolCall          = "tool.call"
+	TypeSessionTranscript = "session.transcript"
+	TypeActionInvocation  = "action.invocation"
+	TypeLLMSpend          = "llm.spend"
+	TypeBillingUsage      = "billing.usage"
+	TypeBillingState      = "billing.state"
 )
 
 // HeaderEventType is the Kafka record header producers set to the event type,

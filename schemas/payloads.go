@@ -17,6 +17,7 @@ func builtinPayloads() []Payload {
 		(*RunLifecycle)(nil),
 		(*SessionEvent)(nil),
 		(*ToolCall)(nil),
+		(*SessionTranscript)(nil),
 		(*ActionInvocation)(nil),
 		(*LLMSpend)(nil),
 		(*BillingUsage)(nil),

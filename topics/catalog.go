@@ -21,6 +21,7 @@ const (
 	TriggersEvents     = "triggers.events"
 	RunsLifecycle      = "runs.lifecycle"
 	SessionsEvents     = "sessions.events"
+	SessionsTranscript = "sessions.transcript"
 	ToolsCalls         = "tools.calls"
 	ActionsInvocations = "actions.invocations"
 	LLMSpend           = "llm.spend"
@@ -69,6 +70,11 @@ type Topic struct {
 	Consumers  []string
 	// DeadLetterOf names the consumer group whose dead letters it holds.
 	DeadLetterOf string
+	// ContentBearing marks topics whose records hold what people and agents
+	// wrote (prompts, agent messages, tool inputs and outputs: code and
+	// prose), after redaction of secrets; grant read access to them as to
+	// the repositories themselves.
+	ContentBearing bool
 	// MaxRecordBytes bounds one record (key + value + headers). Producers
 	// check it before the producing transaction commits (outbox.Add) or
 	// before answering (ingest); content that may be larger travels by
@@ -103,7 +109,7 @@ var groups = []Group{
 	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}},
 	{GroupRunArtifacts, "writes run enrichment and completion JSON to the blob store (apart from notifications, so a storage outage never delays them)", []string{RunsLifecycle}},
 	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}},
-	{GroupSessionMaterializer, "materializes session events and telemetry into Postgres", []string{SessionsEvents}},
+	{GroupSessionMaterializer, "materializes session transcripts into the searchable history in Postgres (session_messages), and drops a deleted session's history", []string{SessionsTranscript, SessionsEvents}},
 	{GroupToolMaterializer, "materializes tool-call telemetry into Postgres", []string{ToolsCalls}},
 	{GroupActionMaterializer, "materializes action invocation state into Postgres", []string{ActionsInvocations}},
 	{GroupBillingRater, "prices LLM spend into billable usage", []string{LLMSpend}},
@@ -145,6 +151,15 @@ var topics = []Topic{
 		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
 		EventTypes: []string{schemas.TypeSessionEvent},
 		Producers:  []string{"gateway"},
+	},
+	{
+		Name:        SessionsTranscript,
+		Description: "Every session's conversation as it happens: user prompts, the final text of each agent message part (never token deltas), finished tool calls (name, status, duration, input and output cut to 16 KiB each, see the schema), status changes and errors. Secrets the session received (its environment, submitted values), the organization's secrets and its redaction patterns are replaced with [REDACTED] before a record leaves the gateway. Written through the transactional outbox, in order per session. Agent message parts and tool calls have event ids derived from the session and the part or tool call id (UUID v5), so a part published twice is one event.",
+		Key:         "session id",
+		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
+		EventTypes:     []string{schemas.TypeSessionTranscript},
+		Producers:      []string{"gateway"},
+		ContentBearing: true,
 	},
 	{
 		Name:        ToolsCalls,

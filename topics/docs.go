@@ -60,11 +60,19 @@ renamed or removed in place. Each version stays in ` + "`schemas/avro/`" + ` as
 | --- | --- | --- | --- | --- | --- | --- | --- | --- |
 `)
 	for _, t := range All() {
-		fmt.Fprintf(&b, "| `%s` | %s | %d | %s | %s | %s | %s | %s | %s |\n",
-			t.Name, t.Key, t.Partitions, t.Cleanup, FormatRetention(t.Retention), formatBytes(MaxRecordBytes(t.Name)),
+		name := "`" + t.Name + "`"
+		if t.ContentBearing {
+			name += " (content)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s | %s | %s |\n",
+			name, t.Key, t.Partitions, t.Cleanup, FormatRetention(t.Retention), formatBytes(MaxRecordBytes(t.Name)),
 			codeList(t.EventTypes, "(original records)"), strings.Join(t.Producers, ", "), orNone(t.Consumers))
 	}
 	b.WriteString(`
+Topics marked **(content)** are content-bearing: their records hold prompts,
+agent messages and tool input and output (code and prose), redacted of
+secrets. Grant read access to them as to the repositories themselves.
+
 A record (key, value and headers) never exceeds its topic's **max record** size:
 producers check it before the transaction that produces the record commits, and
 content that can be larger (raw webhook bodies) travels by reference to the
@@ -83,6 +91,9 @@ Dead-letter topics keep the failed record's key, value and headers and add
 		fmt.Fprintf(&b, "\n## `%s`\n\n%s\n\n- **Key:** %s\n- **Partitions:** %d, cleanup `%s`, retention %s\n- **Produced by:** %s\n- **Consumed by:** %s\n",
 			t.Name, t.Description, t.Key, t.Partitions, t.Cleanup, FormatRetention(t.Retention),
 			strings.Join(t.Producers, ", "), orNone(t.Consumers))
+		if t.ContentBearing {
+			b.WriteString("- **Content-bearing:** records hold prompts, agent messages and tool input and output (code and prose), redacted of secrets; grant read access as to the repositories themselves.\n")
+		}
 		for _, et := range t.EventTypes {
 			text, file, err := schemas.Latest(et)
 			if err != nil {

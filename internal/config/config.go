@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/sandbox/egress"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -202,7 +203,7 @@ func LoadFrom(lookup func(string) (string, bool)) (*Config, error) {
 		if !ok || raw == "" {
 			raw = f.Tag.Get("default")
 		}
-		shown := raw
+		shown := obs.RedactURLSecrets(raw)
 		if f.Tag.Get("secret") == "true" {
 			shown = redactValue(raw)
 		}
@@ -326,6 +327,10 @@ func (c *Config) Settings() []Setting {
 		if s.Secret {
 			s.Value = redactValue(s.Value)
 			s.Default = redactValue(s.Default)
+		} else {
+			// A URL-valued setting that is not a secret may still carry a
+			// password (https://user:pass@…, ?password=…).
+			s.Value = obs.RedactURLSecrets(s.Value)
 		}
 		out = append(out, s)
 	}
@@ -357,7 +362,8 @@ func format(f reflect.Value) string {
 }
 
 // redactValue hides the secret part of a value: a URL keeps its scheme, host
-// and path but loses its password; anything else is replaced entirely.
+// and path but loses its password and password-like query parameters;
+// anything else is replaced entirely.
 func redactValue(s string) string {
 	if s == "" {
 		return ""
@@ -366,7 +372,7 @@ func redactValue(s string) string {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "REDACTED")
 		}
-		return u.String()
+		return obs.RedactURLSecrets(u.String())
 	}
 	return "REDACTED"
 }

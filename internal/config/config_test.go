@@ -164,6 +164,42 @@ func TestSecretsAreRedacted(t *testing.T) {
 	}
 }
 
+// Passwords carried inside URLs of settings that are not secrets (userinfo,
+// password-like query parameters) are redacted too, in `proliferate config`
+// and in validation errors; the rest of the URL stays readable.
+func TestURLPasswordsInNonSecretSettingsAreRedacted(t *testing.T) {
+	const pw = "canary-url-pw-91"
+	vars := map[string]string{
+		"GITHUB_API_URL":      "https://bot:" + pw + "@ghe.internal/api/v3",
+		"SCHEMA_REGISTRY_URL": "https://registry.internal/?password=" + pw + "&x=1",
+		"LLM_BASE_URL":        "https://llm.internal/v1?api_key=" + pw,
+		"DATABASE_URL":        "postgres://app@db:5432/p?sslmode=require&password=" + pw,
+	}
+	cfg, err := LoadFrom(env(vars))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, s := range cfg.Settings() {
+		if strings.Contains(s.Value, pw) || strings.Contains(s.Default, pw) {
+			t.Fatalf("%s leaks a URL password: %s", s.Var, s.Value)
+		}
+		if _, ok := vars[s.Var]; ok {
+			seen++
+			if !strings.Contains(s.Value, "://") {
+				t.Fatalf("%s lost its URL: %q", s.Var, s.Value)
+			}
+		}
+	}
+	if seen != len(vars) {
+		t.Fatalf("saw %d of %d settings", seen, len(vars))
+	}
+	_, err = LoadFrom(env(map[string]string{"GITHUB_API_URL": "ftp://bot:" + pw + "@h/?token=" + pw}))
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Fatalf("error leaks the URL password or is missing: %v", err)
+	}
+}
+
 func TestDocsAreCurrent(t *testing.T) {
 	have, err := os.ReadFile("../../docs/config.md")
 	if err != nil || string(have) != Markdown() {

@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// NewLogger builds the process logger. format is "text" or "json".
+// NewLogger builds the process logger. format is "text" or "json". Every
+// string and error attribute passes through RedactURLSecrets, so a URL
+// carrying a password (userinfo or a password-like query parameter) never
+// reaches a log line, whichever code logged it.
 func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(level))
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: redactAttr}
 	if format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -143,7 +148,7 @@ func (c *Checks) Run(ctx context.Context) []Result {
 				Took: time.Since(start).Round(time.Microsecond).String(), Timeout: ch.timeout.String()}
 			if err != nil {
 				out[i].Status = StatusFailing
-				out[i].Error = RedactURLPasswords(err.Error())
+				out[i].Error = RedactURLSecrets(err.Error())
 			}
 		})
 	}
@@ -187,10 +192,51 @@ func runBounded(ctx context.Context, check Check, timeout time.Duration) error {
 // urlPassword matches the password of a URL's userinfo (scheme://user:pass@).
 var urlPassword = regexp.MustCompile(`([a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*):[^/\s@]*@`)
 
+// urlSecretParam matches a password-like query parameter of a URL
+// (?password=…, &access_token=…, &X-Amz-Signature=…): its name is a known
+// credential name or contains password, passwd, secret, token, signature or
+// credential; its value runs to the next &, #, space or quote.
+var urlSecretParam = regexp.MustCompile(`(?i)([?&](?:pwd|pass|key|apikey|api_key|api-key|auth|sig|code|[a-z0-9_.-]*(?:password|passwd|secret|token|signature|credential)[a-z0-9_.-]*)=)[^&#\s"'<>]*`)
+
 // RedactURLPasswords replaces the passwords of URLs in s with "xxxxx", as
 // url.URL.Redacted does.
 func RedactURLPasswords(s string) string {
 	return urlPassword.ReplaceAllString(s, "${1}:xxxxx@")
+}
+
+// RedactURLSecrets replaces, in URLs anywhere in s, the userinfo password and
+// the values of password-like query parameters with "xxxxx".
+func RedactURLSecrets(s string) string {
+	if !strings.Contains(s, "://") && !strings.Contains(s, "=") {
+		return s
+	}
+	s = RedactURLPasswords(s)
+	if strings.Contains(s, "=") {
+		s = urlSecretParam.ReplaceAllString(s, "${1}xxxxx")
+	}
+	return s
+}
+
+// redactAttr is the loggers' ReplaceAttr: strings and errors lose URL secrets.
+func redactAttr(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); RedactURLSecrets(s) != s {
+			a.Value = slog.StringValue(RedactURLSecrets(s))
+		}
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case error:
+			if s := v.Error(); RedactURLSecrets(s) != s {
+				a.Value = slog.StringValue(RedactURLSecrets(s))
+			}
+		case *url.URL:
+			if v != nil {
+				a.Value = slog.StringValue(RedactURLSecrets(v.String()))
+			}
+		}
+	}
+	return a
 }
 
 // Handler serves /healthz (liveness: the process serves HTTP; it never looks

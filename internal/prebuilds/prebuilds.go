@@ -147,14 +147,16 @@ func (r *Resolver) log() *slog.Logger {
 	return slog.Default()
 }
 
-// Current returns the configuration's usable snapshot: status ready (or
-// default, auto-built) and made from the current repo list
-// (snapshot_repos_version = repos_version).
+// Current returns the configuration's usable snapshot: its snapshot_id
+// made from the current repo list (snapshot_repos_version =
+// repos_version). While a rebuild runs (building) or after it failed, the
+// previous snapshot stays usable (repos-prebuilds.md: "a previous
+// snapshot_id stays usable"); the version key still decides at boot.
 func (r *Resolver) Current(ctx context.Context, orgID, configurationID string) (Snapshot, bool, error) {
 	var s Snapshot
 	var key, prov *string
 	err := r.Pool.QueryRow(ctx, `SELECT snapshot_id, snapshot_provider, snapshot_version_key FROM configurations
-		WHERE id = $1 AND org_id = $2 AND snapshot_status IN ('ready', 'default') AND snapshot_id IS NOT NULL
+		WHERE id = $1 AND org_id = $2 AND snapshot_status IN ('ready', 'default', 'building', 'failed') AND snapshot_id IS NOT NULL
 		  AND snapshot_repos_version IS NOT DISTINCT FROM repos_version`, configurationID, orgID).Scan(&s.ID, &prov, &key)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
@@ -189,6 +191,18 @@ func (r *Resolver) Resolve(ctx context.Context, sess sessions.Session, provider 
 		return ""
 	}
 	log := r.log().With("session_id", sess.ID, "configuration_id", *sess.ConfigurationID)
+	if sess.SessionType == sessions.TypeSetup {
+		// A configuration build's session builds from a fresh clone.
+		var build bool
+		if err := r.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM configuration_builds WHERE session_id = $1)`, sess.ID).Scan(&build); err != nil {
+			log.Warn("configuration snapshot not resolved; cloning fresh", "err", err)
+			return ""
+		}
+		if build {
+			log.Info("configuration build: cloning fresh")
+			return ""
+		}
+	}
 	snap, ok, err := r.Current(ctx, sess.OrgID, *sess.ConfigurationID)
 	if err != nil {
 		log.Warn("configuration snapshot not resolved; cloning fresh", "err", err)

@@ -195,6 +195,7 @@ func (a *App) newIntegrations(ctx context.Context) (*integrations.Service, error
 func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 	known := a.Groups()
 	batch := batchGroups()
+	maps.Copy(batch, historyBatchGroups())
 	for n := range batch {
 		known[n] = nil // a batch group: built by groupRole from batch
 	}

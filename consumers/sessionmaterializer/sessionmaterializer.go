@@ -1,0 +1,103 @@
+// Package sessionmaterializer is the session-materializer consumer group
+// (issue #20 item 2): it builds the durable history of sessions in
+// Postgres (session_messages) from sessions.transcript, and removes a
+// deleted session's history when sessions.events says so.
+//
+// Design:
+//
+//   - Batch mode: the runner hands over up to MaxBatch records of one
+//     partition, in offset order; the handler applies them in one
+//     statement (transcript.Apply). The topic is keyed by session id, so a
+//     session's records are in one partition, in the order the gateway
+//     published them, and the rows' seq follows it: that is the history's
+//     order.
+//   - Idempotent: every row is keyed by its event id (ON CONFLICT DO
+//     NOTHING), so redelivery and replay insert nothing new.
+//   - A record that is not a well-formed transcript event (ids that are
+//     not UUIDs, another event type) can never apply: the batch reports it
+//     through consumers.FailedRecords as permanent and the runner
+//     dead-letters it, while the rest of the batch applies. A database
+//     error fails the batch; the runner retries its records one at a time.
+//   - sessions.events records of kind deleted remove the session's rows and
+//     tombstone it (a later replay of its transcript inserts nothing); every
+//     other sessions.events record is skipped.
+package sessionmaterializer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/transcript"
+	"github.com/proliferate/proliferate/schemas"
+)
+
+// Deps configure the handler.
+type Deps struct {
+	Pool *pgxpool.Pool
+	Log  *slog.Logger
+}
+
+// BatchHandler applies batches of sessions.transcript and sessions.events
+// records (the runner must decode them: consumers.Config.Codec).
+func BatchHandler(d Deps) consumers.BatchHandler {
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	return func(ctx context.Context, msgs []*consumers.Message) error {
+		failed := consumers.FailedRecords{}
+		var rows []transcript.Row
+		var deleted []string
+		for _, m := range msgs {
+			if m.Event == nil {
+				failed[m] = consumers.Permanent(errors.New("session materializer: record not decoded (the runner needs a codec)"))
+				continue
+			}
+			switch p := m.Event.Payload.(type) {
+			case *schemas.SessionTranscript:
+				r, err := transcript.RowFromEvent(m.Event)
+				if err != nil {
+					failed[m] = consumers.Permanent(err)
+					continue
+				}
+				rows = append(rows, r)
+			case *schemas.SessionEvent:
+				if p.Kind == schemas.SessionKindDeleted {
+					deleted = append(deleted, p.SessionID)
+				}
+			default:
+				failed[m] = consumers.Permanent(errors.New("session materializer: unexpected event type " + m.Event.EventType))
+			}
+		}
+		// sessions.events and sessions.transcript are different topics, so
+		// a batch holds one of them: deletions and inserts never interleave
+		// within a batch.
+		err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+			for _, id := range deleted {
+				if err := transcript.DeleteSession(ctx, tx, id); err != nil {
+					return err
+				}
+			}
+			n, err := transcript.Apply(ctx, tx, rows)
+			if err != nil {
+				return err
+			}
+			if dup := int64(len(rows)) - n; dup > 0 {
+				log.Debug("session materializer: duplicates skipped", "count", dup)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(failed) > 0 {
+			return failed
+		}
+		return nil
+	}
+}

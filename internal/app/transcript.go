@@ -1,0 +1,36 @@
+package app
+
+import (
+	"context"
+
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
+	"github.com/proliferate/proliferate/internal/actions/redaction"
+	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/transcript"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// transcriptPublisher is the gateway's writer of sessions.transcript
+// (through the outbox), redacting with the organizations' secrets and
+// patterns. The gateway role closes it after its hubs shut down.
+func (a *App) transcriptPublisher(box *secretbox.Box) *transcript.Publisher {
+	log := a.Log.With("component", "transcript")
+	return transcript.NewPublisher(transcript.PublisherOptions{Pool: a.Pool, Codec: a.Codec,
+		Redactors: redaction.NewCache(a.Pool, box, log), Log: log})
+}
+
+// historyBatchGroups are the batch groups of the sessions' history.
+func historyBatchGroups() map[string]BatchGroupFactory {
+	return map[string]BatchGroupFactory{
+		// One statement per fetched batch of a partition.
+		topics.GroupSessionMaterializer: func(ctx context.Context, a *App) (consumers.BatchHandler, error) {
+			if err := a.OpenPostgres(ctx); err != nil {
+				return nil, err
+			}
+			a.readyPostgres()
+			return sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: a.Pool,
+				Log: a.Log.With("group", topics.GroupSessionMaterializer)}), nil
+		},
+	}
+}

@@ -3,6 +3,7 @@ package secrets_test
 import (
 	"context"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -203,11 +204,18 @@ func TestRepoUpsert(t *testing.T) {
 		t.Fatalf("concurrent upserts created %d", created)
 	}
 
-	// Bad keys and repos.
-	e.do(t, http.MethodPut, "/repos/"+repo+"/secrets/9BAD", o.Admin.Token, map[string]any{"value": v1}).
-		ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
-	e.do(t, http.MethodPut, "/repos/"+repo+"/secrets/PROLIFERATE_TOKEN", o.Admin.Token, map[string]any{"value": v1}).
-		ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
+	// Bad keys and repos: refused, nothing written.
+	before := e.snapshot(t, o.ID)
+	for _, key := range []string{"9BAD", "PROLIFERATE_TOKEN", "A-B", "A%20B", strings.Repeat("K", 129)} {
+		body := e.do(t, http.MethodPut, "/repos/"+repo+"/secrets/"+key, o.Admin.Token, map[string]any{"value": v1}).
+			ExpectError(t, http.StatusUnprocessableEntity, "validation_failed")
+		if f := fieldNames(t, body); !reflect.DeepEqual(f, []string{"key"}) {
+			t.Fatalf("%q: fields %v", key, f)
+		}
+	}
+	if e.snapshot(t, o.ID) != before {
+		t.Fatal("an upsert of an invalid key wrote")
+	}
 	e.do(t, http.MethodPut, "/repos/not-a-uuid/secrets/KEY", o.Admin.Token, map[string]any{"value": v1}).
 		ExpectError(t, http.StatusNotFound, "not_found")
 	e.do(t, http.MethodPut, "/repos/00000000-0000-0000-0000-000000000001/secrets/KEY", o.Admin.Token, map[string]any{"value": v1}).

@@ -31,12 +31,22 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
-// Register adds the routes.
-func Register(s *api.Server) error {
-	h := &handlers{store: &repos.Store{Pool: s.Pool, Now: s.Now}}
+// Register adds the routes (rebuilds are left to the gateways' periodic
+// pass; see RegisterWith).
+func Register(s *api.Server) error { return register(s, Options{}) }
+
+func register(s *api.Server, o Options) error {
+	if o.BuildTimeout <= 0 && s.Cfg != nil {
+		o.BuildTimeout = s.Cfg.ConfigBuildTimeout
+	}
+	if o.BuildTimeout <= 0 {
+		o.BuildTimeout = 15 * time.Minute
+	}
+	h := &handlers{store: &repos.Store{Pool: s.Pool, Now: s.Now}, builds: &prebuilds.Builds{Pool: s.Pool, Now: s.Now}, opts: o}
 	const rt, ct = "repos", "configurations"
 	for _, r := range []api.Route{
 		{Method: http.MethodPost, Path: "/repos", Summary: "Add a repository (and its single-repo configuration)", Tag: rt,
@@ -79,13 +89,21 @@ func Register(s *api.Server) error {
 			Tag: ct, Access: api.OrgMember, Response: repos.EffectiveServiceCommands{}, Handler: h.effectiveCommands},
 		{Method: http.MethodPatch, Path: "/configurations/:id/snapshot", Summary: "Report a configuration snapshot's status (builder)",
 			Tag: ct, Access: api.Service, Request: SnapshotRequest{}, Response: repos.Configuration{}, Handler: h.reportSnapshot},
+		{Method: http.MethodPost, Path: "/configurations/:id/rebuild", Summary: "Rebuild a configuration's snapshot: a headless setup session clones the repos, runs the service commands and is snapshotted (202; 409 while a build runs)",
+			Tag: ct, Access: api.OrgMember, Response: prebuilds.Build{}, Status: http.StatusAccepted, Handler: h.rebuild},
+		{Method: http.MethodGet, Path: "/configurations/:id/builds", Summary: "A configuration's builds, newest first (status building, ready or failed)",
+			Tag: ct, Access: api.OrgMember, Response: api.Page[prebuilds.Build]{}, Handler: h.listBuilds, Query: api.PageQuery},
 	} {
 		s.Handle(r)
 	}
 	return nil
 }
 
-type handlers struct{ store *repos.Store }
+type handlers struct {
+	store  *repos.Store
+	builds *prebuilds.Builds
+	opts   Options
+}
 
 // mapErr turns domain errors into API errors (others become a 500).
 func mapErr(err error, what string) error {

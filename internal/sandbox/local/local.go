@@ -217,6 +217,8 @@ type instance struct {
 
 	limits limitState // its cgroup and limit events (limits.go)
 
+	ports *portAccess // preview handles, opened at the first preview (ports.go)
+
 	// gatewayURL and binDir are the gateway's URL and the CLI's bin dir
 	// as the sandbox's processes see them ("" for none): a terminal's
 	// shell gets them too.
@@ -637,6 +639,7 @@ func (p *Provider) stop(in *instance) {
 		t.Stop()
 	}
 	in.proc.Stop()
+	in.closePorts()
 	if in.ch != nil {
 		in.ch.close()
 	}

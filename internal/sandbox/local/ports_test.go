@@ -1,0 +1,137 @@
+package local_test
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// A service listening inside an isolated sandbox is listed and reached
+// over HTTP and WebSocket through the provider's port transport; the
+// sandbox's own ports are refused, a port of the host is not reached
+// (the transport dials inside the sandbox's network namespace), and
+// another sandbox's id names nothing.
+func TestPortsReachServicesInTheSandbox(t *testing.T) {
+	e := setup(t)
+	p, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		CLIPath: buildCLI(t), Isolation: local.IsolationBwrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	const sid = "sess-ports-1"
+	sb, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
+		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-ports", LLM: e.llm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := p.ListeningPorts(t.Context(), sid, sb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	if slices.Contains(before, port) {
+		t.Fatalf("port %d listed before the service: %v", port, before)
+	}
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
+	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs, Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("services load: %v %d %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	testenv.Eventually(t, 30*time.Second, "the service's port listed", func() bool {
+		ports, err := p.ListeningPorts(t.Context(), sid, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ports, port)
+	})
+	ports, _ := p.ListeningPorts(t.Context(), sid, sb.ID)
+	if slices.Contains(ports, 4096) || slices.Contains(ports, 4100) {
+		t.Fatalf("reserved ports listed: %v", ports)
+	}
+
+	base, rt, err := p.PortTarget(t.Context(), sid, sb.ID, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Transport: rt}).Get(base.String() + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "preview-ok path=/hello") {
+		t.Fatalf("GET: %d %s", resp.StatusCode, body)
+	}
+
+	// WebSocket through a reverse proxy on the transport (as the gateway).
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Transport: rt, Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(base) }})
+	t.Cleanup(proxy.Close)
+	ws, _, err := websocket.DefaultDialer.DialContext(t.Context(), "ws"+strings.TrimPrefix(proxy.URL, "http")+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Close()
+	if err := ws.WriteMessage(websocket.TextMessage, []byte("ping-1")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ws.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, msg, err := ws.ReadMessage(); err != nil || string(msg) != "echo:ping-1" {
+		t.Fatalf("websocket echo: %q %v", msg, err)
+	}
+
+	// The sandbox's own ports are refused.
+	for _, reserved := range []int{4096, 4100, 4101, 4102} {
+		if _, _, err := p.PortTarget(t.Context(), sid, sb.ID, reserved); !errors.Is(err, sandbox.ErrPortReserved) {
+			t.Fatalf("port %d: %v", reserved, err)
+		}
+	}
+	// A port of the host's loopback is not reached: the connection is
+	// made inside the sandbox, where nothing listens on it.
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "host-secret") }))
+	t.Cleanup(host.Close)
+	hostPort, _ := strconv.Atoi(strings.TrimPrefix(host.URL, "http://127.0.0.1:"))
+	hb, hrt, err := p.PortTarget(t.Context(), sid, sb.ID, hostPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := (&http.Client{Transport: hrt}).Get(hb.String() + "/"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("the host's port %d answered through the sandbox: %d %s", hostPort, resp.StatusCode, b)
+	}
+	// Another sandbox id (or session) names nothing.
+	if _, _, err := p.PortTarget(t.Context(), "sess-ports-other", sb.ID, port); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("another session: %v", err)
+	}
+	if _, err := p.ListeningPorts(t.Context(), sid, "lsb_nope_"+sid); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("another sandbox id: %v", err)
+	}
+	// A stopped sandbox's ports are gone.
+	if err := p.Terminate(t.Context(), sid, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.PortTarget(t.Context(), sid, sb.ID, port); !errors.Is(err, sandbox.ErrNotFound) {
+		t.Fatalf("after terminate: %v", err)
+	}
+}

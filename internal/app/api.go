@@ -14,6 +14,7 @@ import (
 	"github.com/proliferate/proliferate/api/repos"
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	"github.com/proliferate/proliferate/api/secrets"
+	"github.com/proliferate/proliferate/api/sessionhistory"
 	sessionsapi "github.com/proliferate/proliferate/api/sessions"
 	snapshotsapi "github.com/proliferate/proliferate/api/snapshots"
 	"github.com/proliferate/proliferate/api/triggers"
@@ -36,6 +37,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 		sessionsapi.RegisterWith(sessionsapi.Options{MaxConcurrent: a.Cfg.MaxConcurrentSessions,
 			Runtime: client.NewSessionRuntime(a.gatewayClient("api")), Admit: a.billingGate(),
 			Prebuilt: a.prebuilt()}),
+		sessionhistory.Register,
 		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.

@@ -57,6 +57,9 @@ type Deps struct {
 	// Prebuilt records a setup session's snapshot as its configuration's
 	// (save_snapshot); nil: recorded without a version key.
 	Prebuilt *prebuilds.Resolver
+	// Builds runs configuration builds (POST /configuration-builds/{id}/run,
+	// build_routes.go); nil answers that route with 503.
+	Builds Builds
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -289,6 +292,7 @@ func (s *Server) routes() {
 	s.sandboxGitRoutes()
 	s.proxyRoutes()
 	s.actionRoutes()
+	s.buildRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil

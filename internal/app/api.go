@@ -28,7 +28,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 	return []func(*api.Server) error{
 		identity.Register,
 		orgs.Register,
-		repos.Register,
+		repos.RegisterWith(repos.Options{Builds: a.gatewayClient("api"), BuildTimeout: a.Cfg.ConfigBuildTimeout}),
 		secrets.Register,
 		integrations.Register,
 		triggers.RegisterWith(triggers.Options{IngestURL: a.Cfg.IngestPublicURL}),

@@ -229,6 +229,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),
 	})
+	builder := a.configBuilder(hubs, store, prebuilt, box)
 	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov, Snapshots: book, LLMKeys: keys,
 		Log: a.Log.With("component", "orphan-sweeper"), Every: a.Cfg.OrphanSweepInterval, Grace: a.Cfg.OrphanSweepGrace})
 	apiServer, err := a.APIServer(ctx)
@@ -251,7 +252,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
 		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise,
-		Repos: repoAccess{a}, Prebuilt: prebuilt})
+		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err
@@ -274,6 +275,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		var bg sync.WaitGroup
 		bg.Go(func() { _ = sw.Run(swCtx) })
 		bg.Go(func() { _ = cleaner.Run(swCtx) })
+		// Configuration builds: stale ones fail, lost ones are claimed.
+		bg.Go(func() { _ = builder.Run(swCtx) })
 		// Running sessions are metered (one meter across replicas).
 		bg.Go(func() { _ = mtr.Run(swCtx) })
 		// Pending action approvals expire (ACTIONS_PENDING_TTL, ACTIONS_PENDING_TTL_AUTOMATION).
@@ -283,6 +286,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		bg.Wait()
 		sctx, cancel := context.WithTimeout(context.Background(), a.Cfg.ShutdownTimeout)
 		defer cancel()
+		builder.Close() // its setup sessions stop before the hubs shut down
 		hubs.Shutdown(sctx)
 		gw.Close(sctx)
 		prov.Close()

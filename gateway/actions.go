@@ -459,6 +459,13 @@ func actionError(w http.ResponseWriter, err error) error {
 				invocations.RatePerMinute, secs)}
 	case errors.Is(err, invocations.ErrSourceUnavailable):
 		return api.Unavailable("the integration could not be reached; retry later")
+	case errors.As(err, new(*actions.ExecError)):
+		// The integration's credentials could not be obtained (the broker
+		// is down) or its remote side failed before anything ran; the
+		// message names the provider, never the credential.
+		var ee *actions.ExecError
+		errors.As(err, &ee)
+		return api.Unavailable(ee.Message + "; retry later")
 	case errors.Is(err, actions.ErrInvalidSchema):
 		// The action's own schema does not compile: a fault of the
 		// integration (an MCP server's tool), not of the caller.

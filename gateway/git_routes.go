@@ -69,6 +69,13 @@ func gitError(w http.ResponseWriter, err error) error {
 		// Not a field: GitHub not configured (the hub's error, matched
 		// as hub.GitErrorText does), no GitHub origin, on the base branch.
 		return api.Conflict("git_precondition", hub.GitErrorText(err))
+	case errors.Is(err, gitops.ErrGitHubUnavailable):
+		// Before the APIError case: a 5xx from GitHub is GitHub's failure.
+		w.Header().Set("Retry-After", "5")
+		return &api.Error{Status: http.StatusBadGateway, Code: "github_unavailable", Message: "GitHub could not be reached or failed; nothing was created, retry later"}
+	case errors.Is(err, gitops.ErrTokenUnavailable):
+		w.Header().Set("Retry-After", "5")
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: "credentials_unavailable", Message: "the repository's GitHub credentials could not be obtained; retry later"}
 	case errors.As(err, &ge), errors.As(err, &ae):
 		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}
 	}

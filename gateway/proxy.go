@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"log/slog"
 	"net/http"
@@ -202,6 +203,11 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 			out.SetBasicAuth(opencode.BasicAuthUser, sb.AgentPassword)
 		},
 		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode >= 500 {
+				// The agent failed: its body (a stack, internal paths)
+				// is not the client's; the gateway answers 502.
+				return &agentFailure{status: resp.StatusCode}
+			}
 			for _, k := range upstreamOnlyHeaders {
 				resp.Header.Del(k)
 			}
@@ -232,7 +238,12 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	var mbe *http.MaxBytesError
+	var af *agentFailure
 	switch {
+	case errors.As(failed, &af):
+		s.d.Log.Warn("proxy: the session's agent failed", "request_id", requestID(r), "session_id", sess.ID, "status", af.status)
+		return &api.Error{Status: http.StatusBadGateway, Code: "agent_failed",
+			Message: fmt.Sprintf("the session's agent failed to answer (HTTP %d); retry", af.status)}
 	case errors.As(failed, &mbe):
 		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
 	case errors.Is(failed, context.Canceled) && clientCtx.Err() != nil:
@@ -244,6 +255,11 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	s.d.Log.Warn("proxy: sandbox request failed", "request_id", requestID(r), "session_id", sess.ID, "error", failed)
 	return &api.Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: "the session's sandbox did not answer"}
 }
+
+// agentFailure is a 5xx answer of the sandbox's OpenCode server.
+type agentFailure struct{ status int }
+
+func (e *agentFailure) Error() string { return fmt.Sprintf("agent answered HTTP %d", e.status) }
 
 // postHeartbeat keeps a session from idling while a person looks at it
 // outside the session stream (preview, terminal tabs…): it touches the

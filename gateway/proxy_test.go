@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +76,15 @@ func (p *recordingProvider) EnsureSandbox(ctx context.Context, spec sandbox.Spec
 		rp := httputil.NewSingleHostReverseProxy(target)
 		rp.FlushInterval = -1
 		front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if st := r.Header.Get("X-Test-Agent-Status"); st != "" {
+				// The agent failing as OpenCode does (a JSON error naming
+				// internals), for the gateway's mapping of upstream failures.
+				code, _ := strconv.Atoi(st)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(code)
+				_, _ = io.WriteString(w, `{"name":"UnknownError","data":{"message":"agent-internal-stack at /root/.opencode/bin"}}`)
+				return
+			}
 			if r.Header.Get("X-Test-Marker") != "" {
 				p.mu.Lock()
 				p.seen = append(p.seen, seenRequest{path: r.URL.EscapedPath(), rawQuery: r.URL.RawQuery, header: r.Header.Clone()})

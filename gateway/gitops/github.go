@@ -65,6 +65,12 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("gitops: GitHub API %d: %s", e.Status, e.Message)
 }
 
+// Is makes a server error (5xx) match ErrGitHubUnavailable: GitHub failed,
+// not the request.
+func (e *APIError) Is(target error) bool {
+	return target == ErrGitHubUnavailable && e.Status >= 500
+}
+
 // CreatePR opens a pull request (POST /repos/{owner}/{repo}/pulls).
 func (g *GitHub) CreatePR(ctx context.Context, req PRRequest) (PullRequest, error) {
 	if g == nil || g.Tokens == nil {
@@ -75,7 +81,7 @@ func (g *GitHub) CreatePR(ctx context.Context, req PRRequest) (PullRequest, erro
 	}
 	token, err := g.Tokens.Token(ctx, req.OrgID, req.Owner, req.Repo)
 	if err != nil {
-		return PullRequest{}, fmt.Errorf("gitops: GitHub token for %s/%s: %w", req.Owner, req.Repo, err)
+		return PullRequest{}, fmt.Errorf("%w: GitHub token for %s/%s: %w", ErrTokenUnavailable, req.Owner, req.Repo, err)
 	}
 	base := strings.TrimRight(g.BaseURL, "/")
 	if base == "" {
@@ -98,7 +104,7 @@ func (g *GitHub) CreatePR(ctx context.Context, req PRRequest) (PullRequest, erro
 	}
 	resp, err := client.Do(hr)
 	if err != nil {
-		return PullRequest{}, fmt.Errorf("gitops: create PR: %w", err)
+		return PullRequest{}, fmt.Errorf("%w: create PR: %w", ErrGitHubUnavailable, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

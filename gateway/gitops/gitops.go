@@ -47,6 +47,12 @@ var (
 	ErrBusy = errors.New("gitops: repository is busy (index.lock exists); retry shortly")
 	// ErrNotRepo: the workspace path is not a git repository.
 	ErrNotRepo = errors.New("gitops: not a git repository")
+	// ErrGitHubUnavailable: GitHub's API could not be reached (network,
+	// timeout) or answered with a server error.
+	ErrGitHubUnavailable = errors.New("gitops: GitHub could not be reached")
+	// ErrTokenUnavailable: the repository's GitHub credentials could not be
+	// obtained (the token source failed).
+	ErrTokenUnavailable = errors.New("gitops: GitHub credentials could not be obtained")
 )
 
 // errOutside is wrapped in ErrNotRepo: the directory belongs to a

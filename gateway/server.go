@@ -22,6 +22,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -60,6 +61,9 @@ type Deps struct {
 	// Builds runs configuration builds (POST /configuration-builds/{id}/run,
 	// build_routes.go); nil answers that route with 503.
 	Builds Builds
+	// Evidence stores the verify tool's files (blob store and rows); nil:
+	// verify answers that evidence is unavailable.
+	Evidence *evidence.Store
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -113,7 +117,8 @@ func New(d Deps) (*Server, error) {
 	}
 	s := &Server{d: d, mux: http.NewServeMux(), tools: d.Tools}
 	if s.tools == nil {
-		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log, Prebuilt: d.Prebuilt})
+		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log, Prebuilt: d.Prebuilt,
+			Evidence: d.Evidence})
 	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.fwd = newForwarder(d.Log)

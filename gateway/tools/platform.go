@@ -36,6 +36,7 @@ func platformTools(d Deps) []Tool {
 		{Name: SaveServiceCommands, SessionTypes: []string{sessions.TypeSetup}, Execute: d.saveServiceCommands},
 		{Name: AutomationComplete, Aliases: []string{AutomationCompleteAlias}, Execute: d.automationComplete, After: d.afterAutomationComplete},
 		{Name: RequestEnvVariables, Execute: d.requestEnvVariables},
+		VerifyTool(d),
 	}
 }
 

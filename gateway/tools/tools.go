@@ -1,7 +1,8 @@
 // Package tools executes the platform tools a session's agent calls back
 // through the gateway (POST /proliferate/:id/tools/:tool, agent contract
 // §6.5): save_snapshot, save_service_commands (setup sessions only),
-// automation.complete (alias automation_complete) and request_env_variables.
+// automation.complete (alias automation_complete), request_env_variables
+// and verify (verification evidence, verify.go).
 //
 // Every call is idempotent by its tool_call_id, durably: Registry.Invoke
 // claims (session, tool_call_id) in session_tool_invocations through the
@@ -34,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -62,6 +64,9 @@ type Runtime interface {
 	// AwaitEnv surfaces an environment request to the session's members
 	// and waits for their values or the timeout (hub.AwaitEnv).
 	AwaitEnv(ctx context.Context, req hub.EnvRequest) (hub.EnvAnswer, error)
+	// ReadWorkspaceFile reads a file of the sandbox's workspace, confined
+	// to it (hub.ReadWorkspaceFile).
+	ReadWorkspaceFile(ctx context.Context, rel string, limit int64) ([]byte, error)
 }
 
 // Call is one tool invocation.
@@ -117,6 +122,9 @@ type Deps struct {
 	// Prebuilt records configuration snapshots with their version key;
 	// nil records them without one (never restored).
 	Prebuilt *prebuilds.Resolver
+	// Evidence stores verify's files; nil (or without a blob store):
+	// verify answers that evidence is unavailable.
+	Evidence *evidence.Store
 }
 
 // Registry maps tool names to tools and executes them idempotently.

@@ -18,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/sweeper"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/repos"
@@ -250,9 +251,14 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	if advertise == "" {
 		advertise = advertiseURL(ln.Addr().String())
 	}
+	blobs, err := a.BlobStore()
+	if err != nil {
+		_ = ln.Close()
+		return Role{}, fmt.Errorf("gateway: evidence blob store: %w", err)
+	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
 		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise,
-		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder})
+		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder, Evidence: &evidence.Store{Pool: a.Pool, Blobs: blobs}})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err

@@ -99,9 +99,7 @@ func runGroups() map[string]GroupFactory {
 // inline (INGEST_INLINE_BODY_BYTES) go: S3 when S3_BUCKET is set, else the
 // filesystem under BLOB_DIR.
 func (a *App) BlobStore() (blobstore.Store, error) {
-	c := a.Cfg
-	return blobstore.Open(blobstore.Settings{S3Bucket: c.S3Bucket, S3Region: c.S3Region, S3EndpointURL: c.S3EndpointURL,
-		S3AccessKey: c.S3AccessKey, S3SecretKey: c.S3SecretKey, BlobDir: c.BlobDir})
+	return blobstore.OpenConfig(a.Cfg)
 }
 
 // FinalizerRole runs the run finalizer (one pass at a time across replicas).

@@ -53,10 +53,11 @@ const (
 	ToolSaveServiceCommands = "save_service_commands"
 	ToolAutomationComplete  = "automation_complete"
 	ToolRequestEnvVariables = "request_env_variables"
+	ToolVerify              = "verify"
 )
 
 // AllTools are every platform tool, in a stable order.
-var allTools = []string{ToolSaveSnapshot, ToolRequestEnvVariables, ToolAutomationComplete, ToolSaveServiceCommands}
+var allTools = []string{ToolSaveSnapshot, ToolRequestEnvVariables, ToolVerify, ToolAutomationComplete, ToolSaveServiceCommands}
 
 // AllTools returns every platform tool name.
 func AllTools() []string { return slices.Clone(allTools) }
@@ -107,11 +108,11 @@ type Files struct {
 	ActionsGuide string
 }
 
-// ToolsFor returns the platform tools of a session: save_snapshot and
-// request_env_variables always, save_service_commands for setup sessions,
-// automation_complete for automation sessions.
+// ToolsFor returns the platform tools of a session: save_snapshot,
+// request_env_variables and verify always, save_service_commands for setup
+// sessions, automation_complete for automation sessions.
 func ToolsFor(sessionType, clientType string) []string {
-	tools := []string{ToolSaveSnapshot, ToolRequestEnvVariables}
+	tools := []string{ToolSaveSnapshot, ToolRequestEnvVariables, ToolVerify}
 	if sessionType == "automation" || clientType == "automation" {
 		tools = append(tools, ToolAutomationComplete)
 	}

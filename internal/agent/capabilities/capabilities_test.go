@@ -24,11 +24,11 @@ func TestToolsForIsModeScoped(t *testing.T) {
 		sessionType, clientType string
 		want                    []string
 	}{
-		{"coding", "web", []string{"save_snapshot", "request_env_variables"}},
-		{"coding", "slack", []string{"save_snapshot", "request_env_variables"}},
-		{"setup", "web", []string{"save_snapshot", "request_env_variables", "save_service_commands"}},
-		{"automation", "automation", []string{"save_snapshot", "request_env_variables", "automation_complete"}},
-		{"coding", "automation", []string{"save_snapshot", "request_env_variables", "automation_complete"}},
+		{"coding", "web", []string{"save_snapshot", "request_env_variables", "verify"}},
+		{"coding", "slack", []string{"save_snapshot", "request_env_variables", "verify"}},
+		{"setup", "web", []string{"save_snapshot", "request_env_variables", "verify", "save_service_commands"}},
+		{"automation", "automation", []string{"save_snapshot", "request_env_variables", "verify", "automation_complete"}},
+		{"coding", "automation", []string{"save_snapshot", "request_env_variables", "verify", "automation_complete"}},
 	}
 	for _, c := range cases {
 		if got := capabilities.ToolsFor(c.sessionType, c.clientType); !slices.Equal(got, c.want) {
@@ -58,7 +58,7 @@ func TestWriteRemovesToolsOutsideTheModeAndKeepsTheTokenOffDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, dir); !slices.Equal(got, []string{"request_env_variables.ts", "save_service_commands.ts", "save_snapshot.ts"}) {
+	if got := listTools(t, dir); !slices.Equal(got, []string{"request_env_variables.ts", "save_service_commands.ts", "save_snapshot.ts", "verify.ts"}) {
 		t.Fatalf("setup tool files %v", got)
 	}
 	instr, err := os.ReadFile(files.Instructions)
@@ -78,7 +78,7 @@ func TestWriteRemovesToolsOutsideTheModeAndKeepsTheTokenOffDisk(t *testing.T) {
 	if _, err := capabilities.Write(dir, spec); err != nil {
 		t.Fatal(err)
 	}
-	if got := listTools(t, dir); !slices.Equal(got, []string{"request_env_variables.ts", "save_snapshot.ts"}) {
+	if got := listTools(t, dir); !slices.Equal(got, []string{"request_env_variables.ts", "save_snapshot.ts", "verify.ts"}) {
 		t.Fatalf("coding tool files %v", got)
 	}
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -98,7 +98,7 @@ func TestWriteRemovesToolsOutsideTheModeAndKeepsTheTokenOffDisk(t *testing.T) {
 	}
 }
 
-// TestEveryToolRunsInOpenCode loads all four tool files into a real
+// TestEveryToolRunsInOpenCode loads all five tool files into a real
 // OpenCode and has the scripted model call each one in a single turn: every
 // module compiles, its schema accepts the documented arguments, and each
 // reaches the gateway with the sandbox token and the call's id.
@@ -154,6 +154,7 @@ func TestEveryToolRunsInOpenCode(t *testing.T) {
 			{Name: "save_service_commands", Input: json.RawMessage(`{"commands":[{"name":"web","command":"npm run dev","cwd":"app"}]}`)},
 			{Name: "automation_complete", Input: json.RawMessage(`{"run_id":"r1","completion_id":"c1","outcome":"needs_human","summary_markdown":"x","citations":["a"]}`)},
 			{Name: "request_env_variables", Input: json.RawMessage(`{"keys":[{"key":"API_KEY","type":"secret","required":true,"suggestions":[{"label":"Dashboard"}]}]}`)},
+			{Name: "verify", Input: json.RawMessage(`{"paths":["test-results.txt","shots/home.png"],"summary":"tests pass"}`)},
 		}},
 		{Text: "done"},
 	}}); err != nil {
@@ -188,7 +189,7 @@ func TestEveryToolRunsInOpenCode(t *testing.T) {
 		}
 		return finished
 	})
-	if len(parts) != 4 {
+	if len(parts) != 5 {
 		t.Fatalf("tool parts %+v", parts)
 	}
 	mu.Lock()

@@ -33,6 +33,11 @@ var toolDescriptions = map[string]string{
 		"user and this tool waits for their answer (or times out). Submitted values are exported in your " +
 		"later shell commands (bash sources ~/.proliferate/env.sh) and kept in ~/.proliferate/env.json: " +
 		"extract single keys with jq; never print either file or a value.",
+	ToolVerify: "Upload verification evidence: files of the workspace that show your work does what was asked " +
+		"(screenshots, logs, test output or reports you wrote to a file). People see them on the session and, in " +
+		"an automation, on the run and in its Slack message. Give paths relative to the workspace root (your " +
+		"working directory; no absolute paths, no .., no symbolic links leading out), at most 10 regular files of " +
+		"at most 5 MiB each and 20 MiB in all, and a short summary of what they prove. A refused path uploads nothing.",
 }
 
 // toolArgs are the argument schemas in the plugin's zod (tool.schema).
@@ -57,6 +62,10 @@ var toolArgs = map[string]string{
     diff_ref: tool.schema.string().optional().describe("Branch, commit or pull request with the changes"),
     test_report_ref: tool.schema.string().optional().describe("Where the test report is"),
     side_effect_refs: tool.schema.array(tool.schema.string()).optional().describe("Ids of external side effects performed"),
+  }`,
+	ToolVerify: `{
+    paths: tool.schema.array(tool.schema.string().min(1).max(1024)).min(1).max(10).describe("Workspace-relative paths of the evidence files, e.g. [\"test-results/report.txt\", \"screenshots/home.png\"]"),
+    summary: tool.schema.string().max(4000).describe("What the evidence shows"),
   }`,
 	ToolRequestEnvVariables: `{
     keys: tool.schema.array(tool.schema.object({

@@ -4,7 +4,8 @@
 //   - setup: get the repositories running without editing source code,
 //     configure services (save_service_commands), ask for missing secrets
 //     (request_env_variables) and finish with save_snapshot;
-//   - coding: implement what the user asks;
+//   - coding: implement what the user asks and upload the evidence that it
+//     works (verify);
 //   - automation: the coding prompt plus a mandatory automation_complete
 //     call carrying the run id and completion id.
 //
@@ -156,6 +157,11 @@ repositories checked out.
 - If the project needs environment variables or secrets you do not have,
   call request_env_variables instead of guessing or hard-coding values.
 - save_snapshot saves this session's environment so it can resume later.
+- Prove your work with verify: write the evidence to files of the workspace
+  (test output such as ` + "`go test ./... > test-results.txt 2>&1`" + `,
+  screenshots, logs) and call verify with their paths relative to the
+  workspace root and a short summary of what they show (at most 10 files of
+  5 MiB each). People see them on the session and the run.
 `
 
 const setupBase = `You are a setup agent running inside Proliferate, a platform that runs
@@ -215,9 +221,10 @@ tool exactly once with these values:
 	fmt.Fprintf(&b, "run_id: %s\ncompletion_id: %s\n\n", orUnknown(ctx.RunID), orUnknown(ctx.CompletionID))
 	b.WriteString(`Set outcome to "succeeded" when the task is done, "failed" when it cannot be
 done, or "needs_human" when a person must decide or act; put what you did
-(and any pull request URL) in summary_markdown. The run is not finished until
-automation_complete succeeds; if it fails, fix the arguments and call it
-again with the same completion_id.
+(and any pull request URL) in summary_markdown; upload the evidence that the
+task is done (test output, screenshots) with verify before completing. The
+run is not finished until automation_complete succeeds; if it fails, fix the
+arguments and call it again with the same completion_id.
 `)
 	return b.String()
 }

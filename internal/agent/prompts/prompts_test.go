@@ -1,9 +1,12 @@
 package prompts_test
 
 import (
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
 )
 
@@ -117,5 +120,31 @@ func TestPromptsNameTheSessionsReposConfigurationAndAutomation(t *testing.T) {
 	one := prompts.System(prompts.ModeCoding, prompts.PromptContext{Repos: []string{"."}, RepoNames: []string{"acme/api"}})
 	if !strings.Contains(one, "The repository (acme/api) is checked out at `.`") {
 		t.Errorf("single repo:\n%s", one)
+	}
+}
+
+// Every platform tool a mode's prompt names is a tool that mode's sessions
+// have, and the coding and automation prompts describe verify (relative
+// paths, the limits) as the tool takes it.
+func TestPromptsNameOnlyToolsTheModeHas(t *testing.T) {
+	ctx := prompts.PromptContext{Repos: []string{"."}, RunID: "r", CompletionID: "c"}
+	for _, m := range []struct{ mode, sessionType, clientType string }{
+		{prompts.ModeSetup, "setup", "web"}, {prompts.ModeCoding, "coding", "web"}, {prompts.ModeAutomation, "automation", "automation"},
+	} {
+		p := prompts.System(m.mode, ctx)
+		have := capabilities.ToolsFor(m.sessionType, m.clientType)
+		for _, tool := range capabilities.AllTools() {
+			if regexp.MustCompile(`\b`+tool+`\b`).MatchString(p) && !slices.Contains(have, tool) {
+				t.Errorf("%s prompt names %s, which its sessions do not have", m.mode, tool)
+			}
+		}
+	}
+	for _, mode := range []string{prompts.ModeCoding, prompts.ModeAutomation} {
+		p := prompts.System(mode, ctx)
+		for _, want := range []string{"call verify", "relative to the", "at most 10 files"} {
+			if !strings.Contains(p, want) {
+				t.Errorf("%s prompt lacks %q", mode, want)
+			}
+		}
 	}
 }

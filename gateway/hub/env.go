@@ -376,6 +376,7 @@ func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub EnvSubmissio
 		file = &sandbox.EnvFile{Path: sub.EnvFile}
 	}
 	for _, v := range sub.Secrets {
+		h.addSecrets(v.Value) // never in the transcript
 		vars[v.Key] = v.Value
 		if v.Persist {
 			save = append(save, secrets.SubmittedSecret{Key: v.Key, Value: v.Value, RepoID: v.RepoID})

@@ -42,6 +42,7 @@ import (
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/transcript"
 )
 
 // Errors.
@@ -181,6 +182,12 @@ type Deps struct {
 	// and revokes the session's keys whenever the hub pauses or stops the
 	// session or terminates its sandbox. nil = the sandbox gets LLM as is.
 	LLMKeys llmkeys.Issuer
+	// Transcript publishes the sessions' conversations to
+	// sessions.transcript (transcript.go); nil = not published.
+	Transcript *transcript.Publisher
+	// History reads the materialized history (session_messages) that init
+	// and get_messages serve when no agent runs; nil = none.
+	History transcript.DB
 }
 
 // Client is one attached WebSocket connection (or any frame sink). Send

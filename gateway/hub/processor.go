@@ -233,7 +233,7 @@ func (p *processor) partUpdated(part *opencode.Part) {
 				dur = st.Time.End - st.Time.Start
 			}
 			p.emit(ToolEndMessage{Type: MsgToolEnd, MessageID: part.MessageID, ToolCallID: part.CallID, Tool: part.Tool,
-				Status: st.Status, Result: st.Output, Error: st.Error, DurationMS: dur})
+				Status: st.Status, Result: st.Output, Error: st.Error, DurationMS: dur, input: st.Input, title: ts.title, partID: part.ID})
 		}
 	}
 }

@@ -213,6 +213,12 @@ type ToolEndMessage struct {
 	Result     string `json:"result,omitempty"`
 	Error      string `json:"error,omitempty"`
 	DurationMS int64  `json:"duration_ms,omitempty"`
+
+	// For the transcript (transcript.go), not sent: the call's final
+	// input, its title and part.
+	input  json.RawMessage
+	title  string
+	partID string
 }
 
 // MessageCompleteMessage: the assistant turn finished.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/proliferate/proliferate/internal/agent/opencode"
@@ -214,6 +216,12 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 		// secret applies now. Values are never logged.
 		if spec.EnvVars, spec.EnvFiles, err = d.Env.Boot(ctx, sess); err != nil {
 			return nil, fmt.Errorf("hub: session environment: %w", err)
+		}
+		h.addSecrets(slices.Collect(maps.Values(spec.EnvVars))...)
+		for _, f := range spec.EnvFiles {
+			for _, v := range f.Vars {
+				h.addSecrets(v.Value)
+			}
 		}
 	}
 	sb, err := d.Provider.EnsureSandbox(ctx, spec)

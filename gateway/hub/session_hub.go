@@ -27,6 +27,7 @@ type Hub struct {
 	log      *slog.Logger
 	counters *Counters
 	proc     *processor
+	tr       transcriptState // transcript.go
 
 	life     context.Context // cancelled when the hub closes
 	lifeStop context.CancelFunc
@@ -362,6 +363,7 @@ func (h *Hub) publishClientsLocked() {
 // Broadcast sends msg (marshalled to JSON) to every attached client; a
 // client that cannot keep up is disconnected with CloseSlowClient.
 func (h *Hub) Broadcast(msg any) {
+	h.recordTranscript(msg)
 	b, err := json.Marshal(msg)
 	if err != nil {
 		h.log.Error("hub: marshal message", "err", err)
@@ -457,6 +459,16 @@ func (h *Hub) initMessage(ctx context.Context) InitMessage {
 			h.log.Warn("hub: load message history", "err", err)
 		} else {
 			msg.Messages = chatHistory(hist)
+		}
+	}
+	if len(msg.Messages) == 0 {
+		// No agent running (paused, stopped) or its conversation is gone
+		// (a fresh sandbox): the materialized history (transcript.go).
+		hist, err := h.historyMessages(ctx)
+		if err != nil {
+			h.log.Warn("hub: load materialized history", "err", err)
+		} else if len(hist) > 0 {
+			msg.Messages = hist
 		}
 	}
 	return msg

@@ -218,6 +218,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Log: a.Log.With("component", "snapshots")})
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
 	prebuilt := a.prebuilt()
+	tpub := a.transcriptPublisher(box)
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
@@ -225,6 +226,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
 		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
+		Transcript: tpub, History: a.Pool,
 		Services: hub.RepoServices{Store: &repos.Store{Pool: a.Pool}}, // reads only
 		IdleTTL:  a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
@@ -294,6 +296,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		defer cancel()
 		builder.Close() // its setup sessions stop before the hubs shut down
 		hubs.Shutdown(sctx)
+		tpub.Close(sctx) // what the hubs recorded reaches the outbox
 		gw.Close(sctx)
 		prov.Close()
 		return err

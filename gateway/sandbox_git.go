@@ -19,8 +19,8 @@ import (
 // requests from inside it, with the org's GitHub integration, without ever
 // holding a long-lived credential.
 //
-//	POST /proliferate/{id}/git/credential     the session's sandbox only
-//	POST /proliferate/{id}/git/pull-requests  the session's sandbox only (its owner instance)
+//	POST /proliferate/{id}/git/credential     the session's sandbox and its terminals only
+//	POST /proliferate/{id}/git/pull-requests  the same (on its owner instance)
 //
 // credential answers git's credential helper (`proliferate git-credential`,
 // configured in the agent's environment): given the protocol, host and
@@ -103,14 +103,15 @@ func (s *Server) sandboxGitRoutes() {
 	s.handle("POST /proliferate/{id}/git/pull-requests", s.owned("id", s.postPullRequest))
 }
 
-// sandboxSession authenticates the session's own sandbox.
+// sandboxSession authenticates the session's own sandbox, or a terminal a
+// member opened in it (terminal_tokens.go: the person, still a member).
 func (s *Server) sandboxSession(r *http.Request) (sessions.Session, error) {
-	p, err := s.principal(r, false)
+	p, err := s.actionPrincipal(r)
 	if err != nil {
 		return sessions.Session{}, err
 	}
-	if p.Kind != auth.KindSandbox {
-		return sessions.Session{}, api.Forbidden("only the session's sandbox can use its git credentials")
+	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal {
+		return sessions.Session{}, api.Forbidden("only the session's sandbox and its terminals can use its git credentials")
 	}
 	return s.session(r, p, r.PathValue("id"))
 }

@@ -103,10 +103,13 @@ func prMain(args []string) int {
 func (c *gitCLI) target() (actionsTarget, error) {
 	t := actionsTarget{gateway: c.getenv(capabilities.EnvGatewayURL), session: c.getenv(capabilities.EnvSessionID),
 		token: c.getenv(capabilities.EnvSandboxToken)}
+	if t.token == "" {
+		t.token = c.getenv(capabilities.EnvTerminalToken) // a terminal a person opened: acts as that person
+	}
 	switch {
 	case t.gateway == "" || t.session == "" || t.token == "":
-		return t, fmt.Errorf("not inside the agent's sandbox environment (%s, %s and %s are needed)",
-			capabilities.EnvGatewayURL, capabilities.EnvSessionID, capabilities.EnvSandboxToken)
+		return t, fmt.Errorf("not inside a sandbox's environment (%s, %s and %s or %s are needed)",
+			capabilities.EnvGatewayURL, capabilities.EnvSessionID, capabilities.EnvSandboxToken, capabilities.EnvTerminalToken)
 	}
 	if u, err := url.Parse(t.gateway); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return t, errors.New("the gateway URL must be http(s)://host[:port]")

@@ -16,11 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/app"
@@ -196,7 +198,8 @@ func (w *gitWorld) checkOnePushOnePR(t *testing.T, bash string) fakes.PullReques
 // (the real git http-backend) and the REST pulls API. The fake received
 // exactly one push and one pull request; the pull request's URL is on the
 // session; asking for a token for another repository of the org is refused
-// (403); no minted token is on the sandbox's disk (workspace, home, agent
+// (403); a member's terminal in the session pushes through the same helper
+// with the terminal's token; no minted token is on the sandbox's disk (workspace, home, agent
 // state) or in the platform's logs.
 func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	w := newGitWorld(t)
@@ -274,6 +277,40 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 	if status, body := gatewayCall(t, gwBase, "POST", "/proliferate/"+sess.ID+"/git/credential", token,
 		map[string]any{"protocol": "http", "host": w.ghHost, "path": "acme/app.git"}); status != http.StatusForbidden {
 		t.Fatalf("a person's credential request: %d %s", status, body)
+	}
+
+	// A member's terminal in the session pushes too: its shell has the
+	// credential helper, which asks with the terminal's own token (the
+	// person, still a member), narrowed to the repository the same way.
+	tc, resp, err := websocket.DefaultDialer.DialContext(ctx, "ws"+gwBase[len("http"):]+"/proxy/"+sess.ID+"/"+token+"/terminal", nil)
+	if err != nil {
+		t.Fatalf("terminal: %v %v", err, resp)
+	}
+	defer tc.Close()
+	if err := tc.WriteMessage(websocket.BinaryMessage, []byte(
+		`cd app && git commit -q --allow-empty -m from-terminal && git push -q origin HEAD:refs/heads/from-terminal; echo "tpush-exit=$?"`+"\n")); err != nil {
+		t.Fatal(err)
+	}
+	var termOut bytes.Buffer
+	exitRE := regexp.MustCompile(`tpush-exit=(\d+)`)
+	_ = tc.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	for !exitRE.Match(termOut.Bytes()) {
+		_, data, err := tc.ReadMessage()
+		if err != nil {
+			t.Fatalf("terminal output: %v; so far %q", err, termOut.String())
+		}
+		termOut.Write(data)
+	}
+	if m := exitRE.FindSubmatch(termOut.Bytes()); string(m[1]) != "0" {
+		t.Fatalf("push from a terminal: %q", termOut.String())
+	}
+	if pushes := gh.Pushes(); len(pushes) != 2 || pushes[1].Repo != "acme/app" {
+		t.Fatalf("pushes after the terminal's: %+v", pushes)
+	} else if scope, ok := gh.TokenRepos(pushes[1].Token); !ok || !slices.Equal(scope, []string{"app"}) {
+		t.Fatalf("the terminal push's token is scoped to %v (minted here: %v)", scope, ok)
+	}
+	if head := gitOut(t, w.appRepo.Dir, "log", "-1", "--format=%s", "refs/heads/from-terminal"); head != "from-terminal" {
+		t.Fatalf("the terminal's branch head is %q", head)
 	}
 
 	// No minted token is on the sandbox's disk or in the logs.

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/agent/capabilities"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
@@ -23,6 +25,10 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 		return nil, fmt.Errorf("e2b: terminal in %s: %w", sandboxID, err)
 	}
 	envs := map[string]string{"HOME": Home, "TERM": "xterm-256color", "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home}
+	for _, kv := range capabilities.GitCredentialEnv { // a person's push asks the gateway with the terminal's token
+		k, v, _ := strings.Cut(kv, "=")
+		envs[k] = v
+	}
 	for k, v := range env {
 		if _, own := envs[k]; !own && envKeyRE.MatchString(k) {
 			envs[k] = v

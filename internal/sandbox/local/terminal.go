@@ -134,7 +134,7 @@ func terminalEnv(home, ceiling, binDir string) []string {
 	if lang == "" {
 		lang = "C.UTF-8"
 	}
-	return []string{
+	return append([]string{
 		"PATH=" + path,
 		"HOME=" + home,
 		"USER=opencode",
@@ -148,7 +148,7 @@ func terminalEnv(home, ceiling, binDir string) []string {
 		"GIT_AUTHOR_NAME=Proliferate Agent", "GIT_AUTHOR_EMAIL=agent@proliferate.dev",
 		"GIT_COMMITTER_NAME=Proliferate Agent", "GIT_COMMITTER_EMAIL=agent@proliferate.dev",
 		"GIT_CEILING_DIRECTORIES=" + ceiling,
-	}
+	}, capabilities.GitCredentialEnv...) // a person's push asks the gateway with the terminal's token
 }
 
 // withTerminalEnv appends the caller's variables (valid names only, in a

@@ -46,6 +46,8 @@ func (h *handlers) rebuild(c *api.Ctx) error {
 	switch {
 	case errors.Is(err, prebuilds.ErrNotFound):
 		return api.NotFound("configuration")
+	case errors.Is(err, prebuilds.ErrNoRepos):
+		return api.Conflict("no_repos", "the configuration has no repositories to build (PUT /configurations/"+id+"/repos first)")
 	case errors.Is(err, prebuilds.ErrBuildRunning):
 		return api.Conflict("build_running", "a build of this configuration is already running; wait for it to finish (GET /configurations/"+id+"/builds)")
 	case err != nil:

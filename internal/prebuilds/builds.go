@@ -40,6 +40,9 @@ var (
 	ErrNotFound = errors.New("prebuilds: not found")
 	// ErrBuildRunning: the configuration already has a build in progress.
 	ErrBuildRunning = errors.New("prebuilds: a build of this configuration is already running")
+	// ErrNoRepos: the configuration has no repositories (nothing to build:
+	// sessions without repos never boot from a configuration snapshot).
+	ErrNoRepos = errors.New("prebuilds: the configuration has no repositories")
 	// ErrBuildEnded: the build is no longer building (finished, failed or
 	// expired meanwhile); nothing was changed.
 	ErrBuildEnded = errors.New("prebuilds: the build has ended")
@@ -102,18 +105,22 @@ func (s *Builds) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 
 // Start records a build of the organization's configuration, to finish
 // within timeout, and marks the configuration's snapshot building:
-// ErrNotFound for a configuration of another organization,
-// ErrBuildRunning when one is already building.
+// ErrNotFound for a configuration of another organization, ErrNoRepos for
+// one without repositories, ErrBuildRunning when one is already building.
 func (s *Builds) Start(ctx context.Context, orgID, configurationID, requestedBy string, timeout time.Duration) (Build, error) {
 	var b Build
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM configurations WHERE id = $1 AND org_id = $2 FOR UPDATE`, configurationID, orgID).Scan(&one)
+		var nrepos int
+		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM configuration_repos cr WHERE cr.configuration_id = c.id)
+			FROM configurations c WHERE c.id = $1 AND c.org_id = $2 FOR UPDATE`, configurationID, orgID).Scan(&nrepos)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return err
+		}
+		if nrepos == 0 {
+			return ErrNoRepos
 		}
 		now := s.now()
 		var by *string

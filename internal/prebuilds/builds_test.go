@@ -27,8 +27,18 @@ func TestBuildLifecycle(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	b := &prebuilds.Builds{Pool: pool, Now: clock}
-	var cfg string
+	var cfg, repo string
 	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'c') RETURNING id::text`, org).Scan(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Start(ctx, org, cfg, "", time.Hour); !errors.Is(err, prebuilds.ErrNoRepos) {
+		t.Fatalf("a configuration without repos: %v", err)
+	}
+	if err := pool.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_name, default_branch) VALUES ($1, 'acme/app', 'main') RETURNING id::text`, org).Scan(&repo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position)
+		VALUES ($1, $2, $3, '.', 0)`, cfg, repo, org); err != nil {
 		t.Fatal(err)
 	}
 	status := func() (st string, snap, errMsg *string) {

@@ -93,7 +93,7 @@ func New(d Deps) *Server {
 		d.Now = time.Now
 	}
 	if d.Mailer == nil {
-		d.Mailer = mailer.Log{L: d.Log, IncludeBody: d.Cfg.Env != "production"}
+		d.Mailer = mailer.FromConfig(d.Cfg, d.Log)
 	}
 	s := &Server{Deps: d, engine: gin.New()}
 	// Only configured proxies may set the client IP (per-IP rate limits);

@@ -37,7 +37,8 @@ type Env struct {
 	// Logs captures every log line the API wrote (to assert secrets never
 	// appear in them).
 	Logs *LogBuffer
-	// Mail holds every email the API sent.
+	// Mail holds every email the API sent (nil with MAILER=smtp: the server
+	// then delivers through SMTP).
 	Mail *mailer.Memory
 }
 
@@ -83,6 +84,9 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 		Cfg: cfg, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Pool: testenv.Postgres(t), Redis: testenv.Redis(t), Tokens: tokens, Box: box, Mailer: &mailer.Memory{},
 	}
+	if cfg.Mailer == "smtp" {
+		deps.Mailer = nil // the server's own, from the settings (Env.Mail stays nil)
+	}
 	s := api.New(deps)
 	for _, r := range register {
 		if err := r(s); err != nil {
@@ -91,7 +95,8 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: deps.Mailer.(*mailer.Memory)}
+	mem, _ := deps.Mailer.(*mailer.Memory)
+	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: mem}
 }
 
 // LogBuffer is the concurrency-safe log sink of testenv.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/mail"
 	"net/url"
 	"os"
 	"reflect"
@@ -74,7 +75,14 @@ type Config struct {
 	ServiceToken      string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles (signs their service tokens); sandboxes never see it and nothing of theirs derives from it"`
 	SuperAdminEmails  []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
 	PublicURL         string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
-	Mailer            string        `env:"MAILER" default:"log" check:"oneof=log" doc:"email delivery: log (development: writes each message, one-time links included, to the log; under PROLIFERATE_ENV=production only recipient and subject are logged)"`
+	Mailer            string        `env:"MAILER" default:"log" check:"oneof=log|smtp" doc:"email delivery: smtp (SMTP_HOST…; required with PROLIFERATE_ENV=production) or log (development: writes each message, one-time links included, to the log; refused in production, where emails must arrive)"`
+	SMTPHost          string        `env:"SMTP_HOST" doc:"SMTP server for MAILER=smtp (your provider's submission host)"`
+	SMTPPort          int           `env:"SMTP_PORT" default:"587" check:"min=1,max=65535" doc:"SMTP port: 587 (submission with STARTTLS) or 465 (SMTP_TLS=tls)"`
+	SMTPUsername      string        `env:"SMTP_USERNAME" doc:"SMTP AUTH user; empty sends without authenticating"`
+	SMTPPassword      string        `env:"SMTP_PASSWORD" secret:"true" doc:"SMTP AUTH password (sent only over TLS)"`
+	SMTPFrom          string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
+	SMTPTLS           string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
+	SMTPTimeout       time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
 	APITrustedProxies []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
@@ -252,6 +260,20 @@ func (c *Config) crossChecks() []Problem {
 	}
 	if c.SandboxProvider == "e2b" && c.E2BAPIKey == "" {
 		ps = append(ps, Problem{"E2B_API_KEY", "", "must be set when SANDBOX_PROVIDER=e2b"})
+	}
+	if c.Mailer == "smtp" {
+		if c.SMTPHost == "" {
+			ps = append(ps, Problem{"SMTP_HOST", "", "must be set when MAILER=smtp"})
+		}
+		if _, err := mail.ParseAddress(c.SMTPFrom); err != nil {
+			ps = append(ps, Problem{"SMTP_FROM", c.SMTPFrom, "must be an email address (Name <addr@host> or addr@host) when MAILER=smtp"})
+		}
+	}
+	if c.Env == "production" && c.Mailer == "log" {
+		ps = append(ps, Problem{"MAILER", c.Mailer, "must be smtp when PROLIFERATE_ENV=production (the log mailer delivers nothing: verification, invitation and password reset emails would never arrive)"})
+	}
+	if c.Env == "production" && c.Mailer == "smtp" && c.SMTPTLS == "none" {
+		ps = append(ps, Problem{"SMTP_TLS", c.SMTPTLS, "must not be none when PROLIFERATE_ENV=production (emails carry one-time links)"})
 	}
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})

@@ -200,6 +200,47 @@ func TestURLPasswordsInNonSecretSettingsAreRedacted(t *testing.T) {
 	}
 }
 
+// Emails must arrive in production: the log mailer and plain-text SMTP are
+// refused there; MAILER=smtp needs a host and a sender anywhere.
+func TestMailerSettings(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		vars    map[string]string
+		wantVar string
+	}{
+		{"production log mailer", prod(map[string]string{"MAILER": "log"}), "MAILER"},
+		{"production plain SMTP", prod(map[string]string{"SMTP_TLS": "none"}), "SMTP_TLS"},
+		{"smtp without host", map[string]string{"MAILER": "smtp", "SMTP_FROM": "a@b.c"}, "SMTP_HOST"},
+		{"smtp without sender", map[string]string{"MAILER": "smtp", "SMTP_HOST": "h"}, "SMTP_FROM"},
+		{"smtp with a bad sender", map[string]string{"MAILER": "smtp", "SMTP_HOST": "h", "SMTP_FROM": "not an address"}, "SMTP_FROM"},
+		{"unknown mailer", map[string]string{"MAILER": "sendgrid"}, "MAILER"},
+		{"unknown TLS mode", map[string]string{"SMTP_TLS": "maybe"}, "SMTP_TLS"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := LoadFrom(env(c.vars))
+			var cerr *Error
+			if !errors.As(err, &cerr) || len(cerr.Problems) != 1 || cerr.Problems[0].Var != c.wantVar {
+				t.Fatalf("got %v, want one problem with %s", err, c.wantVar)
+			}
+		})
+	}
+	cfg, err := LoadFrom(env(prod(map[string]string{"SMTP_PASSWORD": "smtp-canary-pw", "SMTP_USERNAME": "u"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Mailer != "smtp" || cfg.SMTPPort != 587 || cfg.SMTPTLS != "starttls" || cfg.SMTPTimeout != 15*time.Second {
+		t.Fatalf("smtp defaults: %+v", cfg)
+	}
+	for _, s := range cfg.Settings() {
+		if strings.Contains(s.Value, "smtp-canary-pw") {
+			t.Fatalf("%s leaks the SMTP password", s.Var)
+		}
+	}
+	if _, err := LoadFrom(env(nil)); err != nil { // development keeps the log mailer
+		t.Fatal(err)
+	}
+}
+
 func TestDocsAreCurrent(t *testing.T) {
 	have, err := os.ReadFile("../../docs/config.md")
 	if err != nil || string(have) != Markdown() {
@@ -219,6 +260,9 @@ func prod(over map[string]string) map[string]string {
 		"SERVICE_TOKEN":     "a-production-service-token",
 		"DATABASE_URL":      "postgres://app:pw@db.internal:5432/proliferate",
 		"REDIS_URL":         "rediss://:pw@redis.internal:6379/0",
+		"MAILER":            "smtp",
+		"SMTP_HOST":         "smtp.internal",
+		"SMTP_FROM":         "Proliferate <noreply@example.com>",
 	}
 	for k, v := range over {
 		m[k] = v
@@ -252,7 +296,8 @@ func TestProductionRefusesDevelopmentSecrets(t *testing.T) {
 		{"ENCRYPTION_KEYS still decrypting with the dev key", prod(map[string]string{"ENCRYPTION_KEYS": "new:" + b64(32) + "," + devKey("ENCRYPTION_KEYS")}), []string{"ENCRYPTION_KEYS"}},
 		{"DATABASE_URL unset (the dev database, no password)", prod(map[string]string{"DATABASE_URL": ""}), []string{"DATABASE_URL"}},
 		{"REDIS_URL unset", prod(map[string]string{"REDIS_URL": ""}), []string{"REDIS_URL"}},
-		{"everything unset", map[string]string{"PROLIFERATE_ENV": "production", "KAFKA_BROKERS": "k:9092"},
+		{"everything unset", map[string]string{"PROLIFERATE_ENV": "production", "KAFKA_BROKERS": "k:9092",
+			"MAILER": "smtp", "SMTP_HOST": "smtp.internal", "SMTP_FROM": "noreply@example.com"},
 			[]string{"DATABASE_URL", "REDIS_URL", "AUTH_SIGNING_KEYS", "ENCRYPTION_KEYS", "SERVICE_TOKEN"}},
 	}
 	for _, c := range cases {

@@ -1,12 +1,15 @@
-// Package mailer sends the platform's emails (verification, invitations)
-// through a pluggable Mailer. The default logs each message, which is what a
-// developer needs to click a link locally; production plugs in a provider.
+// Package mailer sends the platform's emails (verification, invitations,
+// password reset) through a pluggable Mailer: SMTP (MAILER=smtp, required in
+// production) or the log (development: what a developer needs to click a
+// link locally).
 package mailer
 
 import (
 	"context"
 	"log/slog"
 	"sync"
+
+	"github.com/proliferate/proliferate/internal/config"
 )
 
 // Message is one email.
@@ -66,4 +69,15 @@ func (m *Memory) Sent(to string) []Message {
 		}
 	}
 	return out
+}
+
+// FromConfig is the mailer the settings choose: SMTP for MAILER=smtp, else
+// the log mailer (bodies only outside production; production refuses
+// MAILER=log at start anyway).
+func FromConfig(cfg *config.Config, log *slog.Logger) Mailer {
+	if cfg.Mailer == "smtp" {
+		return &SMTP{Host: cfg.SMTPHost, Port: cfg.SMTPPort, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword,
+			From: cfg.SMTPFrom, TLS: cfg.SMTPTLS, Timeout: cfg.SMTPTimeout}
+	}
+	return Log{L: log, IncludeBody: cfg.Env != "production"}
 }

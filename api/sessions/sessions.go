@@ -24,6 +24,10 @@
 //     starting session is just marked paused. Pausing a paused session is a
 //     no-op; stopped and failed sessions answer 409 invalid_transition.
 //   - Snapshots need a running session and the gateway.
+//   - GET /sessions/:id/evidence lists the verify tool's evidence; its
+//     content route serves one file as an attachment (nosniff, sandboxing
+//     CSP) from the blob store, within the organization (another
+//     organization's session or evidence is 404).
 //   - Every session carries display_status (internal/sessions.DisplayStatus):
 //     what the status means to a person (an idle-paused session is idle, not
 //     paused).
@@ -36,11 +40,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/blobstore"
+	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -82,6 +89,11 @@ type Options struct {
 	// configuration's (POST /sessions/:id/finalize); nil: finalization
 	// answers 503.
 	Prebuilt Prebuilt
+	// Blobs holds the verify tool's evidence files (GET
+	// /sessions/:id/evidence/:evidence_id/content); nil: the store the
+	// configuration names (blobstore.OpenConfig), opened at the first
+	// download.
+	Blobs blobstore.Store
 }
 
 // Register registers the routes without a runtime.
@@ -102,6 +114,13 @@ func RegisterWith(o Options) func(*api.Server) error {
 		}
 		h := &handlers{store: &sessions.Store{Pool: s.Pool, Codec: o.Codec, MaxConcurrent: max(limit, 0), Admit: o.Admit}, rt: o.Runtime,
 			now: s.Now, prebuilt: o.Prebuilt}
+		h.evidence = &evidence.Store{Pool: s.Pool}
+		h.blobs = sync.OnceValues(func() (blobstore.Store, error) {
+			if o.Blobs != nil {
+				return o.Blobs, nil
+			}
+			return blobstore.OpenConfig(s.Cfg)
+		})
 		for _, r := range h.routes() {
 			s.Handle(r)
 		}
@@ -115,10 +134,13 @@ type handlers struct {
 	now   func() time.Time
 	// prebuilt records finalized setup sessions' snapshots (finalize.go).
 	prebuilt Prebuilt
+	// evidence lists the verify tool's evidence; blobs opens its store.
+	evidence *evidence.Store
+	blobs    func() (blobstore.Store, error)
 }
 
 func (h *handlers) routes() []api.Route {
-	return []api.Route{
+	return append([]api.Route{
 		{Method: http.MethodPost, Path: "/sessions", Summary: "Create a session (scratch or from a configuration)", Tag: tag,
 			Access: api.OrgMember, Request: CreateRequest{}, Response: Session{}, Status: http.StatusCreated, Handler: h.create},
 		{Method: http.MethodGet, Path: "/sessions", Summary: "List the organization's sessions, newest first", Tag: tag,
@@ -145,7 +167,7 @@ func (h *handlers) routes() []api.Route {
 			Handler: h.subscribe},
 		{Method: http.MethodDelete, Path: "/sessions/:id/notifications", Summary: "Stop being told when the session completes",
 			Tag: tag, Access: api.OrgMember, Status: http.StatusNoContent, Handler: h.unsubscribe},
-	}
+	}, h.evidenceRoutes()...)
 }
 
 var (

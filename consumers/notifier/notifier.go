@@ -122,6 +122,9 @@ type runInfo struct {
 	TriggerURL                              *string
 	// PRURLs are the pull requests of the run's session.
 	PRURLs []string
+	// Evidence counts the verification files the run's agent uploaded
+	// (verify).
+	Evidence int
 }
 
 func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecycle) error {
@@ -133,14 +136,15 @@ func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecyc
 	err := n.Pool.QueryRow(ctx, `SELECT a.name, a.notification_destination_type, a.notification_channel_id,
 			a.notification_slack_user_id, a.notification_slack_installation_id::text,
 			r.completion_json->>'summary_markdown', r.error_message, r.status_reason, te.title, te.url,
-			COALESCE(s.pr_urls, '{}')
+			COALESCE(s.pr_urls, '{}'),
+			(SELECT count(*) FROM session_evidence ev WHERE ev.run_id = r.id AND ev.org_id = r.org_id)
 		FROM automation_runs r
 		JOIN automations a ON a.id = r.automation_id AND a.org_id = r.org_id
 		JOIN trigger_events te ON te.id = r.trigger_event_id AND te.org_id = r.org_id
 		LEFT JOIN sessions s ON s.id = r.session_id AND s.org_id = r.org_id
 		WHERE r.id = $1 AND r.org_id::text = $2`, ev.RunID, orgID).Scan(
 		&ri.AutomationName, &ri.Destination, &ri.ChannelID, &ri.SlackUserID, &ri.InstallationID,
-		&ri.CompletionSummary, &ri.ErrorMessage, &ri.Reason, &ri.TriggerTitle, &ri.TriggerURL, &ri.PRURLs)
+		&ri.CompletionSummary, &ri.ErrorMessage, &ri.Reason, &ri.TriggerTitle, &ri.TriggerURL, &ri.PRURLs, &ri.Evidence)
 	if errors.Is(err, pgx.ErrNoRows) {
 		log.Warn("run notification skipped: run not found (deleted?)")
 		return nil
@@ -344,6 +348,18 @@ func (n *notifier) runMessage(ev *schemas.RunLifecycle, ri runInfo) (string, []s
 		}
 		blocks = append(blocks, slack.Section(":arrow_heading_up: "+label+strings.Join(prs, ", ")))
 		text += " (" + strings.ToLower(strings.TrimSuffix(label, ": ")) + " " + strings.Join(ri.PRURLs[:min(len(ri.PRURLs), MaxPRLinks)], " ") + ")"
+	}
+	if ri.Evidence > 0 {
+		files := fmt.Sprintf("%d verification file", ri.Evidence)
+		if ri.Evidence > 1 {
+			files += "s"
+		}
+		line := ":paperclip: " + files
+		if n.web != "" {
+			line = fmt.Sprintf(":paperclip: <%s/automations/%s/runs/%s|%s>", n.web, ev.AutomationID, ev.RunID, files)
+		}
+		blocks = append(blocks, slack.Section(line))
+		text += " [" + files + "]"
 	}
 	var ctxParts []string
 	if title := strings.TrimSpace(ri.TriggerTitle); title != "" || ri.TriggerURL != nil {

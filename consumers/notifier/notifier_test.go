@@ -511,3 +511,32 @@ func TestRunMessageLinksThePullRequests(t *testing.T) {
 		t.Fatalf("text lacks the pull request: %q", posts[0].Text)
 	}
 }
+
+// A run whose agent uploaded verification evidence (verify) says how many
+// files there are, linked to the run when the dashboard's URL is known.
+func TestRunMessageCountsTheEvidence(t *testing.T) {
+	e := newEnv(t)
+	e.destination(notifier.DestinationChannel, "C-RUNS", "")
+	run := e.runTo(runs.StatusSucceeded, "Fixed it.")
+	sid := uuid.NewString()
+	e.exec(`INSERT INTO sessions (id, org_id) VALUES ($1, $2)`, sid, e.org)
+	e.exec(`UPDATE automation_runs SET session_id = $2 WHERE id = $1`, run, sid)
+	for i, p := range []string{"report.txt", "home.png"} {
+		e.exec(`INSERT INTO session_evidence (org_id, session_id, run_id, tool_call_id, position, path, content_type, size_bytes, sha256, blob_ref)
+			VALUES ($1, $2, $3, 'v-1', $4, $5, 'text/plain', 1, repeat('a', 64), 'file:x')`, e.org, sid, run, i, p)
+	}
+	recs := e.lifecycle(run)
+	e.start(topics.GroupNotifier)
+	e.produce(recs...)
+	e.await(int64(len(recs)))
+	posts := e.slack.Posts()
+	if len(posts) != 1 {
+		t.Fatalf("posts: %+v", posts)
+	}
+	if blocks := blockText(posts[0]); !strings.Contains(blocks, ":paperclip: ") || !strings.Contains(blocks, "2 verification files") {
+		t.Fatalf("blocks lack the evidence: %s", blocks)
+	}
+	if !strings.Contains(posts[0].Text, "[2 verification files]") {
+		t.Fatalf("text lacks the evidence: %q", posts[0].Text)
+	}
+}

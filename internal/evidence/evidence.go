@@ -242,15 +242,6 @@ func (s *Store) ListRun(ctx context.Context, orgID, runID string) ([]Item, error
 	return s.list(ctx, `e.org_id = $1 AND e.run_id = $2`, orgID, runID)
 }
 
-// CountRun counts a run's evidence.
-func CountRun(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, orgID, runID string) (int, error) {
-	var n int
-	err := q.QueryRow(ctx, `SELECT count(*) FROM session_evidence WHERE org_id = $1 AND run_id = $2`, orgID, runID).Scan(&n)
-	return n, err
-}
-
 // Open returns one piece of evidence of a session of the organization and
 // its bytes; ErrNotFound when there is none (or its blob is gone).
 func (s *Store) Open(ctx context.Context, orgID, sessionID, id string) (Item, []byte, error) {

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -197,6 +198,10 @@ type Detail struct {
 	TriggerEvent TriggerEvent `json:"trigger_event"`
 	// Events is the run's event log, oldest first.
 	Events []Event `json:"events"`
+	// Evidence is the verification evidence the run's agent uploaded
+	// (verify), oldest first; download each through its session
+	// (GET /sessions/:session_id/evidence/:id/content).
+	Evidence []evidence.Item `json:"evidence"`
 }
 
 // Resolution is a person's manual resolution of a run.
@@ -266,6 +271,9 @@ func (s *Store) Get(ctx context.Context, orgID, runID string) (Detail, error) {
 	}
 	if d.Events == nil {
 		d.Events = []Event{}
+	}
+	if d.Evidence, err = (&evidence.Store{Pool: s.Pool}).ListRun(ctx, orgID, runID); err != nil {
+		return d, fmt.Errorf("run evidence: %w", err)
 	}
 	return d, nil
 }

@@ -296,6 +296,7 @@ func (s *Server) routes() {
 	s.gitRoutes()
 	s.sandboxGitRoutes()
 	s.proxyRoutes()
+	s.previewRoutes()
 	s.actionRoutes()
 	s.buildRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {

@@ -150,6 +150,7 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 		<-sc.Done()
 		return nil
 	}
+	h.WatchPreviews(sc, p)
 	defer func() {
 		detach()
 		sc.Close(websocket.CloseNormalClosure, "")

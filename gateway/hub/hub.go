@@ -182,6 +182,9 @@ type Deps struct {
 	// and revokes the session's keys whenever the hub pauses or stops the
 	// session or terminates its sandbox. nil = the sandbox gets LLM as is.
 	LLMKeys llmkeys.Issuer
+	// Previews announce the ports that start listening in the sandbox
+	// (preview_url frames, preview.go); URL nil = no announcements.
+	Previews PreviewDeps
 	// Transcript publishes the sessions' conversations to
 	// sessions.transcript (transcript.go); nil = not published.
 	Transcript *transcript.Publisher

@@ -113,6 +113,15 @@ func NewManager(d Deps) *Manager {
 	if d.ExpiryScanEvery <= 0 {
 		d.ExpiryScanEvery = 30 * time.Second
 	}
+	if d.Previews.PollEvery <= 0 {
+		d.Previews.PollEvery = 2 * time.Second
+	}
+	if d.Previews.PortMin <= 0 {
+		d.Previews.PortMin = 1024
+	}
+	if d.Previews.PortMax <= 0 {
+		d.Previews.PortMax = 65535
+	}
 	if d.MaxHubs <= 0 {
 		d.MaxHubs = 10000
 	}

@@ -62,6 +62,9 @@ type Hub struct {
 
 	env envRequests // pending request_env_variables calls (env.go)
 
+	pvMu sync.Mutex   // guards pv
+	pv   previewState // listening ports announced (preview.go)
+
 	lastAutoStart []byte // the last auto_start_output frame, for clients that attach later (services.go)
 }
 

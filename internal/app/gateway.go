@@ -231,6 +231,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		IdleTTL:  a.Cfg.HubIdleTTL, IdleCheckEvery: a.Cfg.IdleCheckInterval,
 		IdleGrace: a.Cfg.IdleSnapshotDelay, HeadlessIdleGrace: a.Cfg.HeadlessIdleDelay,
 		ExpiryLead: a.Cfg.ExpiryLead, ExpiryScanEvery: min(a.Cfg.IdleCheckInterval, a.Cfg.ExpiryLead/4),
+		Previews: hub.PreviewDeps{PollEvery: a.Cfg.PreviewPollInterval, PortMin: a.Cfg.PreviewPortMin, PortMax: a.Cfg.PreviewPortMax,
+			URL: gateway.PreviewLinks{Redis: a.Redis, PublicURL: a.Cfg.GatewayPublicURL, TTL: a.Cfg.PreviewLinkTTL}.URL},
 	})
 	builder := a.configBuilder(hubs, store, prebuilt, box)
 	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov, Snapshots: book, LLMKeys: keys,

@@ -136,6 +136,13 @@ type Config struct {
 	IdleSnapshotDelay       time.Duration `env:"IDLE_SNAPSHOT_DELAY" default:"5m" check:"positive" doc:"a web/api/cli session with no clients, proxy connections or agent work is snapshotted and its sandbox stopped after this long without activity"`
 	HeadlessIdleDelay       time.Duration `env:"HEADLESS_IDLE_DELAY" default:"30s" check:"positive" doc:"the same grace for automation and Slack sessions (nobody refreshes their tab)"`
 	EnvRequestTimeout       time.Duration `env:"ENV_REQUEST_TIMEOUT" default:"5m" check:"positive" doc:"how long the agent's request_env_variables waits for a session member to submit the values (at most 9m: the sandbox's tool call gives up after 10 minutes); then the tool returns that nobody answered"`
+	PreviewPortMin          int           `env:"PREVIEW_PORT_MIN" default:"1024" check:"min=1,max=65535" doc:"lowest sandbox port a session's previews (/proliferate/{session}/preview/{port}/…) and share links may reach; ports below it answer 400 port_not_allowed (the sandbox's own ports, e.g. the agent's 4096 and the channel ports 4100-4102 of isolated sandboxes, are never reachable)"`
+	PreviewPortMax          int           `env:"PREVIEW_PORT_MAX" default:"65535" check:"min=1,max=65535" doc:"highest sandbox port previews may reach (at least PREVIEW_PORT_MIN)"`
+	PreviewPollInterval     time.Duration `env:"PREVIEW_POLL_INTERVAL" default:"2s" check:"positive" doc:"how often the gateway lists the ports listening in a session's sandbox while clients watch the session, to announce new ones (preview_url frames)"`
+	PreviewLinkTTL          time.Duration `env:"PREVIEW_LINK_TTL" default:"10m" check:"positive" doc:"lifetime of the member's preview link (open_url: a one-person token in the URL, exchanged at the first visit for a preview cookie)"`
+	PreviewCookieTTL        time.Duration `env:"PREVIEW_COOKIE_TTL" default:"8h" check:"positive" doc:"lifetime of a member's preview cookie (scoped to one session's port; the person must still be a member of the organization at every request)"`
+	PreviewShareTTL         time.Duration `env:"PREVIEW_SHARE_TTL" default:"24h" check:"positive" doc:"lifetime of a preview share link when the member does not ask for one (ttl_seconds)"`
+	PreviewShareMaxTTL      time.Duration `env:"PREVIEW_SHARE_MAX_TTL" default:"168h" check:"positive" doc:"longest lifetime a preview share link may be given (at least PREVIEW_SHARE_TTL); longer requests answer 400"`
 	IdleCheckInterval       time.Duration `env:"IDLE_CHECK_INTERVAL" default:"30s" check:"positive" doc:"how often the gateway checks its sessions for idleness"`
 	ExpiryLead              time.Duration `env:"EXPIRY_LEAD" default:"5m" check:"positive" doc:"how long before a sandbox expires the gateway migrates (active) or pauses (idle) its session"`
 	HubIdleTTL              time.Duration `env:"HUB_IDLE_TTL" default:"10m" check:"positive" doc:"a gateway forgets a session it serves without a sandbox (paused) after this long unused, releasing its ownership"`
@@ -257,6 +264,12 @@ func (c *Config) crossChecks() []Problem {
 	if c.EnvRequestTimeout > MaxEnvRequestTimeout {
 		ps = append(ps, Problem{"ENV_REQUEST_TIMEOUT", c.EnvRequestTimeout.String(),
 			fmt.Sprintf("must be at most %s (the sandbox's tool call gives up after 10 minutes)", MaxEnvRequestTimeout)})
+	}
+	if c.PreviewPortMax < c.PreviewPortMin {
+		ps = append(ps, Problem{"PREVIEW_PORT_MAX", strconv.Itoa(c.PreviewPortMax), fmt.Sprintf("must be at least PREVIEW_PORT_MIN (%d)", c.PreviewPortMin)})
+	}
+	if c.PreviewShareMaxTTL < c.PreviewShareTTL {
+		ps = append(ps, Problem{"PREVIEW_SHARE_MAX_TTL", c.PreviewShareMaxTTL.String(), fmt.Sprintf("must be at least PREVIEW_SHARE_TTL (%s)", c.PreviewShareTTL)})
 	}
 	if c.SandboxProvider == "e2b" && c.E2BAPIKey == "" {
 		ps = append(ps, Problem{"E2B_API_KEY", "", "must be set when SANDBOX_PROVIDER=e2b"})

@@ -117,6 +117,7 @@ func TestConfigurationRebuild(t *testing.T) {
 
 	// The build's service command leaves a file unique to its run.
 	setCommand(`test -e .built || od -An -N8 -tx8 /dev/urandom > .built`)
+	requested := time.Now()
 	b := rebuild()
 	// The API already had a gateway claim it: asking again builds nothing.
 	svc, err := identity.IssueServiceToken(w.cfg.ServiceToken, "test", time.Minute)
@@ -127,6 +128,8 @@ func TestConfigurationRebuild(t *testing.T) {
 		t.Fatalf("a duplicate run request claimed the build: %v %v", claimed, err)
 	}
 	done := finished(b.ID)
+	t.Logf("rebuild: ready %v after the request (fresh clone in bubblewrap, agent up, service command, snapshot, session stopped)",
+		time.Since(requested).Round(time.Millisecond))
 	if done.Status != "ready" || done.SnapshotID == nil || done.SessionID == nil {
 		t.Fatalf("build %+v", done)
 	}

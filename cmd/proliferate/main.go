@@ -52,12 +52,16 @@ separate processes and for any Kafka client such as kcat.`},
 		`up      applies the pending embedded SQL migrations (advisory-locked,
         checksummed) to DATABASE_URL
 status  lists every migration and when it was applied`},
-	{"topics ensure|list|describe [topic…]|docs", "create missing topics and report drift; list the catalog;\nshow topics on the cluster; print docs/topics.md",
+	{"topics ensure|list|describe [topic…]|docs|tail TOPIC", "create missing topics and report drift; list the catalog;\nshow topics on the cluster; print docs/topics.md; print a topic's records",
 		`ensure    creates missing topics and reports drift (never alters existing
           topics; exits 1 on drift)
 list      lists the topic catalog (no cluster needed)
 describe  shows topics on the cluster: partitions and end offsets
-docs      prints docs/topics.md (no cluster needed)`},
+docs      prints docs/topics.md (no cluster needed)
+tail      prints TOPIC's records decoded, with their headers, until interrupted:
+          new ones, or all with --from-beginning; --json prints one JSON object
+          per line ({topic, partition, offset, timestamp, key, headers, event});
+          no consumer group, nothing committed`},
 	{"api", "serve the REST API (/api/v1) on API_ADDR",
 		`Serves the REST API (/api/v1, OpenAPI at /api/v1/openapi.json) on API_ADDR.
 Any number of replicas.`},
@@ -374,7 +378,7 @@ func migrate(ctx context.Context, a *app.App, args []string, stdout io.Writer) e
 
 func topicsCmd(ctx context.Context, a *app.App, args []string, stdout io.Writer) error {
 	if len(args) == 0 {
-		return usageError{"usage: proliferate topics ensure|list|describe [topic]|docs"}
+		return usageError{"usage: proliferate topics ensure|list|describe [topic]|docs|tail TOPIC [--from-beginning] [--json]"}
 	}
 	switch args[0] {
 	case "list":
@@ -384,6 +388,8 @@ func topicsCmd(ctx context.Context, a *app.App, args []string, stdout io.Writer)
 			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", t.Name, t.Partitions, t.Cleanup, topics.FormatRetention(t.Retention), t.Key)
 		}
 		return tw.Flush()
+	case "tail":
+		return topicsTail(ctx, a, args[1:], stdout)
 	case "docs":
 		doc, err := topics.Markdown()
 		if err != nil {

@@ -182,6 +182,33 @@ avsc's default ` + "`long`" + ` refuses values beyond 2^53; pass a custom long t
 (avsc's ` + "`LongType.__with`" + `, for example with BigInt) to
 ` + "`Type.forSchema`" + ` to read every 64-bit value exactly. Confluent-framed records
 (` + "`00`" + ` and a schema id) are read through the schema registry instead.
+## Reading a topic
+
+` + "`proliferate topics tail TOPIC [--from-beginning] [--json]`" + ` prints a topic's
+records decoded, with their headers: new records until interrupted, or all of
+them with ` + "`--from-beginning`" + `. With ` + "`--json`" + ` each record is one JSON line
+(` + "`{topic, partition, offset, timestamp, key, headers, event}`" + `, the event with its
+Avro field names; a record that does not decode keeps its bytes as
+` + "`value_base64`" + ` with a ` + "`decode_error`" + `). It joins no consumer group and commits
+nothing, so it can run beside the platform's groups:
+
+` + "```sh" + `
+proliferate topics tail sessions.transcript --from-beginning --json | jq -c '.event.payload | {kind, text}'
+` + "```" + `
+
+Any Kafka client reads the topics too. With [kcat](https://github.com/edenhill/kcat)
+(Debian package ` + "`kcat`" + `), keys and headers are text and values binary Avro:
+
+` + "```sh" + `
+# one line per record: where it is, its key and headers
+kcat -b localhost:9092 -C -t sessions.transcript -o beginning -e -f '%t[%p]@%o key=%k %h\n'
+# the raw value of one record, for the Avro decoder above
+kcat -b localhost:9092 -C -t sessions.transcript -o beginning -c 1 -e -f '%s' > record.bin
+` + "```" + `
+
+and ` + "`decode(fs.readFileSync('record.bin'))`" + ` with the avsc code above prints the event. With
+` + "`SCHEMA_REGISTRY_URL`" + ` set (Confluent framing) kcat decodes values itself:
+` + "`kcat -b localhost:9092 -C -t sessions.transcript -s value=avro -r http://registry:8081`" + `.
 `)
 	return nil
 }

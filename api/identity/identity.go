@@ -28,6 +28,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/proliferate/proliferate/api"
@@ -85,6 +86,15 @@ type Options struct {
 	RefreshPerIP Limit
 	// APIKeyCreatePerUser bounds API key creation.
 	APIKeyCreatePerUser Limit
+	// ResetRequestPerIP and ResetRequestPerEmail bound password reset
+	// emails (a flood of them at one inbox, probing); ResetPerIP bounds
+	// attempts to use reset tokens.
+	ResetRequestPerIP    Limit
+	ResetRequestPerEmail Limit
+	ResetPerIP           Limit
+	// ResetHook, when set, is called after each reset request's background
+	// work with whether an email was sent (tests).
+	ResetHook func(email string, sent bool)
 	// RateLimitNamespace separates the Redis counters of independent servers
 	// sharing one Redis (tests).
 	RateLimitNamespace string
@@ -101,6 +111,9 @@ func DefaultOptions() Options {
 		VerifyPerIP:           Limit{30, 15 * time.Minute},
 		RefreshPerIP:          Limit{300, 15 * time.Minute},
 		APIKeyCreatePerUser:   Limit{20, time.Hour},
+		ResetRequestPerIP:     Limit{20, time.Hour},
+		ResetRequestPerEmail:  Limit{5, time.Hour},
+		ResetPerIP:            Limit{30, 15 * time.Minute},
 	}
 }
 
@@ -110,7 +123,8 @@ func (o Options) withDefaults() Options {
 		{&o.LoginPerAccountSource, &d.LoginPerAccountSource}, {&o.LoginPerAccount, &d.LoginPerAccount},
 		{&o.LoginPerIP, &d.LoginPerIP}, {&o.SignupPerIP, &d.SignupPerIP},
 		{&o.ResendPerUser, &d.ResendPerUser}, {&o.VerifyPerIP, &d.VerifyPerIP}, {&o.RefreshPerIP, &d.RefreshPerIP},
-		{&o.APIKeyCreatePerUser, &d.APIKeyCreatePerUser},
+		{&o.APIKeyCreatePerUser, &d.APIKeyCreatePerUser}, {&o.ResetRequestPerIP, &d.ResetRequestPerIP},
+		{&o.ResetRequestPerEmail, &d.ResetRequestPerEmail}, {&o.ResetPerIP, &d.ResetPerIP},
 	} {
 		if f.v.N <= 0 || f.v.Window <= 0 {
 			*f.v = *f.def
@@ -134,18 +148,22 @@ func New(o Options) func(*api.Server) error {
 			return ratelimit.New(s.Redis, ns+":"+name, l.N, l.Window)
 		}
 		h := &handler{
-			s:             s,
-			loginSource:   lim("login-account-source", o.LoginPerAccountSource),
-			loginAccount:  lim("login-account", o.LoginPerAccount),
-			loginIP:       lim("login-ip", o.LoginPerIP),
-			signupIP:      lim("signup-ip", o.SignupPerIP),
-			resendUser:    lim("resend-user", o.ResendPerUser),
-			verifyIP:      lim("verify-ip", o.VerifyPerIP),
-			refreshIP:     lim("refresh-ip", o.RefreshPerIP),
-			apiKeyCreate:  lim("apikey-create", o.APIKeyCreatePerUser),
-			sessionTTL:    s.Cfg.SessionTTL,
-			verifyTTL:     VerificationTTL,
-			serviceSecret: s.Cfg.ServiceToken,
+			s:                 s,
+			loginSource:       lim("login-account-source", o.LoginPerAccountSource),
+			loginAccount:      lim("login-account", o.LoginPerAccount),
+			loginIP:           lim("login-ip", o.LoginPerIP),
+			signupIP:          lim("signup-ip", o.SignupPerIP),
+			resendUser:        lim("resend-user", o.ResendPerUser),
+			verifyIP:          lim("verify-ip", o.VerifyPerIP),
+			refreshIP:         lim("refresh-ip", o.RefreshPerIP),
+			apiKeyCreate:      lim("apikey-create", o.APIKeyCreatePerUser),
+			resetRequestIP:    lim("reset-request-ip", o.ResetRequestPerIP),
+			resetRequestEmail: lim("reset-request-email", o.ResetRequestPerEmail),
+			resetIP:           lim("reset-ip", o.ResetPerIP),
+			resetHook:         o.ResetHook,
+			sessionTTL:        s.Cfg.SessionTTL,
+			verifyTTL:         VerificationTTL,
+			serviceSecret:     s.Cfg.ServiceToken,
 		}
 		if h.sessionTTL <= 0 {
 			return fmt.Errorf("identity: SESSION_TTL must be positive")
@@ -161,8 +179,12 @@ type handler struct {
 	s                                                        *api.Server
 	loginSource, loginAccount, loginIP, signupIP, resendUser *ratelimit.Limiter
 	verifyIP, refreshIP, apiKeyCreate                        *ratelimit.Limiter
-	sessionTTL, verifyTTL                                    time.Duration
-	serviceSecret                                            string
+	resetRequestIP, resetRequestEmail, resetIP               *ratelimit.Limiter
+	resetHook                                                func(email string, sent bool)
+	// background holds the work reset requests do after answering.
+	background            sync.WaitGroup
+	sessionTTL, verifyTTL time.Duration
+	serviceSecret         string
 }
 
 func (h *handler) routes() {
@@ -183,6 +205,12 @@ func (h *handler) routes() {
 		Request: VerifyEmailRequest{}, Response: VerifyEmailResponse{}, Handler: h.verifyEmail})
 	s.Handle(api.Route{Method: "POST", Path: "/auth/resend-verification", Tag: Tag, Access: api.Person, Status: 204,
 		Summary: "Send a new verification email (earlier links stop working)", Handler: h.resendVerification})
+	s.Handle(api.Route{Method: "POST", Path: "/auth/password-reset/request", Tag: Tag, Access: api.Public, Status: 202,
+		Summary: "Email a password reset link to an account's address (always 202: the answer does not tell whether an account has it)",
+		Request: PasswordResetRequest{}, Response: PasswordResetRequested{}, Handler: h.requestPasswordReset})
+	s.Handle(api.Route{Method: "POST", Path: "/auth/password-reset", Tag: Tag, Access: api.Public,
+		Summary: "Set a new password with the token of a reset link; every login session of the account is revoked",
+		Request: ResetPasswordRequest{}, Response: PasswordResetDone{}, Handler: h.resetPassword})
 	s.Handle(api.Route{Method: "GET", Path: "/me", Tag: Tag, Access: api.Person,
 		Summary: "The caller: profile, active organization, role, super-admin flag", Response: Me{}, Handler: h.me})
 	s.Handle(api.Route{Method: "POST", Path: "/api-keys", Tag: Tag, Access: api.Person, Status: 201,

@@ -30,6 +30,7 @@ func TestOpenAPIDocumentsTheRoutes(t *testing.T) {
 		{"/api/v1/auth/logout", "post", false}, {"/api/v1/auth/verify-email", "post", true},
 		{"/api/v1/auth/resend-verification", "post", false}, {"/api/v1/me", "get", false},
 		{"/api/v1/api-keys", "post", false}, {"/api/v1/api-keys", "get", false}, {"/api/v1/api-keys/{id}", "delete", false},
+		{"/api/v1/auth/password-reset/request", "post", true}, {"/api/v1/auth/password-reset", "post", true},
 	} {
 		op, ok := doc.Paths[want.path][want.method]
 		if !ok {

@@ -58,6 +58,38 @@ type RefreshRequest struct {
 	RefreshToken string `json:"refresh_token" binding:"required,max=200"`
 }
 
+// PasswordResetRequest asks for a password reset link.
+type PasswordResetRequest struct {
+	Email string `json:"email" binding:"required,email,max=254"`
+}
+
+// Validate rejects control characters.
+func (r *PasswordResetRequest) Validate() []api.FieldError {
+	if hasControl(r.Email) {
+		return []api.FieldError{{Field: "email", Problem: "must not contain control characters"}}
+	}
+	return nil
+}
+
+// PasswordResetRequested is the answer to every reset request, whether or
+// not an account has the address.
+type PasswordResetRequested struct {
+	Status  string `json:"status" doc:"always accepted"`
+	Message string `json:"message"`
+}
+
+// ResetPasswordRequest sets a new password with the token of a reset link.
+type ResetPasswordRequest struct {
+	Token    string `json:"token" binding:"required,max=200"`
+	Password string `json:"password" binding:"required,min=10,max=128"`
+}
+
+// PasswordResetDone confirms a reset.
+type PasswordResetDone struct {
+	Status          string `json:"status" doc:"always password_reset"`
+	SessionsRevoked int    `json:"sessions_revoked" doc:"login sessions signed out (every one of the person's)"`
+}
+
 // VerifyEmailRequest carries the token of a verification link.
 type VerifyEmailRequest struct {
 	Token string `json:"token" binding:"required,max=200"`

@@ -15,6 +15,7 @@ const (
 	APIKeyPrefix       = "pk_"
 	RefreshTokenPrefix = "rt_"
 	VerifyTokenPrefix  = "ev_"
+	ResetTokenPrefix   = "pr_"
 	ServiceTokenPrefix = "svc_"
 )
 

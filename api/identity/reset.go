@@ -1,0 +1,177 @@
+package identity
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/mailer"
+)
+
+// Password reset (#21 item 3):
+//
+//	POST /auth/password-reset/request {email}     always 202
+//	POST /auth/password-reset         {token, password}
+//
+// The request answers 202 whether or not an account has the address, and
+// does its work (finding the account, storing the token's hash, sending the
+// email) after answering, so neither the answer nor its timing tells which
+// addresses have accounts. It is rate limited per client address and per
+// email address (hashed; the same for known and unknown addresses). The
+// link carries a pr_ token (256 random bits) valid for PasswordResetTTL,
+// stored hashed, single use; a newer link withdraws older ones. Resetting
+// checks the password policy (identity.CheckPassword with the account's
+// email and name), sets the new hash, uses up every outstanding link and
+// revokes every login session of the person, so refresh and access tokens
+// issued before stop working at once. API keys are separate credentials
+// and stay (the person revokes them at /api-keys).
+
+// PasswordResetTTL is how long a password reset link works.
+const PasswordResetTTL = time.Hour
+
+var errBadResetToken = &api.Error{Status: http.StatusBadRequest, Code: "invalid_token",
+	Message: "this password reset link is invalid, expired or already used; request a new one"}
+
+func (h *handler) requestPasswordReset(c *api.Ctx) error {
+	var req PasswordResetRequest
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	email := strings.TrimSpace(req.Email)
+	if err := allowAll(c, limitCheck{h.resetRequestIP, c.ClientIP()},
+		limitCheck{h.resetRequestEmail, identity.HashSecret(strings.ToLower(email))}); err != nil {
+		return err
+	}
+	// The work happens after the answer, detached from the request (bounded
+	// on its own), so its duration does not depend on the account existing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 2*time.Minute)
+	log := c.Log()
+	h.background.Add(1)
+	go func() {
+		defer h.background.Done()
+		defer cancel()
+		sent, err := h.sendPasswordReset(ctx, email)
+		if err != nil {
+			log.Error("identity: password reset email failed", "error", err)
+		}
+		if h.resetHook != nil {
+			h.resetHook(email, sent)
+		}
+	}()
+	return c.Reply(http.StatusAccepted, PasswordResetRequested{Status: "accepted",
+		Message: "if an account has this email address, a link to reset its password is on its way"})
+}
+
+// sendPasswordReset stores a new token for the account with email (if any)
+// and emails the link; sent reports whether there was an account to mail.
+func (h *handler) sendPasswordReset(ctx context.Context, email string) (sent bool, err error) {
+	var userID, current string
+	err = h.s.Pool.QueryRow(ctx, `SELECT id::text, email FROM users WHERE lower(email) = lower($1)`, email).Scan(&userID, &current)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	token := identity.NewSecret(identity.ResetTokenPrefix)
+	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		// Only the newest link works.
+		if _, err := tx.Exec(ctx, `DELETE FROM password_reset_tokens WHERE user_id = $1 AND used_at IS NULL`, userID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO password_reset_tokens (user_id, email, token_hash, expires_at)
+			VALUES ($1, $2, $3, $4)`, userID, current, identity.HashSecret(token), h.s.Now().Add(PasswordResetTTL))
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	link := strings.TrimRight(h.s.Cfg.PublicURL, "/") + "/reset-password?token=" + url.QueryEscape(token)
+	err = h.s.Mailer.Send(ctx, mailer.Message{
+		To: current, Subject: "Reset your Proliferate password", Kind: "password_reset",
+		Text: "Someone asked to reset the password of your Proliferate account. To choose a new password, open this link within an hour:\n\n" +
+			link + "\n\nSetting a new password signs you out everywhere. If you did not ask for this, ignore this email: your password stays as it is.\n",
+	})
+	if err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (h *handler) resetPassword(c *api.Ctx) error {
+	var req ResetPasswordRequest
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	if err := allow(c, h.resetIP, c.ClientIP()); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(req.Token, identity.ResetTokenPrefix) {
+		return errBadResetToken
+	}
+	ctx := c.Request.Context()
+	now := h.s.Now()
+	tokenHash := identity.HashSecret(req.Token)
+	// Check the token and the policy before hashing (argon2 is slow) and
+	// without using the token up: a refused password leaves the link working.
+	var userID, email, name string
+	err := h.s.Pool.QueryRow(ctx, `SELECT u.id::text, u.email, u.name FROM password_reset_tokens t
+		JOIN users u ON u.id = t.user_id AND lower(u.email) = lower(t.email)
+		WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2`, tokenHash, now).Scan(&userID, &email, &name)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errBadResetToken
+	}
+	if err != nil {
+		return err
+	}
+	if problem := identity.CheckPassword(req.Password, email, name); problem != "" {
+		return api.Invalid(api.FieldError{Field: "password", Problem: problem})
+	}
+	hash, err := identity.HashPassword(ctx, req.Password)
+	if err != nil {
+		return err
+	}
+	var revoked int64
+	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		// The compare-and-swap: of two concurrent resets with one link,
+		// exactly one uses it.
+		tag, err := tx.Exec(ctx, `UPDATE password_reset_tokens SET used_at = $2
+			WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2`, tokenHash, now)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return errBadResetToken
+		}
+		if _, err := tx.Exec(ctx, `UPDATE password_reset_tokens SET used_at = $2 WHERE user_id = $1 AND used_at IS NULL`, userID, now); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = $1, updated_at = now() WHERE id = $2`, hash, userID); err != nil {
+			return err
+		}
+		tag, err = tx.Exec(ctx, `UPDATE auth_sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL`, userID, now)
+		if err != nil {
+			return err
+		}
+		revoked = tag.RowsAffected()
+		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor_id, action, target_type, target_id, request_id)
+			VALUES ($1, 'auth.password_reset', 'user', $2, $3)`, userID, userID, c.RequestID())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// Earlier failed guesses no longer matter.
+	if err := h.loginAccount.Reset(ctx, identity.HashSecret(strings.ToLower(email))); err != nil {
+		c.Log().Warn("identity: clearing login failures failed", "user_id", userID, "error", err)
+	}
+	c.Log().Info("identity: password reset", "user_id", userID, "sessions_revoked", revoked)
+	return c.Reply(http.StatusOK, PasswordResetDone{Status: "password_reset", SessionsRevoked: int(revoked)})
+}

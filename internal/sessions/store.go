@@ -105,7 +105,9 @@ func (in *CreateInput) normalize() error {
 // pg_advisory_xact_lock, then the billing gate (Admit → *billing.Denial), then
 // the live sessions (starting/running) are counted against MaxConcurrent →
 // ErrLimit. A configuration of another organization →
-// ErrConfigurationNotFound; malformed input → ErrInvalid (wrapped).
+// ErrConfigurationNotFound; malformed input → ErrInvalid (wrapped). A
+// session of an automation (a run's) is bound to the automation's
+// connections (session_connections) in the same transaction.
 func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, error) {
 	if err := in.normalize(); err != nil {
 		return Session{}, false, err
@@ -190,6 +192,18 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 				return invalid("a referenced row does not exist (%s)", pgErr.ConstraintName)
 			}
 			return fmt.Errorf("insert session: %w", err)
+		}
+		// A run's session acts with its automation's connections only
+		// (explicit bindings are the whole set of its action sources, see
+		// internal/actions/catalog); an automation without connections
+		// leaves the session unbound (the organization's integrations).
+		if in.AutomationID != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO session_connections (org_id, session_id, integration_id)
+				SELECT ac.org_id, $3, ac.integration_id FROM automation_connections ac
+				WHERE ac.org_id = $1 AND ac.automation_id = $2
+				ON CONFLICT (session_id, integration_id) DO NOTHING`, in.OrgID, *in.AutomationID, sess.ID); err != nil {
+				return fmt.Errorf("bind the automation's connections: %w", err)
+			}
 		}
 		if err := s.emit(ctx, tx, sess, schemas.SessionKindCreated, func(e *schemas.SessionEvent) { e.UserID = in.CreatedBy }); err != nil {
 			return err

@@ -74,7 +74,10 @@ type Builder struct {
 	log  *slog.Logger
 	life context.Context
 	stop context.CancelFunc
-	wg   sync.WaitGroup
+	// mu orders starting a build's goroutine before Close's wait.
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New returns a Builder; Close waits for its builds.
@@ -92,6 +95,9 @@ func New(d Deps) *Builder {
 // Close cancels the builds in progress (their sessions are stopped) and
 // waits for them; unfinished ones fail at their deadline.
 func (b *Builder) Close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
 	b.stop()
 	b.wg.Wait()
 }
@@ -109,6 +115,13 @@ func (b *Builder) Dispatch(ctx context.Context, id string) (bool, error) {
 	build, err := b.d.Builds.Get(ctx, "", id)
 	if err != nil {
 		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		// Claimed but not run.
+		_, _ = b.d.Builds.Fail(context.WithoutCancel(ctx), id, "the gateway shut down before the build started")
+		return false, errors.New("builds: the gateway is shutting down")
 	}
 	b.wg.Go(func() { b.run(build) })
 	return true, nil

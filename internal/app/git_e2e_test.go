@@ -65,7 +65,8 @@ func startDevLogged(t *testing.T, cfg *config.Config, logs *testenv.LogBuffer) r
 // gitWorld is the platform with the GitHub fake as the org's GitHub App
 // (an installation of account acme): repositories acme/app and acme/other,
 // both connected to the org's integration, and a configuration with
-// acme/app only (at workspace path app).
+// acme/app only (at workspace path app). overrides (name, value pairs) are
+// added to its configuration.
 type gitWorld struct {
 	gh                   *fakes.GitHub
 	ghHost               string
@@ -78,7 +79,7 @@ type gitWorld struct {
 	cfgID                string
 }
 
-func newGitWorld(t *testing.T) *gitWorld {
+func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 	t.Helper()
 	binDir, err := buildCLI()
 	if err != nil {
@@ -109,9 +110,9 @@ func newGitWorld(t *testing.T) *gitWorld {
 
 	dir := t.TempDir()
 	logs := &testenv.LogBuffer{}
-	cfg := devConfig(t, filepath.Join(dir, "kafka"), "RUN_SESSIONS", "gateway",
+	cfg := devConfig(t, filepath.Join(dir, "kafka"), append([]string{"RUN_SESSIONS", "gateway",
 		"SANDBOX_ISOLATION", "bwrap", "SANDBOX_EGRESS", "allowlist", "SANDBOX_EGRESS_ALLOW", ghURL.Host,
-		"GITHUB_APP_ID", "4242", "GITHUB_APP_PRIVATE_KEY", keyPEM, "GITHUB_API_URL", gh.URL)
+		"GITHUB_APP_ID", "4242", "GITHUB_APP_PRIVATE_KEY", keyPEM, "GITHUB_API_URL", gh.URL}, overrides...)...)
 	dev := startDevLogged(t, cfg, logs)
 	testenv.Eventually(t, 30*time.Second, "the gateway to listen", func() bool { return dev.app.GatewayAddr() != "" })
 	w := &gitWorld{gh: gh, ghHost: ghURL.Host, appRepo: appRepo, cfg: cfg, logs: logs, dev: dev,

@@ -38,7 +38,7 @@ func (h *handlers) registerInvitations() {
 		Request: inviteReq{}, Response: inviteResp{}, Handler: h.invite})
 	h.handle(api.Route{Method: "GET", Path: "/orgs/current/invitations", Tag: TagInvitations, Access: api.OrgAdmin,
 		Summary:  "List the active organization's invitations",
-		Query:    append([]api.Param{{Name: "status", Description: "pending (default), accepted, revoked, expired or all"}}, api.PageQuery...),
+		Query:    append([]api.Param{{Name: "status", Description: "pending (default), accepted, revoked, expired, declined or all"}}, api.PageQuery...),
 		Response: api.Page[orgs.Invitation]{}, Handler: h.listInvitations})
 	h.handle(api.Route{Method: "DELETE", Path: "/orgs/current/invitations/:id", Tag: TagInvitations, Access: api.OrgAdmin, Status: http.StatusNoContent,
 		Summary: "Revoke a pending invitation (admins cannot revoke owner invitations; 409 invitation_not_pending)", Handler: h.revoke})
@@ -51,6 +51,11 @@ func (h *handlers) registerInvitations() {
 	h.handle(api.Route{Method: "POST", Path: "/invitations/:id/accept", Tag: TagInvitations, Access: api.Person,
 		Summary:  "Accept an invitation listed by GET /invitations (needs a verified email)",
 		Response: orgs.Accepted{}, Handler: h.acceptID})
+	h.handle(api.Route{Method: "POST", Path: "/invitations/decline", Tag: TagInvitations, Access: api.Person, Status: http.StatusNoContent,
+		Summary: "Decline an invitation with the emailed token (403 other email, 404 revoked/accepted, 410 invitation_expired; declining again is 204)",
+		Request: acceptReq{}, Handler: h.declineToken})
+	h.handle(api.Route{Method: "POST", Path: "/invitations/:id/decline", Tag: TagInvitations, Access: api.Person, Status: http.StatusNoContent,
+		Summary: "Decline an invitation listed by GET /invitations (needs a verified email)", Handler: h.declineID})
 }
 
 func (h *handlers) invite(c *api.Ctx) error {
@@ -151,6 +156,28 @@ func (h *handlers) acceptToken(c *api.Ctx) error {
 		return err
 	}
 	return c.Reply(http.StatusOK, out)
+}
+
+func (h *handlers) declineToken(c *api.Ctx) error {
+	var req acceptReq
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	if err := h.store.DeclineToken(c.Request.Context(), actor(c), req.Token); err != nil {
+		return err
+	}
+	return c.Reply(http.StatusNoContent, nil)
+}
+
+func (h *handlers) declineID(c *api.Ctx) error {
+	id, err := c.UUIDParam("id", "invitation")
+	if err != nil {
+		return err
+	}
+	if err := h.store.DeclineID(c.Request.Context(), actor(c), id); err != nil {
+		return err
+	}
+	return c.Reply(http.StatusNoContent, nil)
 }
 
 func (h *handlers) acceptID(c *api.Ctx) error {

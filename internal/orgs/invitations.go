@@ -20,6 +20,7 @@ const (
 	StatusAccepted = "accepted"
 	StatusRevoked  = "revoked"
 	StatusExpired  = "expired"
+	StatusDeclined = "declined"
 )
 
 // Invitation is an invitation as the organization's admins see it. The token
@@ -147,7 +148,7 @@ func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role a
 }
 
 // InvitationFilters are the statuses an invitation list can be filtered on.
-var InvitationFilters = []string{StatusPending, StatusAccepted, StatusRevoked, StatusExpired, "all"}
+var InvitationFilters = []string{StatusPending, StatusAccepted, StatusRevoked, StatusExpired, StatusDeclined, "all"}
 
 // ListInvitations lists an organization's invitations with status (one of
 // InvitationFilters), newest first.
@@ -263,10 +264,82 @@ func (s *Store) AcceptID(ctx context.Context, a Actor, id string) (Accepted, err
 	return s.accept(ctx, a, "id = $1", id, true)
 }
 
+// DeclineToken declines the invitation whose mailed token is token; the
+// invited address must be the caller's email.
+func (s *Store) DeclineToken(ctx context.Context, a Actor, token string) error {
+	return s.decline(ctx, a, "token_hash = $1", HashToken(token), false)
+}
+
+// DeclineID declines an invitation listed by Received (the caller's email
+// must be verified, as for AcceptID).
+func (s *Store) DeclineID(ctx context.Context, a Actor, id string) error {
+	return s.decline(ctx, a, "id = $1", id, true)
+}
+
+// decline marks a pending invitation addressed to the caller declined. A
+// repeated decline succeeds again without writing; accepted, revoked and
+// other people's invitations are not found (by token, another address is
+// 403 as for accept); expired ones are gone.
+func (s *Store) decline(ctx context.Context, a Actor, where string, arg any, needVerified bool) error {
+	now := s.now()
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var orgID string
+		err := tx.QueryRow(ctx, `SELECT org_id::text FROM invitations WHERE `+where, arg).Scan(&orgID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return notFound("invitation")
+		}
+		if err != nil {
+			return err
+		}
+		// The same lock order as accept, Invite and Revoke.
+		if _, err := lockOrg(ctx, tx, orgID); err != nil {
+			return err
+		}
+		var id, email, role, status string
+		var expires time.Time
+		err = tx.QueryRow(ctx, `SELECT id::text, email, role, status, expires_at FROM invitations
+			WHERE `+where+` FOR UPDATE`, arg).Scan(&id, &email, &role, &status, &expires)
+		if err != nil {
+			return err
+		}
+		var myEmail string
+		var verified bool
+		if err := tx.QueryRow(ctx, `SELECT email, email_verified FROM users WHERE id = $1`, a.UserID).Scan(&myEmail, &verified); err != nil {
+			return err
+		}
+		mine := strings.EqualFold(email, myEmail)
+		switch {
+		case !mine && needVerified:
+			return notFound("invitation")
+		case !mine:
+			return forbidden("this invitation was sent to another email address; sign in with that address to decline it")
+		case needVerified && !verified:
+			return forbidden("verify your email address first, or use the link from the invitation email")
+		case status == StatusDeclined:
+			return nil
+		case status == StatusAccepted || status == StatusRevoked:
+			return notFound("invitation")
+		case status == StatusExpired || !expires.After(now):
+			if status == StatusPending {
+				if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'expired' WHERE id = $1`, id); err != nil {
+					return err
+				}
+			}
+			return commitErr{&Error{Kind: KindGone, Code: CodeInvitationExpired, Msg: "the invitation expired; there is nothing to decline"}}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'declined', declined_at = $2 WHERE id = $1`, id, now); err != nil {
+			return err
+		}
+		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "invitation.decline", TargetType: "invitation", TargetID: id,
+			Details: map[string]any{"email": email, "role": role}})
+	})
+}
+
 // accept adds the membership, marks the invitation accepted and switches the
 // caller's active organization, in one transaction. Accepting an invitation
 // one already accepted returns the same outcome again (a double click);
-// revoked ones, and ones somebody else accepted, are not found; expired ones
+// revoked and declined ones, and ones somebody else accepted, are not
+// found; expired ones
 // are gone (and marked expired).
 func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, needVerified bool) (Accepted, error) {
 	var out Accepted
@@ -314,7 +387,7 @@ func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, need
 			}
 			out.Membership, err = membership(ctx, tx, orgID, a.UserID)
 			return err
-		case status == StatusAccepted || status == StatusRevoked:
+		case status == StatusAccepted || status == StatusRevoked || status == StatusDeclined:
 			return notFound("invitation")
 		case !strings.EqualFold(email, myEmail) && needVerified:
 			// By id (no token): somebody else's invitation names nothing.

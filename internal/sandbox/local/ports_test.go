@@ -135,3 +135,59 @@ func TestPortsReachServicesInTheSandbox(t *testing.T) {
 		t.Fatalf("after terminate: %v", err)
 	}
 }
+
+// BenchmarkPreviewRequest measures one GET to a server in an isolated
+// sandbox through the provider's port transport: on a fresh connection
+// (nsenter and socat start for it) and on a kept-alive one.
+func BenchmarkPreviewRequest(b *testing.B) {
+	e := setup(b)
+	p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		CLIPath: buildCLI(b), Isolation: local.IsolationBwrap})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(p.Close)
+	const sid = "sess-ports-bench"
+	sb, err := p.EnsureSandbox(b.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
+		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-ports", LLM: e.llm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := freePort(b)
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
+	if res, err := p.Exec(b.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs}); err != nil || res.ExitCode != 0 {
+		b.Fatalf("services load: %v %s", err, res.Stderr)
+	}
+	testenv.Eventually(b, 30*time.Second, "the service listening", func() bool {
+		ports, _ := p.ListeningPorts(b.Context(), sid, sb.ID)
+		return slices.Contains(ports, port)
+	})
+	base, rt, err := p.PortTarget(b.Context(), sid, sb.ID, port)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := &http.Client{Transport: rt}
+	get := func() {
+		resp, err := c.Get(base.String() + "/")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.Run("new-connection", func(b *testing.B) {
+		for b.Loop() {
+			rt.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+			get()
+		}
+	})
+	b.Run("keep-alive", func(b *testing.B) {
+		get()
+		for b.Loop() {
+			get()
+		}
+	})
+}

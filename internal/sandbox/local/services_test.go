@@ -18,7 +18,7 @@ import (
 )
 
 // buildCLI builds the real proliferate binary the sandbox links.
-func buildCLI(t *testing.T) string {
+func buildCLI(t testing.TB) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	bin := filepath.Join(t.TempDir(), "proliferate")
@@ -30,7 +30,7 @@ func buildCLI(t *testing.T) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,7 @@ import "fmt"
 const PreviewServerPy = `import base64, hashlib, http.server, socketserver, struct, sys
 class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
     def log_message(self, *a):
         pass
     def reply(self, code, body, head=False):

@@ -26,6 +26,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // previewGateway is a gateway over the real local provider (bubblewrap,
@@ -230,6 +231,29 @@ func TestPreviewsAndShareLinks(t *testing.T) {
 	code, body, _ = get(t, plain, "GET", g.url+"/proliferate/"+sid+"/preview/"+hostPort+"/", owner.Token, "")
 	if code != 502 || strings.Contains(body, "host-secret") || errorCode(t, []byte(body)) != "port_unreachable" {
 		t.Fatalf("host port through the preview: %d %s", code, body)
+	}
+
+	// Another session's sandbox (same organization) stays out of reach:
+	// its server's port is not listening in this session's sandbox, and
+	// this session's cookie does not open the other's previews.
+	sid2 := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, ModelID: "claude-sim"})
+	port2 := port + 1
+	startPreviewServer(t, g, prov, sid2, port2)
+	base2 := g.url + "/proliferate/" + sid2 + "/preview/" + strconv.Itoa(port2) + "/"
+	testenv.Eventually(t, 30*time.Second, "the other session's server answering", func() bool {
+		code, _, _ := get(t, plain, "GET", base2, owner.Token, "")
+		return code == 200
+	})
+	code, body, _ = get(t, plain, "GET", g.url+"/proliferate/"+sid+"/preview/"+strconv.Itoa(port2)+"/", owner.Token, "")
+	if code != 502 || strings.Contains(body, "preview-ok") {
+		t.Fatalf("another session's port through this session's preview: %d %s", code, body)
+	}
+	req, _ := http.NewRequest("GET", g.url+"/proliferate/"+sid2+"/preview/"+strconv.Itoa(port)+"/", nil)
+	req.Header.Set("Cookie", cookieHeader(br, base))
+	if resp, err := plain.Do(req); err != nil || resp.StatusCode != 401 {
+		t.Fatalf("this session's cookie on another session: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	// Share links.

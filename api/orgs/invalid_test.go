@@ -192,8 +192,8 @@ func TestCredentialKinds(t *testing.T) {
 			t.Fatalf("%s %s is public", r.Method, r.Path)
 		}
 	}
-	if n != 29 { // 24 + the outbox's three admin routes + the two invitation declines
-		t.Fatalf("%d routes checked, want 29", n)
+	if n != 30 { // 24 + the outbox's three admin routes + the two invitation declines + org deletion
+		t.Fatalf("%d routes checked, want 30", n)
 	}
 	after := snapshot(t, env)
 	for k, v := range before {

@@ -204,6 +204,9 @@ func (h *handlers) registerOrgs() {
 	h.handle(api.Route{Method: "PATCH", Path: "/orgs/current", Tag: TagOrgs, Access: api.OrgAdmin,
 		Summary: "Update the active organization (name and logo: admin; allowed_domains: owner, each the email domain of a verified owner)",
 		Request: patchOrgReq{}, Response: orgs.Membership{}, Handler: h.patchOrg})
+	h.handle(api.Route{Method: "DELETE", Path: "/orgs/current", Tag: TagOrgs, Access: api.OrgOwner,
+		Summary: "Delete the active organization for good with everything in it (owners only, confirmed by its exact name; 409 personal_org, org_has_live_sessions)",
+		Request: deleteOrgReq{}, Response: orgs.Deleted{}, Handler: h.deleteOrg})
 	h.handle(api.Route{Method: "GET", Path: "/orgs/suggestions", Tag: TagOrgs, Access: api.Person,
 		Summary: "Team organizations that allow my (verified) email domain and that I am not in", Query: api.PageQuery,
 		Response: api.Page[orgs.Suggestion]{}, Handler: h.suggestions})
@@ -298,4 +301,22 @@ func (h *handlers) setActive(c *api.Ctx) error {
 		return err
 	}
 	return c.Reply(http.StatusOK, m)
+}
+
+// deleteOrgReq confirms an organization's deletion.
+type deleteOrgReq struct {
+	ConfirmName string `json:"confirm_name" binding:"required,max=200" doc:"the organization's exact name"`
+}
+
+func (h *handlers) deleteOrg(c *api.Ctx) error {
+	var req deleteOrgReq
+	if err := c.Bind(&req); err != nil {
+		return err
+	}
+	out, err := h.store.Delete(c.Request.Context(), actor(c), c.OrgID(), req.ConfirmName)
+	if err != nil {
+		return err
+	}
+	c.Log().Info("organization deleted", "org_id", out.ID, "removed", out.Removed)
+	return c.Reply(http.StatusOK, out)
 }

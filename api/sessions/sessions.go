@@ -24,6 +24,10 @@
 //     starting session is just marked paused. Pausing a paused session is a
 //     no-op; stopped and failed sessions answer 409 invalid_transition.
 //   - Snapshots need a running session and the gateway.
+//   - system_prompt at creation (at most 20000 characters) replaces the
+//     mode's system prompt of the agent; the gateway still appends what the
+//     session works on and the mode-critical instructions
+//     (prompts.Resolve), so an automation still reports its outcome.
 //   - GET /sessions/:id/evidence lists the verify tool's evidence; its
 //     content route serves one file as an attachment (nosniff, sandboxing
 //     CSP) from the blob store, within the organization (another
@@ -198,6 +202,7 @@ type Session struct {
 	ModelID         string     `json:"model_id"`
 	Title           string     `json:"title"`
 	InitialPrompt   *string    `json:"initial_prompt"`
+	SystemPrompt    *string    `json:"system_prompt"`
 	AutomationID    *string    `json:"automation_id"`
 	RunID           *string    `json:"run_id"`
 	TriggerEventID  *string    `json:"trigger_event_id"`
@@ -224,7 +229,7 @@ func view(s sessions.Session, now time.Time) Session {
 	return Session{ID: s.ID, OrgID: s.OrgID, CreatedBy: s.CreatedBy, ConfigurationID: s.ConfigurationID,
 		SessionType: s.SessionType, Status: s.Status, DisplayStatus: sessions.DisplayStatus(s, nil, now),
 		ClientType: s.ClientType, SandboxMode: s.SandboxMode, SandboxProvider: s.SandboxProvider,
-		HasSnapshot: s.SnapshotID != nil, ModelID: s.ModelID, Title: s.Title, InitialPrompt: s.InitialPrompt,
+		HasSnapshot: s.SnapshotID != nil, ModelID: s.ModelID, Title: s.Title, InitialPrompt: s.InitialPrompt, SystemPrompt: s.SystemPrompt,
 		AutomationID: s.AutomationID, RunID: s.RunID, TriggerEventID: s.TriggerEventID, StartedAt: s.StartedAt,
 		LastActivityAt: s.LastActivityAt, PausedAt: s.PausedAt, EndedAt: s.EndedAt, PauseReason: s.PauseReason,
 		StopReason: s.StopReason, Outcome: s.Outcome, Summary: s.Summary, PRURLs: urls,
@@ -242,6 +247,10 @@ type CreateRequest struct {
 	ModelID         string  `json:"model_id" binding:"omitempty,max=100"`
 	Title           string  `json:"title" binding:"max=300"`
 	InitialPrompt   *string `json:"initial_prompt" binding:"omitempty,max=100000"`
+	// SystemPrompt replaces the mode's system prompt of the agent; the
+	// platform still appends what the session works on and the
+	// mode-critical instructions (prompts.Resolve).
+	SystemPrompt *string `json:"system_prompt" binding:"omitempty,max=20000"`
 }
 
 // Validate checks what tags cannot.
@@ -257,6 +266,9 @@ func (r *CreateRequest) Validate() []api.FieldError {
 	}
 	if r.InitialPrompt != nil && strings.ContainsRune(*r.InitialPrompt, 0) {
 		fes = append(fes, api.FieldError{Field: "initial_prompt", Problem: "must not contain NUL characters"})
+	}
+	if r.SystemPrompt != nil && strings.ContainsRune(*r.SystemPrompt, 0) {
+		fes = append(fes, api.FieldError{Field: "system_prompt", Problem: "must not contain NUL characters"})
 	}
 	return fes
 }
@@ -352,7 +364,7 @@ func (h *handlers) create(c *api.Ctx) error {
 	sess, created, err := h.store.Create(c.Request.Context(), sessions.CreateInput{
 		OrgID: c.OrgID(), CreatedBy: &uid, ConfigurationID: req.ConfigurationID, SessionType: req.SessionType,
 		ClientType: clientType, SandboxMode: req.SandboxMode, ModelID: req.ModelID, Title: req.Title,
-		InitialPrompt: req.InitialPrompt, IdempotencyKey: key,
+		InitialPrompt: req.InitialPrompt, SystemPrompt: req.SystemPrompt, IdempotencyKey: key,
 	})
 	if err != nil {
 		return mapErr(err)

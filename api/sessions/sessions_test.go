@@ -195,6 +195,8 @@ func TestCreateInvalidInputWritesNothing(t *testing.T) {
 		{"foreign configuration", map[string]any{"configuration_id": foreignCfg}, 422, api.CodeValidation, "configuration_id"},
 		{"huge prompt", map[string]any{"initial_prompt": strings.Repeat("x", 100001)}, 422, api.CodeValidation, "initial_prompt"},
 		{"NUL title", map[string]any{"title": "a\x00b"}, 422, api.CodeValidation, "title"},
+		{"huge system prompt", map[string]any{"system_prompt": strings.Repeat("x", 20001)}, 422, api.CodeValidation, "system_prompt"},
+		{"NUL system prompt", map[string]any{"system_prompt": "a\x00b"}, 422, api.CodeValidation, "system_prompt"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -480,5 +482,25 @@ func TestNotifications(t *testing.T) {
 	e.Do(t, http.MethodDelete, path, o.Member2.Token, nil).Expect(t, http.StatusNoContent, nil)
 	if n := e.CountRows(t, "session_notification_subscriptions", "session_id = $1", id); n != 0 {
 		t.Fatalf("%d subscriptions after unsubscribe", n)
+	}
+}
+
+// A session's custom system prompt is set at creation, stored (the
+// gateway resolves it with the mode's critical instructions when the
+// sandbox boots, internal/app's sessionPrompt) and shown on the session.
+func TestCreateWithCustomSystemPrompt(t *testing.T) {
+	e := newEnv(t, false, 0)
+	o := newOrg(t, e)
+	var s sessionsapi.Session
+	e.Do(t, http.MethodPost, "/sessions", o.Member.Token, map[string]any{"system_prompt": "Only fix typos."}).Expect(t, http.StatusCreated, &s)
+	if s.SystemPrompt == nil || *s.SystemPrompt != "Only fix typos." {
+		t.Fatalf("created %+v", s)
+	}
+	if got := e.session(t, s.ID).SystemPrompt; got == nil || *got != "Only fix typos." {
+		t.Fatalf("stored %v", got)
+	}
+	e.Do(t, http.MethodPost, "/sessions", o.Member.Token, map[string]any{}).Expect(t, http.StatusCreated, &s)
+	if s.SystemPrompt != nil {
+		t.Fatalf("a session without one shows %q", *s.SystemPrompt)
 	}
 }

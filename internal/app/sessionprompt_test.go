@@ -7,8 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/schemas"
 )
 
 // The prompt the gateway gives a session's agent resolves the session's
@@ -63,5 +70,39 @@ func TestSessionPromptNamesReposConfigurationAndAutomation(t *testing.T) {
 	s.OrgID = "00000000-0000-0000-0000-000000000000"
 	if got, err = a.sessionPrompt(ctx, s); err != nil || strings.Contains(got, "acme/") || strings.Contains(got, "Acme stack") {
 		t.Fatalf("another organization's prompt (%v):\n%s", err, got)
+	}
+}
+
+// The gateway's hub gives the agent the resolved prompt: a session created
+// with a custom system_prompt boots a sandbox whose spec carries it,
+// followed by the mode-critical instructions (the hub's SystemPrompt is
+// a.sessionPrompt, as GatewayRole wires it).
+func TestHubBootsTheSandboxWithTheCustomSystemPrompt(t *testing.T) {
+	ctx := context.Background()
+	pool := testenv.Postgres(t)
+	codec, err := schemas.NewCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{Pool: pool}
+	prov := agentsim.NewProvider(agentsim.Options{})
+	t.Cleanup(prov.Close)
+	m := hub.NewManager(hub.Deps{Sessions: &sessions.Store{Pool: pool, Codec: codec}, Provider: prov, Redis: testenv.Redis(t),
+		InstanceID: "prompt-" + uuid.NewString(), GatewayURL: "http://127.0.0.1:1", SystemPrompt: a.sessionPrompt})
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	org := runstest.Org(t, pool)
+	sid := sessionstest.New(t, pool, org, sessionstest.Options{SessionType: "automation", ClientType: "automation",
+		SystemPrompt: "Only fix typos."})
+	h, err := m.Hub(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	specs := prov.Specs()
+	if len(specs) != 1 || !strings.HasPrefix(specs[0].SystemPrompt, "Only fix typos.\n") ||
+		!strings.Contains(specs[0].SystemPrompt, "automation_complete") {
+		t.Fatalf("sandbox specs %+v", specs)
 	}
 }

@@ -237,12 +237,18 @@ func (s *Server) previewCookie(w http.ResponseWriter, name, value, sessionID str
 		Secure: strings.HasPrefix(s.d.Cfg.GatewayPublicURL, "https://")})
 }
 
-// withoutParam is r's URL without the query parameter name.
+// withoutParam is u without the query parameter name (the others stay
+// as they came, in their order).
 func withoutParam(u *url.URL, name string) *url.URL {
 	c := *u
-	q := c.Query()
-	q.Del(name)
-	c.RawQuery = q.Encode()
+	var kept []string
+	for part := range strings.SplitSeq(u.RawQuery, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if key, err := url.QueryUnescape(k); part != "" && (err != nil || key != name) {
+			kept = append(kept, part)
+		}
+	}
+	c.RawQuery = strings.Join(kept, "&")
 	return &c
 }
 

@@ -186,12 +186,12 @@ func TestPreviewsAndShareLinks(t *testing.T) {
 	// the token), then the cookie alone opens the preview; it is not
 	// passed to the sandbox.
 	br := browser(t)
-	code, body, resp := get(t, br, "GET", openURL, "", "")
-	if code != 200 || !strings.Contains(body, "preview-ok path=/ ") || strings.Contains(body, "proliferate_preview") {
+	code, body, resp := get(t, br, "GET", openURL+"&b=2&a=1", "", "")
+	if code != 200 || !strings.Contains(body, "preview-ok path=/?b=2&a=1 ") || strings.Contains(body, "proliferate_preview") {
 		t.Fatalf("member link: %d %q", code, body)
 	}
-	if resp.Request.URL.RawQuery != "" {
-		t.Fatalf("the link's token stayed in the URL: %s", resp.Request.URL)
+	if resp.Request.URL.RawQuery != "b=2&a=1" {
+		t.Fatalf("the link's token stayed in the URL (or the app's query changed): %s", resp.Request.URL)
 	}
 	if code, body, _ := get(t, br, "PUT", base+"x", "", "data-2"); code != 200 || body != "PUT:data-2" {
 		t.Fatalf("member cookie PUT: %d %q", code, body)

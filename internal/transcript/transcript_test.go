@@ -143,4 +143,6 @@ func TestPublisherWritesRedactedEventsToTheOutbox(t *testing.T) {
 
 type staticRedactors struct{ r *actions.Redactor }
 
-func (s staticRedactors) Redactor(context.Context, string) (*actions.Redactor, error) { return s.r, nil }
+func (s staticRedactors) Redactor(context.Context, string) (*actions.Redactor, error) {
+	return s.r, nil
+}

@@ -409,7 +409,7 @@ func redactValue(s string) string {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "REDACTED")
 		}
-		return obs.RedactURLSecrets(u.String())
+		return obs.RedactQuerySecrets(u.String())
 	}
 	return "REDACTED"
 }

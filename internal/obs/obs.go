@@ -217,6 +217,15 @@ func RedactURLSecrets(s string) string {
 	return s
 }
 
+// RedactQuerySecrets replaces only the values of password-like query
+// parameters in s (for text whose userinfo is already redacted).
+func RedactQuerySecrets(s string) string {
+	if !strings.Contains(s, "=") {
+		return s
+	}
+	return urlSecretParam.ReplaceAllString(s, "${1}xxxxx")
+}
+
 // redactAttr is the loggers' ReplaceAttr: strings and errors lose URL secrets.
 func redactAttr(_ []string, a slog.Attr) slog.Attr {
 	switch a.Value.Kind() {

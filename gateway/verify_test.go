@@ -13,6 +13,9 @@ import (
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/runs/query"
+	"github.com/proliferate/proliferate/internal/runs/runstest"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
 // verifyWorld is the env world (bubblewrap sandbox, real OpenCode, the
@@ -131,10 +134,15 @@ func TestVerifyUploadsEvidenceFromTheAgent(t *testing.T) {
 // absolute, a link to the sandbox's home, a link to /etc), a directory, a
 // missing file, too many files, a file over 5 MiB and files over 20 MiB
 // together. A call retried with the same tool_call_id is stored once, with
-// the first answer and the first bytes, even after the file changed.
+// the first answer and the first bytes, even after the file changed; in a
+// run's session it is listed on the run's detail.
 func TestVerifyRefusesBadInputAndStoresEachCallOnce(t *testing.T) {
 	vw := newVerifyWorld(t)
-	sid := vw.session(t)
+	// An automation run's session: its evidence is also the run's.
+	auto := runstest.Automation(t, vw.w.api.Deps.Pool, vw.orgID)
+	runID := queuedRun(t, vw.w, vw.orgID, auto)
+	sid := sessionstest.New(t, vw.w.api.Deps.Pool, vw.orgID, sessionstest.Options{SessionType: "automation", ClientType: "automation",
+		ConfigurationID: vw.cfgID, AutomationID: auto, RunID: runID})
 	vw.sandboxExec(t, sid, `set -e
 mkdir -p out "$HOME/.proliferate"
 printf 'report v1\n' > out/report.txt
@@ -194,6 +202,10 @@ for i in 1 2 3 4 5; do head -c 4800000 /dev/urandom > out/part$i.bin; done`)
 	}
 	if _, data, err := vw.store.Open(t.Context(), vw.orgID, sid, items[0].ID); err != nil || string(data) != "report v1\n" {
 		t.Fatalf("stored %q %v", data, err)
+	}
+	d, err := (&query.Store{Pool: vw.w.api.Deps.Pool, Codec: vw.w.codec}).Get(t.Context(), vw.orgID, runID)
+	if err != nil || len(d.Evidence) != 1 || d.Evidence[0].ID != items[0].ID || items[0].RunID == nil || *items[0].RunID != runID {
+		t.Fatalf("the run's evidence %+v (%v), item %+v", d.Evidence, err, items[0])
 	}
 	// Another organization sees none of it.
 	if _, _, err := vw.store.Open(t.Context(), vw.w.api.NewUser(t).OrgID, sid, items[0].ID); err != evidence.ErrNotFound {

@@ -4,8 +4,10 @@ package main
 // the services actions act on, so a person can try actions end to end
 // under `make run` without any SaaS account: Linear (GraphQL), Sentry
 // (REST /api/0), Slack (Web API, with oauth.v2.access for installs),
-// Nango (the broker the platform connects Linear and Sentry through) and
-// an MCP server (streamable HTTP). Each fake is the one the tests use
+// Nango (the broker the platform connects Linear and Sentry through), an
+// MCP server (streamable HTTP) and GitHub (the App API, git smart HTTP and
+// the pulls API, with an installation of account acme holding acme/app, so
+// sessions clone, push and open pull requests). Each fake is the one the tests use
 // (they speak the services' real wire formats), seeded with a workspace to
 // act on; it prints the settings that point the platform at them and the
 // API calls that connect them. It refuses to run with
@@ -25,7 +27,11 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -35,6 +41,8 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +53,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentryfake"
+	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/fakekit"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/slack/slackfake"
@@ -60,6 +69,9 @@ const (
 	devSlackTeam     = "T0DEV"
 	devMCPKey        = "dev-mcp-key"
 	devSentryOrg     = "dev-org"
+	devGitHubAppID   = "4242"
+	// devGitHubInstallation is the fake App's installation (account acme).
+	devGitHubInstallation = 4242001
 )
 
 const devFakesUsage = `Usage: proliferate dev-fakes [flags]
@@ -77,12 +89,15 @@ Flags:
   --slack-port N    Slack Web API (default 8103)
   --nango-port N    Nango API (default 8104)
   --mcp-port N      MCP server, streamable HTTP (default 8105)
+  --github-host H   GitHub's address (default 127.0.0.2: a sandbox reaches it
+                    through its egress proxy, as it would github.com)
+  --github-port N   GitHub: App API, git smart HTTP, pulls (default 8106)
   (0 picks a free port)`
 
 // devFakesOptions are the command's flags.
 type devFakesOptions struct {
-	host                                string
-	linear, sentry, slack, nango, mcpPt int
+	host, githubHost                            string
+	linear, sentry, slack, nango, mcpPt, github int
 }
 
 // devFakesCmd parses the flags, starts the fakes, prints how to use them
@@ -100,13 +115,15 @@ func devFakesCmd(ctx context.Context, env string, args []string, stdout io.Write
 	fs.IntVar(&o.slack, "slack-port", 8103, "")
 	fs.IntVar(&o.nango, "nango-port", 8104, "")
 	fs.IntVar(&o.mcpPt, "mcp-port", 8105, "")
+	fs.StringVar(&o.githubHost, "github-host", "127.0.0.2", "")
+	fs.IntVar(&o.github, "github-port", 8106, "")
 	if err := fs.Parse(args); err != nil {
 		return usageError{"dev-fakes: " + err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("dev-fakes: unexpected argument %q", fs.Arg(0))}
 	}
-	for _, p := range []int{o.linear, o.sentry, o.slack, o.nango, o.mcpPt} {
+	for _, p := range []int{o.linear, o.sentry, o.slack, o.nango, o.mcpPt, o.github} {
 		if p < 0 || p > 65535 {
 			return usageError{fmt.Sprintf("dev-fakes: port %d out of range", p)}
 		}
@@ -125,12 +142,16 @@ func devFakesCmd(ctx context.Context, env string, args []string, stdout io.Write
 // devFakes are the running fakes and their fixed-port fronts.
 type devFakes struct {
 	LinearURL, SentryURL, SlackURL, NangoURL, MCPURL string
+	// GitHubURL is the GitHub fake's front (API base and git host);
+	// GitHubKeyFile holds its App's private key (PEM, 0600).
+	GitHubURL, GitHubKeyFile string
 
 	tb      *fakekit.Standalone
 	servers []*http.Server
 	wg      sync.WaitGroup
 
 	nango  *fakes.Nango
+	github *fakes.GitHub
 	lin    *linearfake.Server
 	sentry *sentryfake.Server
 	slackA *fakes.Slack
@@ -172,6 +193,23 @@ func startDevFakes(o devFakesOptions, log *slog.Logger) (f *devFakes, err error)
 	f.slackW.AddChannel(devSlackTeam, "C0GENERAL")
 	f.slackA = fakes.NewSlack(f.tb, devSlackClientID, devSlackSecret)
 
+	// GitHub: an App whose key is generated here (written to a file for
+	// GITHUB_APP_PRIVATE_KEY), one installation, one repository. The fake
+	// listens on a free port of the GitHub host; its front below has the
+	// fixed port, so the clone URL printed is the front's.
+	key, kerr := rsa.GenerateKey(rand.Reader, 2048)
+	if kerr != nil {
+		return nil, fmt.Errorf("dev-fakes: GitHub App key: %w", kerr)
+	}
+	f.GitHubKeyFile = filepath.Join(f.tb.TempDir(), "github-app.pem")
+	if err := os.WriteFile(f.GitHubKeyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY",
+		Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return nil, fmt.Errorf("dev-fakes: GitHub App key: %w", err)
+	}
+	f.github = fakes.NewGitHubOn(f.tb, o.githubHost, devGitHubAppID, &key.PublicKey, nil)
+	f.github.AddInstallation(fakes.GitHubInstallation{ID: devGitHubInstallation, Login: "acme"})
+	f.github.AddRepo(f.tb, devGitHubInstallation, "acme", "app")
+
 	f.nango = fakes.NewNango(f.tb, devNangoSecret, map[string]string{"linear": "linear", "sentry": "sentry", "github": "github"}, nil)
 
 	mcpSrv := mcptest.New(f.tb, devMCPKey, nil)
@@ -206,25 +244,31 @@ func startDevFakes(o devFakesOptions, log *slog.Logger) (f *devFakes, err error)
 	slackOAuth := mux(nil, f.slackA.URL, "/api") // the app's OAuth methods, at the Web API's paths
 	type front struct {
 		url  *string
+		host string // "" = o.host
 		port int
 		path string
 		h    http.Handler
 	}
 	fronts := []front{
-		{&f.LinearURL, o.linear, "/graphql", mux(nil, strings.TrimSuffix(f.lin.URL(), "/graphql"), "")},
-		{&f.SentryURL, o.sentry, "/api/0", mux(nil, strings.TrimSuffix(f.sentry.URL(), "/api/0"), "")},
-		{&f.SlackURL, o.slack, "/api", mux(map[string]http.HandlerFunc{
+		{&f.LinearURL, "", o.linear, "/graphql", mux(nil, strings.TrimSuffix(f.lin.URL(), "/graphql"), "")},
+		{&f.SentryURL, "", o.sentry, "/api/0", mux(nil, strings.TrimSuffix(f.sentry.URL(), "/api/0"), "")},
+		{&f.SlackURL, "", o.slack, "/api", mux(map[string]http.HandlerFunc{
 			"/dev/code":            f.slackCode,
 			"/api/oauth.v2.access": slackOAuth.ServeHTTP,
 			"/api/auth.revoke":     slackOAuth.ServeHTTP,
 		}, strings.TrimSuffix(f.slackW.URL(), "/api"), "")},
-		{&f.NangoURL, o.nango, "", mux(map[string]http.HandlerFunc{"/dev/connect": f.nangoConnect}, f.nango.URL, "")},
-		{&f.MCPURL, o.mcpPt, "/mcp", mux(nil, mcpSrv.URL, "")},
+		{&f.NangoURL, "", o.nango, "", mux(map[string]http.HandlerFunc{"/dev/connect": f.nangoConnect}, f.nango.URL, "")},
+		{&f.MCPURL, "", o.mcpPt, "/mcp", mux(nil, mcpSrv.URL, "")},
+		{&f.GitHubURL, o.githubHost, o.github, "", mux(nil, f.github.URL, "")},
 	}
 	for _, fr := range fronts {
-		ln, lerr := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(fr.port)))
+		host := fr.host
+		if host == "" {
+			host = o.host
+		}
+		ln, lerr := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(fr.port)))
 		if lerr != nil {
-			return nil, fmt.Errorf("dev-fakes: listen on %s:%d (use the --*-port flags to pick other ports): %w", o.host, fr.port, lerr)
+			return nil, fmt.Errorf("dev-fakes: listen on %s:%d (use the --*-port flags to pick other ports): %w", host, fr.port, lerr)
 		}
 		srv := &http.Server{Handler: fr.h, ReadHeaderTimeout: 30 * time.Second,
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
@@ -298,6 +342,17 @@ func (f *devFakes) slackCode(w http.ResponseWriter, _ *http.Request) {
 	devJSON(w, http.StatusOK, map[string]any{"code": code})
 }
 
+// egressAllowWith is SANDBOX_EGRESS_ALLOW's default plus hostPort (an
+// exact host:port may be a loopback address).
+func egressAllowWith(hostPort string) string {
+	for _, s := range config.Documented() {
+		if s.Var == "SANDBOX_EGRESS_ALLOW" && s.Default != "" {
+			return s.Default + "," + hostPort
+		}
+	}
+	return hostPort
+}
+
 func devJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
@@ -342,6 +397,7 @@ func (f *devFakes) printUsage(w io.Writer) {
   Slack   %s   app %s; GET %s/dev/code mints an OAuth code
   Nango   %s   secret %s; GET %s/dev/connect?session_token=T completes a connect session
   MCP     %s   header %s: %s; tools search_docs (read), create_page (write)
+  GitHub  %s   App %s, installation %d (account acme), repository acme/app
 
 Start the platform pointed at them (e.g. in the shell of 'make run'):
   export LINEAR_API_URL=%s
@@ -350,6 +406,10 @@ Start the platform pointed at them (e.g. in the shell of 'make run'):
   export SLACK_CLIENT_ID=%s SLACK_CLIENT_SECRET=%s
   export NANGO_URL=%s
   export NANGO_SECRET_KEY=%s
+  export GITHUB_APP_ID=%s
+  export GITHUB_API_URL=%s
+  export GITHUB_APP_PRIVATE_KEY="$(cat %s)"
+  export SANDBOX_EGRESS_ALLOW=%s
 
 Connect Linear as an org admin ($TOK: your access token):
   B=http://127.0.0.1:8080/api/v1
@@ -361,11 +421,21 @@ Connect Linear as an org admin ($TOK: your access token):
 Add the MCP server as a connector (its key as an org secret first):
   curl -s -X POST $B/secrets -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"key":"DOCS_MCP_KEY","value":"%s"}'
   curl -s -X POST $B/connectors -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"name":"docs","url":"%s","auth":{"type":"header","secret_key":"DOCS_MCP_KEY","header_name":"%s"}}'
+
+Connect the GitHub App and acme/app, and make a configuration of it:
+  S=$(curl -s -X POST $B/integrations/github-app/state -H "Authorization: Bearer $TOK" | jq -r .state)
+  I=$(curl -s -X POST $B/integrations/github-app -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d "{\"installation_id\":%d,\"state\":\"$S\"}" | jq -r .id)
+  R=$(curl -s -X POST $B/repos -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"github_repo_name":"acme/app","github_url":"%s/acme/app.git","default_branch":"main"}' | jq -r .id)
+  curl -s -X PUT $B/integrations/$I/repos/$R -H "Authorization: Bearer $TOK"
+  CFG=$(curl -s -X POST $B/configurations -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d "{\"name\":\"app\",\"repos\":[{\"repo_id\":\"$R\",\"workspace_path\":\"app\"}]}" | jq -r .id)
 `,
 		f.LinearURL, devLinearToken, f.SentryURL, devSentryToken, devSentryOrg,
 		f.SlackURL, devSlackClientID, strings.TrimSuffix(f.SlackURL, "/api"),
 		f.NangoURL, devNangoSecret, f.NangoURL,
 		f.MCPURL, mcptest.KeyHeader, devMCPKey,
+		f.GitHubURL, devGitHubAppID, devGitHubInstallation,
 		f.LinearURL, f.SentryURL, f.SlackURL, devSlackClientID, devSlackSecret, f.NangoURL, devNangoSecret,
-		f.NangoURL, strings.TrimSuffix(f.SlackURL, "/api"), devMCPKey, f.MCPURL, mcptest.KeyHeader)
+		devGitHubAppID, f.GitHubURL, f.GitHubKeyFile, egressAllowWith(strings.TrimPrefix(f.GitHubURL, "http://")),
+		f.NangoURL, strings.TrimSuffix(f.SlackURL, "/api"), devMCPKey, f.MCPURL, mcptest.KeyHeader,
+		devGitHubInstallation, f.GitHubURL)
 }

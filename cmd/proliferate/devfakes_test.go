@@ -3,12 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,6 +20,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/mcp"
+	"github.com/proliferate/proliferate/internal/integrations"
 )
 
 // firstWrite records what is written and signals the first write (the
@@ -71,7 +76,7 @@ func TestDevFakes(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- devFakesCmd(ctx, "development", []string{"--linear-port=0", "--sentry-port=0", "--slack-port=0",
-			"--nango-port=0", "--mcp-port=0"}, out, slog.New(slog.DiscardHandler))
+			"--nango-port=0", "--mcp-port=0", "--github-port=0"}, out, slog.New(slog.DiscardHandler))
 	}()
 	select {
 	case <-out.ch:
@@ -92,6 +97,36 @@ func TestDevFakes(t *testing.T) {
 		t.Fatalf("no MCP URL in:\n%s", text)
 	}
 	mcpURL := mcpM[1]
+	githubURL := setting("GITHUB_API_URL")
+	keyM := regexp.MustCompile(`GITHUB_APP_PRIVATE_KEY="\$\(cat (\S+)\)"`).FindStringSubmatch(text)
+	if keyM == nil || !strings.Contains(text, "SANDBOX_EGRESS_ALLOW=github.com,") || !strings.Contains(text, strings.TrimPrefix(githubURL, "http://")) {
+		t.Fatalf("no GitHub App key file or egress allowance in:\n%s", text)
+	}
+
+	// GitHub: the printed key is the App's (an installation token is
+	// minted through the front), and the token clones acme/app over git
+	// smart HTTP from the printed host.
+	pemBytes, err := os.ReadFile(keyM[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(pemBytes)
+	if blk == nil {
+		t.Fatalf("the key file holds no PEM block")
+	}
+	key, err := x509.ParsePKCS1PrivateKey(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghTok, err := integrations.NewGitHubApp(devGitHubAppID, key, githubURL, nil, nil).InstallationToken(ctx, devGitHubInstallation)
+	if err != nil {
+		t.Fatalf("installation token through the front: %v", err)
+	}
+	gu, _ := url.Parse(githubURL)
+	lsOut, err := exec.Command("git", "ls-remote", "http://x-access-token:"+ghTok.Value+"@"+gu.Host+"/acme/app.git", "main").CombinedOutput()
+	if err != nil || !strings.Contains(string(lsOut), "refs/heads/main") {
+		t.Fatalf("git ls-remote acme/app through the front: %v %s", err, lsOut)
+	}
 
 	// Linear: a GraphQL query with the seeded OAuth token.
 	var lin struct {
@@ -180,7 +215,7 @@ func TestDevFakes(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("dev-fakes: %v", err)
 	}
-	for _, u := range []string{linearURL, sentryURL, slackURL, nangoURL, mcpURL} {
+	for _, u := range []string{linearURL, sentryURL, slackURL, nangoURL, mcpURL, githubURL} {
 		pu, _ := url.Parse(u)
 		if c, err := net.Dial("tcp", pu.Host); err == nil {
 			c.Close()
@@ -203,7 +238,7 @@ func TestDevFakesRefuses(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	err = devFakesCmd(t.Context(), "development", []string{"--linear-port=0", "--sentry-port=0", "--slack-port=0",
-		"--nango-port=0", "--mcp-port=" + itoa(port)}, io.Discard, slog.New(slog.DiscardHandler))
+		"--nango-port=0", "--mcp-port=" + itoa(port), "--github-port=0"}, io.Discard, slog.New(slog.DiscardHandler))
 	if err == nil || !strings.Contains(err.Error(), "--*-port") {
 		t.Fatalf("busy port: %v", err)
 	}

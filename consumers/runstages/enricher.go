@@ -80,12 +80,17 @@ func enrichInput(ctx context.Context, tx pgx.Tx, run runs.Run) (enrich.Input, er
 	var ctxRaw []byte
 	var url, ext *string
 	var filter, analysis *string
+	var analysisOutcome, analysisDetail *string
+	// The analysis the trigger processor stored for this event (see
+	// consumers/triggerprocessor), if any.
 	err := tx.QueryRow(ctx, `SELECT te.provider, te.normalized_event_type, te.provider_event_type, te.title, te.url,
-			te.external_event_id, te.parsed_context, a.id::text, a.name, a.llm_filter_prompt, a.llm_analysis_prompt
+			te.external_event_id, te.parsed_context, a.id::text, a.name, a.llm_filter_prompt, a.llm_analysis_prompt,
+			lr.outcome, lr.detail
 		FROM trigger_events te JOIN automations a ON a.id = $2
+		LEFT JOIN trigger_llm_results lr ON lr.trigger_id = te.trigger_id AND lr.dedup_key = te.dedup_key AND lr.kind = 'analysis'
 		WHERE te.id = $1`, run.TriggerEventID, run.AutomationID).
 		Scan(&in.Provider, &in.EventType, &in.ProviderEventType, &in.Title, &url, &ext, &ctxRaw,
-			&in.AutomationID, &in.AutomationName, &filter, &analysis)
+			&in.AutomationID, &in.AutomationName, &filter, &analysis, &analysisOutcome, &analysisDetail)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return in, runs.ErrNotFound
 	}
@@ -94,6 +99,14 @@ func enrichInput(ctx context.Context, tx pgx.Tx, run runs.Run) (enrich.Input, er
 	}
 	in.URL, in.ExternalID = deref(url), deref(ext)
 	in.HasLLMFilter, in.HasLLMAnalysis = deref(filter) != "", deref(analysis) != ""
+	if analysisOutcome != nil {
+		detail := deref(analysisDetail)
+		if *analysisOutcome == "done" {
+			in.Analysis = &enrich.LLMAnalysis{Status: "done", Text: &detail}
+		} else {
+			in.Analysis = &enrich.LLMAnalysis{Status: "failed", Error: &detail}
+		}
+	}
 	if len(ctxRaw) > 0 {
 		if err := json.Unmarshal(ctxRaw, &in.Context); err != nil {
 			return in, consumers.Permanent(fmt.Errorf("trigger event context of run %s: %w", run.ID, err))

@@ -16,6 +16,16 @@
 // infrastructure errors are returned, so the runner retries them; each
 // event's dedup key makes a replay change nothing.
 //
+// An automation's LLM filter prompt is asked (through Deps.Judge) once the
+// structural filters match, before a run is queued: "no" → skipped
+// (llm_filter_rejected, with the model's reason); no usable answer (timeout,
+// error, a malformed answer) → skipped (llm_filter_failed) unless
+// Deps.LLMFailOpen. Its analysis prompt is asked for events that will queue
+// a run, and the enricher copies the answer into the run's enrichment. Each
+// answer is kept in trigger_llm_results per (trigger, dedup key), with its
+// llm.spend event in the same transaction, and the model is not asked again
+// for an event already recorded: a redelivery neither asks nor bills twice.
+//
 // GitHub App installation events (deleted, suspend, unsuspend) and Nango
 // auth events change the integration's status instead of starting runs.
 //
@@ -65,6 +75,7 @@ import (
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -87,6 +98,13 @@ type Deps struct {
 	// Integrations applies installation and auth lifecycle webhooks. Without
 	// it such records go to the dead-letter topic rather than being dropped.
 	Integrations IntegrationStatus
+	// Judge asks the model about events of automations with an LLM filter
+	// or analysis prompt. Without it such filters cannot answer (fail-open
+	// or fail-closed below) and analyses are recorded as failed.
+	Judge *llmjudge.Judge
+	// LLMFailOpen queues a run when the LLM filter has no usable answer;
+	// false (the default) skips the event with reason llm_filter_failed.
+	LLMFailOpen bool
 }
 
 // Handler returns the trigger-processor handler for webhook.received records
@@ -109,6 +127,8 @@ type candidate struct {
 	config            map[string]any
 	enabled           bool
 	automationEnabled bool
+	// The automation's LLM prompts ("" when unset).
+	filterPrompt, analysisPrompt string
 }
 
 func (p *processor) handle(ctx context.Context, m *consumers.Message) error {
@@ -225,8 +245,13 @@ func webhookOf(wr *schemas.WebhookReceived) providers.Webhook {
 
 // apply records one event for one trigger in one transaction.
 func (p *processor) apply(ctx context.Context, log *slog.Logger, c candidate, ev runs.Event, webhookEventID string) error {
+	// The model is asked outside the transaction (it may take seconds).
+	filter, err := p.askModel(ctx, log, c, ev)
+	if err != nil {
+		return fmt.Errorf("ask the model about %s event %s for trigger %s: %w", ev.Provider, ev.DedupKey, c.id, err)
+	}
 	var what string
-	err := p.inTx(ctx, func(tx pgx.Tx) (out runs.Outcome, err error) {
+	err = p.inTx(ctx, func(tx pgx.Tx) (out runs.Outcome, err error) {
 		src := c.source(webhookEventID)
 		switch {
 		case !c.enabled:
@@ -245,6 +270,20 @@ func (p *processor) apply(ctx context.Context, log *slog.Logger, c candidate, ev
 			}
 			skipped.Context["skip_detail"] = reason
 			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, skipped, runs.SkipFilterMismatch)
+		}
+		if filter != nil && (filter.outcome == outcomeSkip || (filter.outcome == outcomeError && !p.d.LLMFailOpen)) {
+			what = runs.SkipLLMFilterRejected
+			detail := "llm_filter_reason"
+			if filter.outcome == outcomeError {
+				what, detail = runs.SkipLLMFilterFailed, "skip_detail"
+			}
+			skipped := ev
+			skipped.Context = maps.Clone(ev.Context)
+			if skipped.Context == nil {
+				skipped.Context = map[string]any{}
+			}
+			skipped.Context[detail] = filter.detail
+			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, skipped, what)
 		}
 		what = "queued"
 		return runs.Enqueue(ctx, tx, p.d.Codec, src, ev)
@@ -272,7 +311,7 @@ func (c candidate) source(webhookEventID string) runs.Source {
 var parseable = map[string]bool{providers.GitHub: true, providers.Linear: true, providers.Sentry: true, providers.PostHog: true, providers.Custom: true}
 
 const selectTriggers = `SELECT t.id::text, t.org_id::text, t.automation_id::text, COALESCE(t.integration_id::text, ''), t.provider,
-		t.config, t.enabled, a.enabled
+		t.config, t.enabled, a.enabled, COALESCE(a.llm_filter_prompt, ''), COALESCE(a.llm_analysis_prompt, '')
 	FROM triggers t JOIN automations a ON a.id = t.automation_id
 	WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1, '')::uuid, t.org_id) AND `
 
@@ -342,7 +381,8 @@ func (p *processor) query(ctx context.Context, sql string, args ...any) ([]candi
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
 		var c candidate
-		err := row.Scan(&c.id, &c.orgID, &c.automationID, &c.integrationID, &c.provider, &c.config, &c.enabled, &c.automationEnabled)
+		err := row.Scan(&c.id, &c.orgID, &c.automationID, &c.integrationID, &c.provider, &c.config, &c.enabled, &c.automationEnabled,
+			&c.filterPrompt, &c.analysisPrompt)
 		return c, err
 	})
 }

@@ -64,6 +64,10 @@ const (
 	SkipFilterMismatch     = "filter_mismatch"
 	SkipTriggerDisabled    = "trigger_disabled"
 	SkipAutomationDisabled = "automation_disabled"
+	// The automation's LLM filter answered "no", or (failing closed) gave
+	// no usable answer.
+	SkipLLMFilterRejected = "llm_filter_rejected"
+	SkipLLMFilterFailed   = "llm_filter_failed"
 )
 
 // Enqueue records ev as queued and creates its run, in tx.

@@ -89,6 +89,18 @@ type Payload struct {
 	// ProviderContext is never nil (an empty object for unknown providers).
 	ProviderContext   map[string]any    `json:"provider_context"`
 	AutomationContext AutomationContext `json:"automation_context"`
+	// LLMAnalysis is the answer to the automation's LLM analysis prompt,
+	// asked by the trigger processor before the run was queued; absent when
+	// the automation has none (or the run was not started by a trigger event).
+	LLMAnalysis *LLMAnalysis `json:"llm_analysis,omitempty"`
+}
+
+// LLMAnalysis is the model's analysis of the triggering event.
+type LLMAnalysis struct {
+	// Status is "done" (Text holds the analysis) or "failed" (Error says why).
+	Status string  `json:"status"`
+	Text   *string `json:"text"`
+	Error  *string `json:"error"`
 }
 
 // Summary is the human summary of the triggering event.
@@ -128,6 +140,8 @@ type Input struct {
 	AutomationID, AutomationName string
 	HasLLMFilter, HasLLMAnalysis bool
 	Repos                        []Repo
+	// Analysis is the stored answer to the LLM analysis prompt (nil: none).
+	Analysis *LLMAnalysis
 }
 
 // Error is a run-failing enrichment problem (missing title or context);
@@ -194,6 +208,7 @@ func Build(in Input) (Payload, error) {
 		},
 	}
 	p.SuggestedRepoID = suggestRepo(in, c, sub, description)
+	p.LLMAnalysis = in.Analysis
 	return p, nil
 }
 

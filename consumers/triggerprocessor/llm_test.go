@@ -15,6 +15,7 @@ import (
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -52,7 +53,7 @@ func (e *env) withModel(baseURL string, timeout time.Duration, failOpen bool) {
 		e.t.Fatal(err)
 	}
 	e.handler = triggerprocessor.Handler(triggerprocessor.Deps{Pool: e.pool, Codec: e.codec, Integrations: svc,
-		Judge: judge, LLMFailOpen: failOpen})
+		LLM: &llmgate.Gate{Pool: e.pool, Codec: e.codec, Judge: judge, FailOpen: failOpen}})
 }
 
 func (e *env) prompts(filter, analysis string) {

@@ -75,7 +75,7 @@ import (
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
-	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
+	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -98,13 +98,9 @@ type Deps struct {
 	// Integrations applies installation and auth lifecycle webhooks. Without
 	// it such records go to the dead-letter topic rather than being dropped.
 	Integrations IntegrationStatus
-	// Judge asks the model about events of automations with an LLM filter
-	// or analysis prompt. Without it such filters cannot answer (fail-open
-	// or fail-closed below) and analyses are recorded as failed.
-	Judge *llmjudge.Judge
-	// LLMFailOpen queues a run when the LLM filter has no usable answer;
-	// false (the default) skips the event with reason llm_filter_failed.
-	LLMFailOpen bool
+	// LLM asks the model about events of automations with an LLM filter
+	// or analysis prompt (nil: those prompts are not asked).
+	LLM *llmgate.Gate
 }
 
 // Handler returns the trigger-processor handler for webhook.received records
@@ -246,12 +242,18 @@ func webhookOf(wr *schemas.WebhookReceived) providers.Webhook {
 // apply records one event for one trigger in one transaction.
 func (p *processor) apply(ctx context.Context, log *slog.Logger, c candidate, ev runs.Event, webhookEventID string) error {
 	// The model is asked outside the transaction (it may take seconds).
-	filter, err := p.askModel(ctx, log, c, ev)
-	if err != nil {
-		return fmt.Errorf("ask the model about %s event %s for trigger %s: %w", ev.Provider, ev.DedupKey, c.id, err)
+	var llmSkip *llmgate.Skip
+	if c.enabled && c.automationEnabled {
+		if ok, _ := providers.Matches(c.provider, c.config, ev); ok {
+			var err error
+			llmSkip, err = p.d.LLM.Ask(ctx, llmgate.Trigger{ID: c.id, OrgID: c.orgID, FilterPrompt: c.filterPrompt, AnalysisPrompt: c.analysisPrompt}, ev)
+			if err != nil {
+				return fmt.Errorf("ask the model about %s event %s for trigger %s: %w", ev.Provider, ev.DedupKey, c.id, err)
+			}
+		}
 	}
 	var what string
-	err = p.inTx(ctx, func(tx pgx.Tx) (out runs.Outcome, err error) {
+	err := p.inTx(ctx, func(tx pgx.Tx) (out runs.Outcome, err error) {
 		src := c.source(webhookEventID)
 		switch {
 		case !c.enabled:
@@ -271,19 +273,9 @@ func (p *processor) apply(ctx context.Context, log *slog.Logger, c candidate, ev
 			skipped.Context["skip_detail"] = reason
 			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, skipped, runs.SkipFilterMismatch)
 		}
-		if filter != nil && (filter.outcome == outcomeSkip || (filter.outcome == outcomeError && !p.d.LLMFailOpen)) {
-			what = runs.SkipLLMFilterRejected
-			detail := "llm_filter_reason"
-			if filter.outcome == outcomeError {
-				what, detail = runs.SkipLLMFilterFailed, "skip_detail"
-			}
-			skipped := ev
-			skipped.Context = maps.Clone(ev.Context)
-			if skipped.Context == nil {
-				skipped.Context = map[string]any{}
-			}
-			skipped.Context[detail] = filter.detail
-			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, skipped, what)
+		if llmSkip != nil {
+			what = llmSkip.Reason
+			return runs.RecordSkipped(ctx, tx, p.d.Codec, src, llmSkip.Apply(ev), what)
 		}
 		what = "queued"
 		return runs.Enqueue(ctx, tx, p.d.Codec, src, ev)

@@ -15,7 +15,6 @@ import (
 	"github.com/proliferate/proliferate/internal/broker"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/obs"
-	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -152,20 +151,13 @@ func (a *App) Groups() map[string]GroupFactory {
 				return nil, err
 			}
 			a.readyBlobStore(store)
-			// Automations' LLM filter and analysis prompts ask the agent's
-			// model (the scripted LLM in development).
-			// Without a model (production without ANTHROPIC_API_KEY) the
-			// filters follow TRIGGER_LLM_FAIL_OPEN.
-			var judge *llmjudge.Judge
-			if llm, err := a.agentLLM(ctx); err != nil {
-				a.Log.Warn("trigger-processor: no model for automations' LLM filter and analysis prompts", "error", err)
-			} else if judge, err = llmjudge.New(llmjudge.Config{BaseURL: llm.BaseURL, APIKey: llm.APIKey, Model: a.Cfg.TriggerLLMModel,
-				Timeout: a.Cfg.TriggerLLMTimeout, MaxEventBytes: a.Cfg.TriggerLLMMaxEventBytes}); err != nil {
+			gate, err := a.triggerLLM(ctx, topics.GroupTriggerProcessor)
+			if err != nil {
 				return nil, err
 			}
 			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
 				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc, Blobs: store,
-				Judge: judge, LLMFailOpen: a.Cfg.TriggerLLMFailOpen}), nil
+				LLM: gate}), nil
 		},
 	}
 	maps.Copy(groups, runGroups())

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/triggers/llmgate"
+	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/producers/ingest"
 	"github.com/proliferate/proliferate/producers/poller"
 	"github.com/proliferate/proliferate/producers/scheduler"
@@ -101,9 +103,13 @@ func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
 	if err != nil {
 		return Role{}, err
 	}
+	gate, err := a.triggerLLM(ctx, "poller")
+	if err != nil {
+		return Role{}, err
+	}
 	sched := scheduler.New(scheduler.Deps{Pool: a.Pool, Codec: a.Codec, Log: a.Log.With("role", "scheduler"), Tick: a.Cfg.SchedulerTick})
 	poll := poller.New(poller.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Log: a.Log.With("role", "poller"),
-		Tokens: svc, LinearAPIURL: a.Cfg.LinearAPIURL, Tick: a.Cfg.SchedulerTick})
+		Tokens: svc, LinearAPIURL: a.Cfg.LinearAPIURL, Tick: a.Cfg.SchedulerTick, LLM: gate})
 	// Schedules and polls are claimed in Postgres (runs leave through the
 	// outbox); poll groups are locked in Redis.
 	a.readyPostgres()
@@ -111,4 +117,21 @@ func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
 	return Role{"scheduler", func(ctx context.Context) error {
 		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run})
 	}}, nil
+}
+
+// triggerLLM is the gate through which the trigger processor and the poller
+// ask automations' LLM filter and analysis prompts, with the agent's model
+// (the scripted LLM in development). Without a model (production without
+// ANTHROPIC_API_KEY) the filters follow TRIGGER_LLM_FAIL_OPEN and analyses
+// are recorded as failed.
+func (a *App) triggerLLM(ctx context.Context, who string) (*llmgate.Gate, error) {
+	g := &llmgate.Gate{Pool: a.Pool, Codec: a.Codec, FailOpen: a.Cfg.TriggerLLMFailOpen, Log: a.Log.With("component", "trigger-llm", "role", who)}
+	llm, err := a.agentLLM(ctx)
+	if err != nil {
+		g.Log.Warn("no model for automations' LLM filter and analysis prompts", "error", err)
+		return g, nil
+	}
+	g.Judge, err = llmjudge.New(llmjudge.Config{BaseURL: llm.BaseURL, APIKey: llm.APIKey, Model: a.Cfg.TriggerLLMModel,
+		Timeout: a.Cfg.TriggerLLMTimeout, MaxEventBytes: a.Cfg.TriggerLLMMaxEventBytes})
+	return g, err
 }

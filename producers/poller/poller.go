@@ -8,8 +8,10 @@
 //     finished polling it does not poll again.
 //   - The provider is called once per page; each page's events are fanned
 //     out in memory to every enabled polling trigger of the group, in one
-//     transaction per trigger (runs.Enqueue when the trigger's filters match,
-//     runs.RecordSkipped otherwise), and only then is the page's cursor
+//     transaction per trigger (runs.Enqueue when the trigger's filters match
+//     and its automation's LLM filter, asked through internal/triggers/llmgate
+//     before the transaction, agrees; runs.RecordSkipped otherwise), and only
+//     then is the page's cursor
 //     stored on the group. A crash in between polls the page again and the
 //     events' dedup keys make that a no-op.
 //   - Failures (token, provider, rate limits) are recorded on the group
@@ -37,6 +39,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -113,6 +116,9 @@ type Deps struct {
 	MaxPages int
 	Batch    int // due groups per pass (default 100)
 	Workers  int // groups polled concurrently (default 4)
+	// LLM asks automations' LLM filter and analysis prompts about matching
+	// events before their runs are queued (nil: not asked).
+	LLM *llmgate.Gate
 }
 
 // Poller polls due poll groups.
@@ -255,6 +261,8 @@ type pollTrigger struct {
 	id, automationID  string
 	automationEnabled bool
 	config            map[string]any
+	// The automation's LLM prompts ("" when unset).
+	filterPrompt, analysisPrompt string
 }
 
 // PollGroup polls one group if it is due at now and no other replica holds
@@ -388,7 +396,8 @@ func (p *Poller) loadGroup(ctx context.Context, id string, now time.Time) (group
 
 // loadTriggers returns the group's enabled polling triggers.
 func (p *Poller) loadTriggers(ctx context.Context, groupID string) ([]pollTrigger, error) {
-	rows, err := p.d.Pool.Query(ctx, `SELECT t.id::text, t.automation_id::text, a.enabled, t.config
+	rows, err := p.d.Pool.Query(ctx, `SELECT t.id::text, t.automation_id::text, a.enabled, t.config,
+			COALESCE(a.llm_filter_prompt, ''), COALESCE(a.llm_analysis_prompt, '')
 		FROM triggers t JOIN automations a ON a.id = t.automation_id AND a.org_id = t.org_id
 		WHERE t.poll_group_id = $1 AND t.trigger_type = 'polling' AND t.enabled ORDER BY t.created_at, t.id`, groupID)
 	if err != nil {
@@ -397,7 +406,7 @@ func (p *Poller) loadTriggers(ctx context.Context, groupID string) ([]pollTrigge
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (pollTrigger, error) {
 		var t pollTrigger
 		var cfg []byte
-		if err := r.Scan(&t.id, &t.automationID, &t.automationEnabled, &cfg); err != nil {
+		if err := r.Scan(&t.id, &t.automationID, &t.automationEnabled, &cfg, &t.filterPrompt, &t.analysisPrompt); err != nil {
 			return t, err
 		}
 		if err := json.Unmarshal(cfg, &t.config); err != nil || t.config == nil {
@@ -414,9 +423,22 @@ func (p *Poller) fanOut(ctx context.Context, g group, t pollTrigger, events []ru
 	}
 	src := runs.Source{OrgID: g.orgID, TriggerID: t.id, AutomationID: t.automationID, TriggerType: "polling",
 		IntegrationID: deref(g.integrationID), PollGroupID: g.id}
+	// The model is asked outside the transaction (it may take seconds);
+	// its answers are kept, so a poll cut short asks nothing twice.
+	llmSkips := make([]*llmgate.Skip, len(events))
+	if t.automationEnabled && (t.filterPrompt != "" || t.analysisPrompt != "") {
+		lt := llmgate.Trigger{ID: t.id, OrgID: g.orgID, FilterPrompt: t.filterPrompt, AnalysisPrompt: t.analysisPrompt}
+		for i, ev := range events {
+			if ok, _ := p.d.Match(g.provider, t.config, ev); ok {
+				if llmSkips[i], err = p.d.LLM.Ask(ctx, lt, ev); err != nil {
+					return 0, 0, fmt.Errorf("ask the model about event %s for trigger %s: %w", ev.DedupKey, t.id, err)
+				}
+			}
+		}
+	}
 	err = pgx.BeginFunc(ctx, p.d.Pool, func(tx pgx.Tx) error {
 		queued, skipped = 0, 0
-		for _, ev := range events {
+		for i, ev := range events {
 			var out runs.Outcome
 			var err error
 			ok, reason := false, ""
@@ -428,6 +450,8 @@ func (p *Poller) fanOut(ctx context.Context, g group, t pollTrigger, events []ru
 				out, err = runs.RecordSkipped(ctx, tx, p.d.Codec, src, ev, runs.SkipAutomationDisabled)
 			case !ok:
 				out, err = runs.RecordSkipped(ctx, tx, p.d.Codec, src, ev, runs.SkipFilterMismatch)
+			case llmSkips[i] != nil:
+				out, err = runs.RecordSkipped(ctx, tx, p.d.Codec, src, llmSkips[i].Apply(ev), llmSkips[i].Reason)
 			default:
 				out, err = runs.Enqueue(ctx, tx, p.d.Codec, src, ev)
 			}

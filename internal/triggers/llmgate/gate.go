@@ -1,0 +1,208 @@
+// Package llmgate applies an automation's LLM filter and analysis prompts to
+// a trigger event before a run is queued, for the webhook trigger processor
+// and the poller alike. Each answer is kept in trigger_llm_results per
+// (trigger, dedup key, kind) with its tokens and cost, and an llm.spend event
+// for the org goes to the outbox in the same transaction (the billing rater
+// charges it like any LLM spend); an event already recorded for the trigger
+// is not asked about again, so a redelivery neither asks nor bills twice.
+package llmgate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/internal/llmproxy"
+	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
+	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// Kinds and outcomes of trigger_llm_results.
+const (
+	kindFilter     = "filter"
+	kindAnalysis   = "analysis"
+	outcomeRun     = "run"
+	outcomeSkip    = "skip"
+	outcomeDone    = "done"
+	outcomeError   = "error"
+	spendSource    = "trigger-llm"
+	maxErrorDetail = 1000
+)
+
+// Gate asks the model. A nil Judge cannot answer: filters then follow
+// FailOpen and analyses are recorded as failed.
+type Gate struct {
+	Pool  *pgxpool.Pool
+	Codec *schemas.Codec
+	Judge *llmjudge.Judge
+	// FailOpen queues a run when the filter has no usable answer (timeout,
+	// error, malformed answer); false skips it (runs.SkipLLMFilterFailed).
+	FailOpen bool
+	Log      *slog.Logger
+}
+
+// Trigger is the trigger an event matched, with its automation's prompts
+// ("" when unset).
+type Trigger struct {
+	ID, OrgID                    string
+	FilterPrompt, AnalysisPrompt string
+}
+
+// Skip says that the event must not start a run: Reason is the trigger
+// event's skip reason, Detail goes into its context under DetailKey.
+type Skip struct {
+	Reason, DetailKey, Detail string
+}
+
+// Apply returns ev with the skip's detail in its context (a copy).
+func (s *Skip) Apply(ev runs.Event) runs.Event {
+	ctx := make(map[string]any, len(ev.Context)+1)
+	for k, v := range ev.Context {
+		ctx[k] = v
+	}
+	ctx[s.DetailKey] = s.Detail
+	ev.Context = ctx
+	return ev
+}
+
+// llmResult is one stored answer.
+type llmResult struct{ outcome, detail string }
+
+// Ask asks the trigger's LLM filter and analysis prompts about ev, which
+// matched the trigger's structural filters, and returns a Skip when it must
+// not start a run (nil: queue it). Nothing is asked without prompts, or when
+// the event is already recorded for the trigger (a redelivery). Only
+// infrastructure errors (the database, ctx ending) are returned; the
+// model's failures are answers with outcome "error".
+func (p *Gate) Ask(ctx context.Context, c Trigger, ev runs.Event) (*Skip, error) {
+	if p == nil || c.FilterPrompt == "" && c.AnalysisPrompt == "" {
+		return nil, nil
+	}
+	log := p.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	// An event already recorded is a redelivery: the transaction will change
+	// nothing, so the model is not asked.
+	var seen bool
+	if err := p.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM trigger_events WHERE trigger_id = $1 AND dedup_key = $2)`,
+		c.ID, ev.DedupKey).Scan(&seen); err != nil {
+		return nil, err
+	}
+	if seen {
+		return nil, nil
+	}
+	jev := llmjudge.Event{Provider: ev.Provider, EventType: cmp.Or(ev.ProviderEventType, ev.EventType), Title: ev.Title, URL: ev.URL, Context: ev.Context}
+	if c.FilterPrompt != "" {
+		r, err := p.judged(ctx, log, c, ev.DedupKey, kindFilter, func(ctx context.Context) (llmjudge.Answer, error) {
+			return p.Judge.Filter(ctx, c.FilterPrompt, jev)
+		})
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case r.outcome == outcomeSkip:
+			return &Skip{Reason: runs.SkipLLMFilterRejected, DetailKey: "llm_filter_reason", Detail: r.detail}, nil
+		case r.outcome == outcomeError && !p.FailOpen:
+			return &Skip{Reason: runs.SkipLLMFilterFailed, DetailKey: "skip_detail", Detail: r.detail}, nil
+		}
+	}
+	if c.AnalysisPrompt != "" {
+		if _, err := p.judged(ctx, log, c, ev.DedupKey, kindAnalysis, func(ctx context.Context) (llmjudge.Answer, error) {
+			return p.Judge.Analyze(ctx, c.AnalysisPrompt, jev)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// judged returns the stored answer of (trigger, dedup key, kind), or asks
+// the model and stores its answer with the spend (an llm.spend event for the
+// org in the same transaction). A concurrent writer's answer wins.
+func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey, kind string,
+	ask func(context.Context) (llmjudge.Answer, error)) (llmResult, error) {
+	if r, ok, err := p.storedAnswer(ctx, c.ID, dedupKey, kind); err != nil || ok {
+		return r, err
+	}
+	var a llmjudge.Answer
+	var err error
+	if p.Judge == nil {
+		err = errors.New("no model is configured for trigger LLM prompts")
+	} else {
+		a, err = ask(ctx)
+	}
+	if ctx.Err() != nil {
+		return llmResult{}, ctx.Err() // shutting down: retried, not recorded
+	}
+	r := llmResult{outcome: outcomeDone, detail: a.Text}
+	switch {
+	case err != nil:
+		r = llmResult{outcome: outcomeError, detail: err.Error()}
+		if len(r.detail) > maxErrorDetail {
+			r.detail = r.detail[:maxErrorDetail]
+		}
+		log.Warn("trigger LLM prompt got no usable answer", "trigger_id", c.ID, "org_id", c.OrgID, "kind", kind, "error", err)
+	case kind == kindFilter && a.Run:
+		r.outcome = outcomeRun
+	case kind == kindFilter:
+		r.outcome = outcomeSkip
+	}
+	cost, known := llmproxy.Cost(a.Usage)
+	if a.Usage.Total() == 0 {
+		cost = 0
+	} else if !known {
+		log.Warn("trigger LLM: unknown model priced as the most expensive known model", "model", a.Usage.Model, "cost_usd_micros", cost)
+	}
+	err = pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO trigger_llm_results (trigger_id, dedup_key, kind, org_id, outcome, detail, model,
+				input_tokens, output_tokens, cost_usd_micros)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+			ON CONFLICT (trigger_id, dedup_key, kind) DO NOTHING`,
+			c.ID, dedupKey, kind, c.OrgID, r.outcome, r.detail, a.Usage.Model,
+			a.Usage.InputTokens+a.Usage.CacheReadTokens+a.Usage.CacheWriteTokens, a.Usage.OutputTokens, cost)
+		if err != nil || tag.RowsAffected() == 0 || a.Usage.Total() == 0 {
+			return err
+		}
+		spend := &schemas.LLMSpend{
+			RequestID: uuid.Must(uuid.NewV7()).String(), Model: a.Usage.Model, Provider: ptr("anthropic"),
+			InputTokens: a.Usage.InputTokens, OutputTokens: a.Usage.OutputTokens,
+			CacheReadTokens: a.Usage.CacheReadTokens, CacheWriteTokens: a.Usage.CacheWriteTokens,
+			TotalTokens: a.Usage.Total(), CostUSDMicros: cost,
+			StartedAt: a.Started.UTC(), EndedAt: a.Ended.UTC(), Source: spendSource,
+		}
+		sev := schemas.New(c.OrgID, spend)
+		sev.EventID = spend.RequestID
+		return outbox.AddEvent(ctx, tx, p.Codec, topics.LLMSpend, c.OrgID, sev)
+	})
+	if err != nil {
+		return llmResult{}, fmt.Errorf("store the %s answer: %w", kind, err)
+	}
+	// Another delivery may have stored its answer first: that one counts.
+	stored, ok, err := p.storedAnswer(ctx, c.ID, dedupKey, kind)
+	if err != nil || !ok {
+		return r, err
+	}
+	return stored, nil
+}
+
+func (p *Gate) storedAnswer(ctx context.Context, triggerID, dedupKey, kind string) (llmResult, bool, error) {
+	var r llmResult
+	err := p.Pool.QueryRow(ctx, `SELECT outcome, detail FROM trigger_llm_results
+		WHERE trigger_id = $1 AND dedup_key = $2 AND kind = $3`, triggerID, dedupKey, kind).Scan(&r.outcome, &r.detail)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+func ptr[T any](v T) *T { return &v }

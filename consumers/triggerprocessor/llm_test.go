@@ -9,12 +9,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/schemas"
@@ -229,6 +232,50 @@ func TestNoPromptsNoModelCall(t *testing.T) {
 	trig := e.trigger("github", e.githubApp(), nil)
 	e.handle(e.issueOpened("llm-none"))
 	if ev := e.one(trig); ev.Status != "queued" || ev.Runs != 1 {
+		t.Fatalf("%+v", ev)
+	}
+	if n := modelCalls(sim); n != 0 {
+		t.Fatalf("%d model calls", n)
+	}
+}
+
+// Through a consumers.Runner on an in-process Kafka broker: a delivery sent
+// twice asks the filter once and queues one run (a third record behind them
+// on the same partition shows the duplicate was consumed).
+func TestLLMFilterThroughRunner(t *testing.T) {
+	e := newEnv(t)
+	sim, base := scriptedModel(t)
+	e.withModel(base, llmjudge.DefaultTimeout, false)
+	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupTriggerProcessor)))
+	trig := e.trigger("github", e.githubApp(), nil)
+	e.prompts("Only real bugs. [[script:filter-yes]]", "")
+	msgs := []*consumers.Message{e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-2")}
+	runGroup(t, e, seeds, msgs, func(*consumers.Message) string { return "one-partition" },
+		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+	testenv.Eventually(t, 30*time.Second, "records processed", func() bool { return len(e.events(trig)) == 2 })
+	for _, ev := range e.events(trig) {
+		if ev.Status != "queued" || ev.Runs != 1 {
+			t.Fatalf("%+v", ev)
+		}
+	}
+	if n := modelCalls(sim); n != 2 {
+		t.Fatalf("%d model calls, want 2 (one per delivery)", n)
+	}
+}
+
+// An answer already stored for the event (a crash after asking, before the
+// event was recorded) is used: the model is not asked again.
+func TestStoredAnswerIsReused(t *testing.T) {
+	e := newEnv(t)
+	sim, base := scriptedModel(t)
+	e.withModel(base, llmjudge.DefaultTimeout, false)
+	trig := e.trigger("github", e.githubApp(), nil)
+	e.prompts("Only real bugs. [[script:filter-yes]]", "")
+	e.exec(`INSERT INTO trigger_llm_results (trigger_id, dedup_key, kind, org_id, outcome, detail)
+		VALUES ($1, 'github:delivery:llm-stored', 'filter', $2, 'skip', 'stored earlier')`, trig, e.org)
+	e.handle(e.issueOpened("llm-stored"))
+	ev := e.one(trig)
+	if ev.Status != "skipped" || ev.SkipReason != "llm_filter_rejected" || ev.Context["llm_filter_reason"] != "stored earlier" {
 		t.Fatalf("%+v", ev)
 	}
 	if n := modelCalls(sim); n != 0 {

@@ -200,6 +200,16 @@ func BuiltinScripts() []Script {
 			Description: "streams 200 words with a delay before each (for cancel tests)",
 			Turns:       []Turn{{Deltas: slowWords(), Delay: 50 * time.Millisecond}},
 		},
+		{
+			Name:        "filter-yes",
+			Description: "answers an automation's LLM filter with run: true (put the marker in the filter prompt)",
+			Turns:       []Turn{{Text: `{"run": true, "reason": "the scripted model lets every event through"}`}},
+		},
+		{
+			Name:        "filter-no",
+			Description: "answers an automation's LLM filter with run: false",
+			Turns:       []Turn{{Text: `{"run": false, "reason": "the scripted model declines every event"}`}},
+		},
 	}
 }
 

@@ -37,8 +37,6 @@ const (
 	GroupRunArtifacts        = "run-artifacts"
 	GroupNotifier            = "notifier"
 	GroupSessionMaterializer = "session-materializer"
-	GroupToolMaterializer    = "tool-materializer"
-	GroupActionMaterializer  = "action-materializer"
 	GroupBillingRater        = "billing-rater"
 	GroupBillingLedger       = "billing-ledger"
 	GroupEnforcer            = "enforcer"
@@ -94,27 +92,34 @@ const (
 )
 
 // Group describes one consumer group of the platform.
+//
+// Only groups that code runs are listed (a test in internal/app compares
+// them with the worker role's groups): a group planned but not built (a
+// tool-call or audit materializer) joins the catalog with its code.
 type Group struct {
 	Name        string
 	Description string
 	Topics      []string
+	// Owns lists the Postgres tables the group alone writes and that are a
+	// pure function of its topics: `proliferate replay --group NAME`
+	// truncates exactly these and rebuilds them by consuming Topics from
+	// the beginning. A group that owns none cannot be replayed.
+	Owns []string
 }
 
 const day = 24 * time.Hour
 
 // groups lists every consumer group; a group's dead-letter topic is derived.
 var groups = []Group{
-	{GroupTriggerProcessor, "parses raw webhooks and poll results into trigger events, matches triggers, queues runs", []string{WebhooksRaw}},
-	{GroupRunEnricher, "enriches queued runs with context (stage queued → enriching → ready)", []string{RunsLifecycle}},
-	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}},
-	{GroupRunArtifacts, "writes run enrichment and completion JSON to the blob store (apart from notifications, so a storage outage never delays them)", []string{RunsLifecycle}},
-	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}},
-	{GroupSessionMaterializer, "materializes session transcripts into the searchable history in Postgres (session_messages), and drops a deleted session's history", []string{SessionsTranscript, SessionsEvents}},
-	{GroupToolMaterializer, "materializes tool-call telemetry into Postgres", []string{ToolsCalls}},
-	{GroupActionMaterializer, "materializes action invocation state into Postgres", []string{ActionsInvocations}},
-	{GroupBillingRater, "prices LLM spend into billable usage", []string{LLMSpend}},
-	{GroupBillingLedger, "applies usage to org credit balances and drives the billing state machine", []string{BillingUsage}},
-	{GroupEnforcer, "pauses the sessions of exhausted or suspended orgs", []string{BillingState}},
+	{GroupTriggerProcessor, "parses raw webhooks and poll results into trigger events, matches triggers, queues runs", []string{WebhooksRaw}, nil},
+	{GroupRunEnricher, "enriches queued runs with context (stage queued → enriching → ready)", []string{RunsLifecycle}, nil},
+	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}, nil},
+	{GroupRunArtifacts, "writes run enrichment and completion JSON to the blob store (apart from notifications, so a storage outage never delays them)", []string{RunsLifecycle}, nil},
+	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}, nil},
+	{GroupSessionMaterializer, "materializes session transcripts into the searchable history in Postgres (session_messages), and drops a deleted session's history", []string{SessionsTranscript, SessionsEvents}, []string{"session_messages", "session_message_tombstones"}},
+	{GroupBillingRater, "prices LLM spend into billable usage", []string{LLMSpend}, nil},
+	{GroupBillingLedger, "applies usage to org credit balances and drives the billing state machine", []string{BillingUsage}, nil},
+	{GroupEnforcer, "pauses the sessions of exhausted or suspended orgs", []string{BillingState}, nil},
 }
 
 var topics = []Topic{
@@ -205,6 +210,16 @@ var topics = []Topic{
 
 // DeadLetterTopic is the dead-letter topic of a consumer group.
 func DeadLetterTopic(group string) string { return "dlq." + group }
+
+// LookupGroup finds a consumer group by name.
+func LookupGroup(name string) (Group, bool) {
+	for _, g := range groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return Group{}, false
+}
 
 // Groups lists every consumer group, sorted by name.
 func Groups() []Group {

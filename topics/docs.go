@@ -81,6 +81,20 @@ blob store.
 Dead-letter topics keep the failed record's key, value and headers and add
 ` + "`dlq.error`, `dlq.permanent`, `dlq.attempts`, `dlq.group`, `dlq.source.topic`, `dlq.source.partition`, `dlq.source.offset`, `dlq.failed_at`" + `.
 `)
+	b.WriteString(`
+## Consumer groups
+
+Every group listed here runs in ` + "`proliferate dev`" + ` (and so ` + "`make run`" + `) and in
+` + "`proliferate worker`" + ` given no group names. A group that **owns** tables is a
+materializer: its tables are a pure function of its topics, and
+` + "`proliferate replay --group NAME --from-beginning`" + ` rebuilds them.
+
+| group | consumes | owns | what it does |
+| --- | --- | --- | --- |
+`)
+	for _, g := range Groups() {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Name, codeList(g.Topics, ""), codeList(g.Owns, "—"), g.Description)
+	}
 	if err := fingerprintSection(&b); err != nil {
 		return "", err
 	}

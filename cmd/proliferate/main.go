@@ -121,6 +121,20 @@ with SERVICE_TOKEN.
 		`Runs consumer groups: all of this build's by default.
 
   --groups a,b  comma-separated consumer groups to run`},
+	{"replay --group NAME --from-beginning", "rebuild a materializer's tables from its topics\n(the group must be stopped)",
+		`Rebuilds the tables consumer group NAME owns (docs/topics.md, "Consumer
+groups") from its topics: refuses while the group has members, truncates
+only those tables, reads every partition of its topics from the beginning to
+the end offsets of the moment it started, without joining the group, applies
+the records with the group's own handler, then commits those end offsets for
+the group, so the group continues from there once started again. Groups
+that own no tables are refused.
+
+  --group NAME            the consumer group (session-materializer)
+  --from-beginning        confirms the rebuild from the topics' first records
+                          (required: the only mode)
+  --allow-retention-loss  replay although retention has deleted the topics'
+                          oldest records (the rows built from them are lost)`},
 	{"secrets reseal", "re-encrypt stored secrets with the first ENCRYPTION_KEYS key",
 		`Re-encrypts every stored secret with the first ENCRYPTION_KEYS key (after a
 new key was added in front).`},
@@ -311,6 +325,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		return a.Serve(ctx, cmd, roles)
+	case "replay":
+		fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		group := fs.String("group", "", "consumer group whose tables to rebuild")
+		fromBeginning := fs.Bool("from-beginning", false, "rebuild from the topics' first records")
+		allowLoss := fs.Bool("allow-retention-loss", false, "replay although retention deleted the oldest records")
+		if err := fs.Parse(rest); err != nil {
+			return usageError{err.Error()}
+		}
+		if *group == "" || fs.NArg() > 0 {
+			return usageError{"usage: proliferate replay --group NAME --from-beginning [--allow-retention-loss]"}
+		}
+		if !*fromBeginning {
+			return usageError{"replay truncates the tables of " + *group + " and rebuilds them from the topics' first records: pass --from-beginning to confirm"}
+		}
+		rep, err := a.Replay(ctx, *group, app.ReplayOptions{AllowRetentionLoss: *allowLoss})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "replayed %s: truncated %s, applied %d records, skipped %d (dead-lettered before); the group continues after the replayed offsets\n",
+			*group, strings.Join(rep.Truncated, ", "), rep.Applied, rep.Skipped)
+		return nil
 	case "secrets":
 		if len(rest) != 1 || rest[0] != "reseal" {
 			return usageError{"usage: proliferate secrets reseal"}

@@ -196,14 +196,31 @@ func (a *App) newIntegrations(ctx context.Context) (*integrations.Service, error
 		SlackClientID: a.Cfg.SlackClientID, SlackClientSecret: a.Cfg.SlackClientSecret})
 }
 
-// WorkerRoles returns a role per named consumer group; no names means all.
-func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
-	known := a.Groups()
-	batch := batchGroups()
+// runnableGroups is every consumer group this build runs: the one-record
+// groups (known) and the batch groups (batch, also keys of known with a nil
+// factory).
+func (a *App) runnableGroups() (known map[string]GroupFactory, batch map[string]BatchGroupFactory) {
+	known = a.Groups()
+	batch = batchGroups()
 	maps.Copy(batch, historyBatchGroups())
 	for n := range batch {
 		known[n] = nil // a batch group: built by groupRole from batch
 	}
+	return known, batch
+}
+
+// RunnableGroups names, sorted, the consumer groups the worker role runs
+// when given no names (and so `proliferate dev` and `make run`). Every
+// group of topics.Groups must be among them: the catalog lists no group
+// that no code runs.
+func (a *App) RunnableGroups() []string {
+	known, _ := a.runnableGroups()
+	return slices.Sorted(maps.Keys(known))
+}
+
+// WorkerRoles returns a role per named consumer group; no names means all.
+func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
+	known, batch := a.runnableGroups()
 	if len(names) == 0 {
 		for n := range known {
 			names = append(names, n)

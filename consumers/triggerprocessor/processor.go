@@ -16,14 +16,15 @@
 // infrastructure errors are returned, so the runner retries them; each
 // event's dedup key makes a replay change nothing.
 //
-// An automation's LLM filter prompt is asked (through Deps.Judge) once the
-// structural filters match, before a run is queued: "no" → skipped
-// (llm_filter_rejected, with the model's reason); no usable answer (timeout,
-// error, a malformed answer) → skipped (llm_filter_failed) unless
-// Deps.LLMFailOpen. Its analysis prompt is asked for events that will queue
-// a run, and the enricher copies the answer into the run's enrichment. Each
-// answer is kept in trigger_llm_results per (trigger, dedup key), with its
-// llm.spend event in the same transaction, and the model is not asked again
+// An automation's LLM filter prompt is asked (through Deps.LLM, an
+// internal/triggers/llmgate.Gate) once the structural filters match, before
+// a run is queued: "no" → skipped (llm_filter_rejected, with the model's
+// reason); no usable answer (timeout, error, a malformed answer) → skipped
+// (llm_filter_failed) unless the gate fails open. Its analysis prompt is
+// asked for events that will queue a run, and the enricher copies the answer
+// into the run's enrichment. Each answer is kept in trigger_llm_results per
+// (trigger, dedup key), with its llm.spend event in the same transaction,
+// and the model is not asked again
 // for an event already recorded: a redelivery neither asks nor bills twice.
 //
 // GitHub App installation events (deleted, suspend, unsuspend) and Nango

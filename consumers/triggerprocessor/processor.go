@@ -24,8 +24,8 @@
 // asked for events that will queue a run, and the enricher copies the answer
 // into the run's enrichment. Each answer is kept in trigger_llm_results per
 // (trigger, dedup key), with its llm.spend event in the same transaction,
-// and the model is not asked again
-// for an event already recorded: a redelivery neither asks nor bills twice.
+// and the model is not asked again for an event already recorded: a
+// redelivery neither asks nor bills twice.
 //
 // GitHub App installation events (deleted, suspend, unsuspend) and Nango
 // auth events change the integration's status instead of starting runs.

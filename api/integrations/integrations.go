@@ -101,8 +101,8 @@ func (h *handlers) integrationRoutes() {
 		Summary:  "Start a GitHub App installation: the state to pass through GitHub's install redirect",
 		Response: githubAppStateResponse{}, Status: http.StatusCreated, Handler: h.githubAppState})
 	s.Handle(api.Route{Method: http.MethodPost, Path: "/integrations/github-app", Tag: tagIntegrations, Access: api.OrgAdmin,
-		Summary: "Complete a GitHub App installation callback (installation_id + state); verified with GitHub. 201 when new, 200 when re-authorized",
-		Request: githubAppRequest{}, Response: integrations.Integration{}, Status: http.StatusCreated, Handler: h.registerGitHubApp})
+		Summary: "Complete a GitHub App installation callback (installation_id + state); verified with GitHub, then the installation's repositories are imported (repos_import). 201 when new, 200 when re-authorized",
+		Request: githubAppRequest{}, Response: githubAppResponse{}, Status: http.StatusCreated, Handler: h.registerGitHubApp})
 	s.Handle(api.Route{Method: http.MethodPost, Path: "/integrations/nango/sessions", Tag: tagIntegrations, Access: api.OrgMember,
 		Summary: "Start a Nango OAuth flow (admins for org integrations; anyone for a personal connection)",
 		Request: nangoSessionRequest{}, Response: nangoSessionResponse{}, Status: http.StatusCreated, Handler: h.nangoSession})
@@ -236,7 +236,7 @@ func (h *handlers) registerGitHubApp(c *api.Ctx) error {
 	if err != nil {
 		return apiError(err, "integration")
 	}
-	return c.Reply(createdStatus(created), it)
+	return c.Reply(createdStatus(created), githubAppResponse{Integration: it, ReposImport: h.importInstallation(c, it)})
 }
 
 func (h *handlers) nangoSession(c *api.Ctx) error {

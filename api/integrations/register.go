@@ -54,6 +54,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 		h.metadataRoutes()
 		h.slackRoutes()
 		h.connectorRoutes()
+		h.importRoutes()
 		return nil
 	}
 }

@@ -85,7 +85,8 @@ type GitHub struct {
 	hold          chan struct{}
 	arrived       chan struct{}
 
-	git githubGit // githubgit.go
+	git     githubGit     // githubgit.go
+	listing githubListing // githubrepos.go
 }
 
 // NewGitHub starts the fake; now is the clock tokens expire by (nil: real).
@@ -197,6 +198,9 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case isGitPath(r.URL.Path):
 		g.serveGit(w, r)
+		return
+	case r.URL.Path == "/installation/repositories":
+		g.serveInstallationRepos(w, r)
 		return
 	}
 	if r.Header.Get("Accept") != "application/vnd.github+json" {

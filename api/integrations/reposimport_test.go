@@ -1,0 +1,274 @@
+package integrations_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/integrations/fakes"
+)
+
+type installResponse struct {
+	integrations.Integration
+	ReposImport *integrations.ImportResult `json:"repos_import"`
+}
+
+func (e *env) install(t *testing.T, u *apitest.User, inst int64, status int) installResponse {
+	t.Helper()
+	var out installResponse
+	e.Do(t, http.MethodPost, "/integrations/github-app", u.Token, map[string]any{
+		"installation_id": inst, "state": e.githubState(t, u),
+	}).Expect(t, status, &out)
+	return out
+}
+
+func (e *env) countRows(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Installing the app imports every repository of the installation (across
+// GitHub's pages), bound to the integration; a repo added by hand before is
+// adopted, not duplicated; re-authorizing imports nothing twice.
+func TestGitHubAppInstallImportsRepos(t *testing.T) {
+	e := newEnv(t)
+	tm := e.team(t)
+	inst := nextInstallation()
+	owner := "acct" + apitest.Unique("")
+	e.gh.AddInstallation(fakes.GitHubInstallation{ID: inst, Login: owner})
+	for i := range 150 {
+		e.gh.AddListedRepo(inst, owner, fmt.Sprintf("svc-%03d", i), i%2 == 0)
+	}
+	other := e.gh.AddListedRepo(nextInstallation(), "someone-else", "secret", true) // another installation's
+	// A repo added by hand before the app was installed (different case).
+	var handID string
+	if err := e.Deps.Pool.QueryRow(context.Background(), `INSERT INTO repos (org_id, github_repo_name, is_orphaned) VALUES ($1, $2, true) RETURNING id::text`,
+		tm.owner.OrgID, strings.ToUpper(owner)+"/SVC-007").Scan(&handID); err != nil {
+		t.Fatal(err)
+	}
+	calls := e.gh.RepoListCalls()
+
+	got := e.install(t, tm.admin, inst, http.StatusCreated)
+	imp := got.ReposImport
+	if got.ID == "" || imp == nil || len(imp.Imported) != 149 || len(imp.Updated) != 1 || imp.Updated[0] != handID ||
+		imp.Total != 150 || imp.Truncated || imp.Error != "" || len(imp.Skipped) != 0 {
+		t.Fatalf("install: %+v", imp)
+	}
+	if n := e.gh.RepoListCalls() - calls; n != 2 {
+		t.Fatalf("listing took %d calls, want 2 pages of 100", n)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID); n != 150 {
+		t.Fatalf("org has %d repos, want 150", n)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repo_connections WHERE integration_id = $1 AND org_id = $2`, got.ID, tm.owner.OrgID); n != 150 {
+		t.Fatalf("%d bindings, want 150", n)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE github_repo_id = $1`, fmt.Sprint(other.ID)); n != 0 {
+		t.Fatal("another installation's repository was imported")
+	}
+	var name, url, branch, gid string
+	var private, orphaned bool
+	if err := e.Deps.Pool.QueryRow(context.Background(), `SELECT github_repo_name, github_url, default_branch, is_private, is_orphaned, github_repo_id
+		FROM repos WHERE id = $1`, handID).Scan(&name, &url, &branch, &private, &orphaned, &gid); err != nil {
+		t.Fatal(err)
+	}
+	want := e.gh.ListedRepos(inst)[7]
+	if name != owner+"/svc-007" || url != want.CloneURL || branch != "main" || private != want.Private || orphaned || gid != fmt.Sprint(want.ID) {
+		t.Fatalf("adopted repo: %s %s %s private=%v orphaned=%v id=%s", name, url, branch, private, orphaned, gid)
+	}
+	// The repos are visible through the bindings route.
+	var page struct{ Items []integrations.RepoBinding }
+	e.Do(t, http.MethodGet, "/integrations/"+got.ID+"/repos?limit=100", tm.member.Token, nil).Expect(t, http.StatusOK, &page)
+	if len(page.Items) != 100 {
+		t.Fatalf("bindings page has %d items", len(page.Items))
+	}
+
+	// Re-authorizing (same installation, new state) duplicates nothing.
+	again := e.install(t, tm.owner, inst, http.StatusOK)
+	if again.ID != got.ID || len(again.ReposImport.Imported) != 0 || len(again.ReposImport.Updated) != 150 {
+		t.Fatalf("re-authorize: %+v", again.ReposImport)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID); n != 150 {
+		t.Fatalf("org has %d repos after re-authorizing, want 150", n)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repo_connections WHERE integration_id = $1`, got.ID); n != 150 {
+		t.Fatalf("%d bindings after re-authorizing, want 150", n)
+	}
+}
+
+// The import is bounded: an installation with more repositories than the cap
+// gets the first MaxImportRepos and says it was truncated.
+func TestGitHubAppInstallImportIsBounded(t *testing.T) {
+	e := newEnv(t)
+	u := e.NewUser(t)
+	inst := nextInstallation()
+	e.gh.AddInstallation(fakes.GitHubInstallation{ID: inst, Login: "big"})
+	for i := range integrations.MaxImportRepos + 20 {
+		e.gh.AddListedRepo(inst, "big", fmt.Sprintf("r%04d", i), false)
+	}
+	got := e.install(t, u, inst, http.StatusCreated)
+	if imp := got.ReposImport; len(imp.Imported) != integrations.MaxImportRepos || !imp.Truncated || imp.Total != integrations.MaxImportRepos+20 {
+		t.Fatalf("bounded import: imported=%d truncated=%v total=%d", len(imp.Imported), imp.Truncated, imp.Total)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, u.OrgID); n != integrations.MaxImportRepos {
+		t.Fatalf("org has %d repos", n)
+	}
+}
+
+// When GitHub fails while listing, the installation is still saved and the
+// answer says the import failed; nothing is imported.
+func TestGitHubAppInstallImportFailureKeepsIntegration(t *testing.T) {
+	e := newEnv(t)
+	u := e.NewUser(t)
+	inst := nextInstallation()
+	e.gh.AddInstallation(fakes.GitHubInstallation{ID: inst, Login: "flaky"})
+	e.gh.AddListedRepo(inst, "flaky", "one", false)
+	e.gh.FailRepoList(http.StatusBadGateway)
+	got := e.install(t, u, inst, http.StatusCreated)
+	if got.ReposImport == nil || got.ReposImport.Error == "" || !strings.Contains(got.ReposImport.Error, "github") {
+		t.Fatalf("import failure not reported: %+v", got.ReposImport)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, u.OrgID); n != 0 {
+		t.Fatalf("org has %d repos", n)
+	}
+	// Fixed upstream: importing by name works.
+	e.gh.FailRepoList(0)
+	var res integrations.ImportResult
+	e.Do(t, http.MethodPost, "/repos/import", u.Token, map[string]any{"integration_id": got.ID, "full_names": []string{"FLAKY/one"}}).
+		Expect(t, http.StatusOK, &res)
+	if len(res.Imported) != 1 {
+		t.Fatalf("import: %+v", res)
+	}
+	// A suspended installation imports nothing and is not an error.
+	inst2 := nextInstallation()
+	e.gh.AddInstallation(fakes.GitHubInstallation{ID: inst2, Login: "sleepy", Suspended: true})
+	if got := e.install(t, u, inst2, http.StatusCreated); got.ReposImport != nil {
+		t.Fatalf("suspended installation imported: %+v", got.ReposImport)
+	}
+}
+
+type availablePage struct {
+	Items []struct {
+		ID       int64   `json:"id"`
+		FullName string  `json:"full_name"`
+		Private  bool    `json:"private"`
+		CloneURL string  `json:"clone_url"`
+		RepoID   *string `json:"repo_id"`
+	} `json:"items"`
+	Page      int  `json:"page"`
+	PerPage   int  `json:"per_page"`
+	Total     int  `json:"total_count"`
+	HasMore   bool `json:"has_more"`
+	Truncated bool `json:"truncated"`
+}
+
+// Available repos search the installation through its token, page, and mark
+// what the org already has; POST /repos/import adds chosen ones.
+func TestAvailableReposAndImport(t *testing.T) {
+	e := newEnv(t)
+	tm := e.team(t)
+	it := e.githubIntegration(t, tm.admin, "org") // no repositories yet: nothing imported
+	acct := *it.DisplayName
+	inst := it.GitHubInstallationID
+	var web []fakes.ListedRepo
+	for i := range 45 {
+		e.gh.AddListedRepo(inst, acct, fmt.Sprintf("svc-%02d", i), false)
+	}
+	for i := range 5 {
+		web = append(web, e.gh.AddListedRepo(inst, acct, fmt.Sprintf("Web-%d", i), true))
+	}
+	path := "/integrations/" + it.ID + "/available-repos"
+
+	var p availablePage
+	e.Do(t, http.MethodGet, path+"?q=WEB", tm.member.Token, nil).Expect(t, http.StatusOK, &p)
+	if p.Total != 5 || len(p.Items) != 5 || p.HasMore || p.Items[0].FullName != acct+"/Web-0" || !p.Items[0].Private || p.Items[0].RepoID != nil {
+		t.Fatalf("search: %+v", p)
+	}
+	e.Do(t, http.MethodGet, path+"?per_page=20&page=2", tm.member.Token, nil).Expect(t, http.StatusOK, &p)
+	if p.Total != 50 || len(p.Items) != 20 || !p.HasMore || p.Page != 2 || p.Items[0].FullName != acct+"/svc-20" {
+		t.Fatalf("page 2: total=%d items=%d more=%v first=%v", p.Total, len(p.Items), p.HasMore, p.Items)
+	}
+	e.Do(t, http.MethodGet, path+"?per_page=20&page=3", tm.member.Token, nil).Expect(t, http.StatusOK, &p)
+	if len(p.Items) != 10 || p.HasMore {
+		t.Fatalf("page 3: items=%d more=%v", len(p.Items), p.HasMore)
+	}
+	e.Do(t, http.MethodGet, path+"?page=9", tm.member.Token, nil).Expect(t, http.StatusOK, &p)
+	if len(p.Items) != 0 || p.Total != 50 {
+		t.Fatalf("past the end: %+v", p)
+	}
+
+	var res integrations.ImportResult
+	e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{
+		"integration_id": it.ID, "full_names": []string{strings.ToLower(acct + "/web-1")}, "repo_ids": []int64{web[2].ID, web[1].ID},
+	}).Expect(t, http.StatusOK, &res)
+	if len(res.Imported) != 2 || len(res.Updated) != 0 {
+		t.Fatalf("import: %+v", res)
+	}
+	e.Do(t, http.MethodGet, path+"?q=web", tm.member.Token, nil).Expect(t, http.StatusOK, &p)
+	marked := 0
+	for _, x := range p.Items {
+		if x.RepoID != nil {
+			marked++
+		}
+	}
+	if marked != 2 {
+		t.Fatalf("%d available repos marked imported, want 2: %+v", marked, p.Items)
+	}
+	// Again: nothing new.
+	e.Do(t, http.MethodPost, "/repos/import", tm.owner.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[1].ID}}).
+		Expect(t, http.StatusOK, &res)
+	if len(res.Imported) != 0 || len(res.Updated) != 1 {
+		t.Fatalf("re-import: %+v", res)
+	}
+	count := func() int { return e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID) }
+	if count() != 2 {
+		t.Fatalf("org has %d repos", count())
+	}
+
+	// Bad input: precise 4xx, nothing written.
+	expectFields(t, e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{
+		"integration_id": it.ID, "full_names": []string{acct + "/web-3", "someone/else"}}), "full_names[1]")
+	expectFields(t, e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": it.ID}), "repo_ids")
+	expectFields(t, e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": "nope", "repo_ids": []int64{1}}), "integration_id")
+	e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": "00000000-0000-0000-0000-000000000000", "repo_ids": []int64{1}}).
+		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodPost, "/repos/import", tm.member.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
+		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	expectFields(t, e.Do(t, http.MethodGet, path+"?page=0", tm.member.Token, nil), "page")
+	expectFields(t, e.Do(t, http.MethodGet, path+"?per_page=101", tm.member.Token, nil), "per_page")
+	expectFields(t, e.Do(t, http.MethodGet, path+"?q="+strings.Repeat("a", 201), tm.member.Token, nil), "q")
+	e.Do(t, http.MethodGet, "/integrations/not-a-uuid/available-repos", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	// Another org sees nothing of this integration.
+	stranger := e.NewUser(t)
+	e.Do(t, http.MethodGet, path, stranger.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodPost, "/repos/import", stranger.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
+		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	// A Nango integration has no installation to list.
+	ng := e.nangoIntegration(t, tm.admin, "sentry", sentryToken)
+	expectFields(t, e.Do(t, http.MethodGet, "/integrations/"+ng.ID+"/available-repos", tm.member.Token, nil), "integration_id")
+	if count() != 2 {
+		t.Fatalf("rejected requests wrote repos: %d", count())
+	}
+
+	// GitHub failing: 502 with the error shape, naming GitHub.
+	e.gh.FailRepoList(http.StatusInternalServerError)
+	body := e.Do(t, http.MethodGet, path, tm.member.Token, nil).ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+	if !strings.Contains(body.Error.Message, "github") {
+		t.Fatalf("502 message: %q", body.Error.Message)
+	}
+	e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
+		ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+	e.gh.FailRepoList(0)
+	if count() != 2 {
+		t.Fatalf("failed requests wrote repos: %d", count())
+	}
+}

@@ -1,0 +1,346 @@
+package integrations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/repos"
+)
+
+// Bounds of what is read from an installation. GitHub lists 100 repositories
+// per call, so an import reads at most MaxImportRepos/100 pages; an
+// installation with more is imported partly (ImportResult.Truncated) and the
+// rest can be added by name (POST /repos/import).
+const (
+	// MaxImportRepos caps the repositories imported when an installation
+	// completes (and by one installation_repositories event).
+	MaxImportRepos = 500
+	// MaxAvailableRepos caps the repositories "available repos" searches.
+	MaxAvailableRepos = 1000
+	// MaxImportSelection caps the repositories one import request names.
+	MaxImportSelection = 100
+)
+
+// ImportResult says what importing an installation's repositories did.
+type ImportResult struct {
+	// Imported are repos created; Updated existed (same GitHub id or name)
+	// and were refreshed and bound; Skipped could not be stored (a name or URL
+	// the platform refuses, or a clash with another repo of the org).
+	Imported []string      `json:"imported_repo_ids"`
+	Updated  []string      `json:"updated_repo_ids"`
+	Skipped  []SkippedRepo `json:"skipped"`
+	// Total is how many repositories GitHub says the installation has;
+	// Truncated is set when more than the cap exist and only the first were
+	// imported.
+	Total     int  `json:"total_count"`
+	Truncated bool `json:"truncated"`
+	// Error is set when listing the installation's repositories failed (the
+	// integration itself was saved; import again later).
+	Error string `json:"error,omitempty"`
+}
+
+// SkippedRepo is a repository an import left out, and why.
+type SkippedRepo struct {
+	FullName string `json:"full_name"`
+	Reason   string `json:"reason"`
+}
+
+// AvailableRepo is a repository of an installation, with whether the org
+// already has it.
+type AvailableRepo struct {
+	GitHubRepository
+	// RepoID is the org's repo for it, when imported.
+	RepoID *string `json:"repo_id"`
+}
+
+// AvailablePage is one page of an installation's repositories matching a
+// search.
+type AvailablePage struct {
+	Items   []AvailableRepo `json:"items"`
+	Page    int             `json:"page"`
+	PerPage int             `json:"per_page"`
+	// Total matches the search (among the first MaxAvailableRepos of the
+	// installation; Truncated says the installation has more).
+	Total     int  `json:"total_count"`
+	HasMore   bool `json:"has_more"`
+	Truncated bool `json:"truncated"`
+}
+
+// githubIntegration resolves a GitHub App integration the viewer sees and
+// that can mint tokens.
+func (s *Service) githubIntegration(ctx context.Context, orgID, viewer, integrationID string) (Integration, error) {
+	if s.github == nil {
+		return Integration{}, ErrNotConfigured
+	}
+	it, err := s.get(ctx, s.pool, orgID, viewer, integrationID, lockNone)
+	if err != nil {
+		return it, err
+	}
+	if it.Provider != ProviderGitHubApp || it.GitHubInstallationID == 0 {
+		return it, invalid("integration_id", "is not a GitHub App installation")
+	}
+	if it.Status != StatusActive {
+		return it, ErrInactive
+	}
+	return it, nil
+}
+
+// ImportInstallationRepos lists an installation's repositories (every page,
+// up to MaxImportRepos) and upserts them as repos of the org bound to the
+// integration. Running it again changes nothing but refreshed metadata.
+func (s *Service) ImportInstallationRepos(ctx context.Context, orgID, userID, integrationID string) (ImportResult, error) {
+	it, err := s.githubIntegration(ctx, orgID, userID, integrationID)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	list, total, truncated, err := s.github.AllInstallationRepositories(ctx, it.GitHubInstallationID, MaxImportRepos)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	res, err := s.upsertRepos(ctx, orgID, userID, it.ID, list)
+	res.Total, res.Truncated = total, truncated
+	return res, err
+}
+
+// AvailableRepos searches an installation's repositories through its token:
+// q matches full names case-insensitively (GitHub's listing has no search, so
+// the first MaxAvailableRepos are read and filtered here); page is 1-based.
+func (s *Service) AvailableRepos(ctx context.Context, orgID, viewer, integrationID, q string, page, perPage int) (AvailablePage, error) {
+	it, err := s.githubIntegration(ctx, orgID, viewer, integrationID)
+	if err != nil {
+		return AvailablePage{}, err
+	}
+	list, _, truncated, err := s.github.AllInstallationRepositories(ctx, it.GitHubInstallationID, MaxAvailableRepos)
+	if err != nil {
+		return AvailablePage{}, err
+	}
+	q = strings.ToLower(strings.TrimSpace(q))
+	var match []GitHubRepository
+	for _, r := range list {
+		if q == "" || strings.Contains(strings.ToLower(r.FullName), q) {
+			match = append(match, r)
+		}
+	}
+	slices.SortStableFunc(match, func(a, b GitHubRepository) int {
+		return strings.Compare(strings.ToLower(a.FullName), strings.ToLower(b.FullName))
+	})
+	out := AvailablePage{Items: []AvailableRepo{}, Page: page, PerPage: perPage, Total: len(match), Truncated: truncated}
+	start := (page - 1) * perPage
+	if start >= len(match) {
+		return out, nil
+	}
+	end := min(start+perPage, len(match))
+	out.HasMore = end < len(match)
+	ids := make([]string, 0, end-start)
+	for _, r := range match[start:end] {
+		ids = append(ids, strconv.FormatInt(r.ID, 10))
+	}
+	known := map[string]string{}
+	rows, err := s.pool.Query(ctx, `SELECT github_repo_id, id::text FROM repos WHERE org_id = $1 AND github_repo_id = ANY($2)`, orgID, ids)
+	if err != nil {
+		return AvailablePage{}, fmt.Errorf("available repos: %w", err)
+	}
+	for rows.Next() {
+		var gid, id string
+		if err := rows.Scan(&gid, &id); err != nil {
+			rows.Close()
+			return AvailablePage{}, err
+		}
+		known[gid] = id
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return AvailablePage{}, err
+	}
+	for _, r := range match[start:end] {
+		a := AvailableRepo{GitHubRepository: r}
+		if id, ok := known[strconv.FormatInt(r.ID, 10)]; ok {
+			a.RepoID = &id
+		}
+		out.Items = append(out.Items, a)
+	}
+	return out, nil
+}
+
+// ImportRepos adds the chosen repositories of an installation (by GitHub id
+// or full name) to the org, bound to the integration. A choice the
+// installation cannot access is a validation error and nothing is imported.
+func (s *Service) ImportRepos(ctx context.Context, orgID, userID, integrationID string, ids []int64, fullNames []string) (ImportResult, error) {
+	if len(ids)+len(fullNames) == 0 {
+		return ImportResult{}, invalid("repo_ids", "name at least one repository (repo_ids or full_names)")
+	}
+	if len(ids)+len(fullNames) > MaxImportSelection {
+		return ImportResult{}, invalid("repo_ids", fmt.Sprintf("at most %d repositories per request", MaxImportSelection))
+	}
+	it, err := s.githubIntegration(ctx, orgID, userID, integrationID)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	list, _, _, err := s.github.AllInstallationRepositories(ctx, it.GitHubInstallationID, MaxAvailableRepos)
+	if err != nil {
+		return ImportResult{}, err
+	}
+	byID := map[int64]GitHubRepository{}
+	byName := map[string]GitHubRepository{}
+	for _, r := range list {
+		byID[r.ID] = r
+		byName[strings.ToLower(r.FullName)] = r
+	}
+	var chosen []GitHubRepository
+	seen := map[int64]bool{}
+	var bad []FieldError
+	add := func(r GitHubRepository) {
+		if !seen[r.ID] {
+			seen[r.ID] = true
+			chosen = append(chosen, r)
+		}
+	}
+	for i, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			bad = append(bad, FieldError{fmt.Sprintf("repo_ids[%d]", i), "is not a repository this installation can access"})
+			continue
+		}
+		add(r)
+	}
+	for i, n := range fullNames {
+		r, ok := byName[strings.ToLower(strings.TrimSpace(n))]
+		if !ok {
+			bad = append(bad, FieldError{fmt.Sprintf("full_names[%d]", i), "is not a repository this installation can access"})
+			continue
+		}
+		add(r)
+	}
+	if len(bad) > 0 {
+		return ImportResult{}, &ValidationError{Fields: bad}
+	}
+	res, err := s.upsertRepos(ctx, orgID, userID, it.ID, chosen)
+	res.Total = len(chosen)
+	return res, err
+}
+
+// repoURL picks the URL a repo is cloned from: GitHub's clone_url, else its
+// page.
+func repoURL(r GitHubRepository) string {
+	if r.CloneURL != "" {
+		return r.CloneURL
+	}
+	return r.HTMLURL
+}
+
+// upsertRepos stores repositories as repos of the org bound to the
+// integration, in one transaction serialized per org (two imports of the same
+// installation cannot create the same repo twice). A repo matches an
+// existing one by GitHub id, else by name (a repo added by hand before the
+// installation); it is refreshed, un-orphaned and bound. Each repository is
+// stored under a savepoint, so one clash skips that repository only.
+func (s *Service) upsertRepos(ctx context.Context, orgID, userID, integrationID string, list []GitHubRepository) (ImportResult, error) {
+	res := ImportResult{Imported: []string{}, Updated: []string{}, Skipped: []SkippedRepo{}}
+	if len(list) == 0 {
+		return res, nil
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('repos-import:' || $1::text))`, orgID); err != nil {
+			return fmt.Errorf("lock org repos: %w", err)
+		}
+		// The integration must still be active and in the org (key-share lock
+		// against a concurrent disconnect, as BindRepo does).
+		var status Status
+		err := tx.QueryRow(ctx, `SELECT status FROM integrations i WHERE i.id = $1 AND i.org_id = $2`+lockShare,
+			integrationID, orgID).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("lock integration: %w", err)
+		}
+		if status != StatusActive {
+			return ErrInactive
+		}
+		for _, r := range list {
+			if why := checkGitHubRepo(r); why != "" {
+				res.Skipped = append(res.Skipped, SkippedRepo{FullName: r.FullName, Reason: why})
+				continue
+			}
+			id, created, err := upsertRepo(ctx, tx, orgID, userID, integrationID, r)
+			if isUniqueViolation(err) {
+				res.Skipped = append(res.Skipped, SkippedRepo{FullName: r.FullName, Reason: "clashes with another repo of the organization"})
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if created {
+				res.Imported = append(res.Imported, id)
+			} else {
+				res.Updated = append(res.Updated, id)
+			}
+		}
+		return nil
+	})
+	return res, err
+}
+
+func checkGitHubRepo(r GitHubRepository) string {
+	if r.ID <= 0 {
+		return "has no GitHub id"
+	}
+	if p := repos.CheckRepoName(r.FullName); p != "" {
+		return "full_name " + p
+	}
+	if p := repos.CheckGitHubURL(repoURL(r)); p != "" {
+		return "clone_url " + p
+	}
+	if r.DefaultBranch != "" {
+		if p := repos.CheckBranch(r.DefaultBranch); p != "" {
+			return "default_branch " + p
+		}
+	}
+	return ""
+}
+
+func upsertRepo(ctx context.Context, outer pgx.Tx, orgID, userID, integrationID string, r GitHubRepository) (id string, created bool, err error) {
+	err = pgx.BeginFunc(ctx, outer, func(tx pgx.Tx) error { // a savepoint
+		gid := strconv.FormatInt(r.ID, 10)
+		branch := r.DefaultBranch
+		if branch == "" {
+			branch = "main"
+		}
+		err := tx.QueryRow(ctx, `SELECT id::text FROM repos WHERE org_id = $1 AND (github_repo_id = $2 OR lower(github_repo_name) = lower($3))
+			ORDER BY (github_repo_id IS NOT DISTINCT FROM $2) DESC LIMIT 1 FOR UPDATE`, orgID, gid, r.FullName).Scan(&id)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			created = true
+			err = tx.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_id, github_repo_name, github_url, default_branch, is_private, added_by)
+				VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`,
+				orgID, gid, r.FullName, repoURL(r), branch, r.Private, nullableUser(userID)).Scan(&id)
+		case err == nil:
+			_, err = tx.Exec(ctx, `UPDATE repos SET github_repo_id = $2, github_repo_name = $3, github_url = $4, default_branch = $5,
+				is_private = $6, is_orphaned = false, updated_at = now() WHERE id = $1`,
+				id, gid, r.FullName, repoURL(r), branch, r.Private)
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `INSERT INTO repo_connections (org_id, repo_id, integration_id, created_by)
+			VALUES ($1, $2, $3, $4) ON CONFLICT (repo_id, integration_id) DO NOTHING`, orgID, id, integrationID, nullableUser(userID))
+		return err
+	})
+	if err != nil && !isUniqueViolation(err) {
+		err = fmt.Errorf("import repo %s: %w", r.FullName, err)
+	}
+	return id, created, err
+}
+
+func nullableUser(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
+}

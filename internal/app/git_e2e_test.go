@@ -417,6 +417,15 @@ func TestAutomationRunEndsWithItsPullRequest(t *testing.T) {
 		t.Fatalf("run ended %s (%v: %v)", status, deref(reason), deref(msg))
 	}
 	pr := w.checkOnePushOnePR(t, "")
+	w.checkCompletionLinksPR(t, runID, pr.URL)
+}
+
+// checkCompletionLinksPR checks that the run's completion (completion_json
+// pr_urls) and its completion artifact in the blob store carry the pull
+// request's URL.
+func (w *gitWorld) checkCompletionLinksPR(t *testing.T, runID, prURL string) {
+	t.Helper()
+	ctx, pool := context.Background(), w.dev.app.Pool
 	var completion struct {
 		PRURLs []string `json:"pr_urls"`
 	}
@@ -424,10 +433,9 @@ func TestAutomationRunEndsWithItsPullRequest(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT completion_json FROM automation_runs WHERE id = $1`, runID).Scan(&raw); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(raw, &completion); err != nil || !slices.Equal(completion.PRURLs, []string{pr.URL}) {
-		t.Fatalf("completion %s, want pr_urls [%s]", raw, pr.URL)
+	if err := json.Unmarshal(raw, &completion); err != nil || !slices.Equal(completion.PRURLs, []string{prURL}) {
+		t.Fatalf("completion %s, want pr_urls [%s]", raw, prURL)
 	}
-	// The completion artifact in the blob store carries the link too.
 	var ref *string
 	testenv.Eventually(t, 60*time.Second, "the completion artifact", func() bool {
 		_ = pool.QueryRow(ctx, `SELECT completion_artifact_ref FROM automation_runs WHERE id = $1`, runID).Scan(&ref)
@@ -437,8 +445,7 @@ func TestAutomationRunEndsWithItsPullRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	artifact, err := store.Get(ctx, *ref)
-	if err != nil || !bytes.Contains(artifact, []byte(pr.URL)) {
-		t.Fatalf("completion artifact %s (%v) lacks %s", artifact, err, pr.URL)
+	if artifact, err := store.Get(ctx, *ref); err != nil || !bytes.Contains(artifact, []byte(prURL)) {
+		t.Fatalf("completion artifact %s (%v) lacks %s", artifact, err, prURL)
 	}
 }

@@ -205,28 +205,7 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 
 	// The pull request's URL is in the run's completion, its artifact, the
 	// run API and the session API.
-	var completion struct {
-		PRURLs []string `json:"pr_urls"`
-	}
-	var raw []byte
-	if err := pool.QueryRow(ctx, `SELECT completion_json FROM automation_runs WHERE id = $1`, runID).Scan(&raw); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &completion); err != nil || !slices.Equal(completion.PRURLs, []string{pr.URL}) {
-		t.Fatalf("completion %s, want pr_urls [%s]", raw, pr.URL)
-	}
-	var ref *string
-	testenv.Eventually(t, 60*time.Second, "the completion artifact", func() bool {
-		_ = pool.QueryRow(ctx, `SELECT completion_artifact_ref FROM automation_runs WHERE id = $1`, runID).Scan(&ref)
-		return ref != nil
-	})
-	store, err := w.dev.app.BlobStore()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if artifact, err := store.Get(ctx, *ref); err != nil || !bytes.Contains(artifact, []byte(pr.URL)) {
-		t.Fatalf("completion artifact %s (%v) lacks %s", artifact, err, pr.URL)
-	}
+	w.checkCompletionLinksPR(t, runID, pr.URL)
 	var run struct {
 		Status         string `json:"status"`
 		CompletionJSON struct {

@@ -276,6 +276,8 @@ func startDevFakes(o devFakesOptions, log *slog.Logger) (f *devFakes, err error)
 		f.wg.Go(func() { _ = srv.Serve(ln) })
 		*fr.url = "http://" + ln.Addr().String() + fr.path
 	}
+	// Imported repos clone from the front (the port the egress allowance names).
+	f.github.SetPublicURL(f.GitHubURL)
 	return f, nil
 }
 
@@ -422,11 +424,10 @@ Add the MCP server as a connector (its key as an org secret first):
   curl -s -X POST $B/secrets -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"key":"DOCS_MCP_KEY","value":"%s"}'
   curl -s -X POST $B/connectors -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"name":"docs","url":"%s","auth":{"type":"header","secret_key":"DOCS_MCP_KEY","header_name":"%s"}}'
 
-Connect the GitHub App and acme/app, and make a configuration of it:
+Connect the GitHub App (its repositories, acme/app, are imported and bound), and make a configuration of acme/app:
   S=$(curl -s -X POST $B/integrations/github-app/state -H "Authorization: Bearer $TOK" | jq -r .state)
-  I=$(curl -s -X POST $B/integrations/github-app -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d "{\"installation_id\":%d,\"state\":\"$S\"}" | jq -r .id)
-  R=$(curl -s -X POST $B/repos -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d '{"github_repo_name":"acme/app","github_url":"%s/acme/app.git","default_branch":"main"}' | jq -r .id)
-  curl -s -X PUT $B/integrations/$I/repos/$R -H "Authorization: Bearer $TOK"
+  curl -s -X POST $B/integrations/github-app -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d "{\"installation_id\":%d,\"state\":\"$S\"}" | jq '{id, repos_import}'
+  R=$(curl -s "$B/repos?q=acme/app" -H "Authorization: Bearer $TOK" | jq -r '.items[0].id')
   CFG=$(curl -s -X POST $B/configurations -H "Authorization: Bearer $TOK" -H 'Content-Type: application/json' -d "{\"name\":\"app\",\"repos\":[{\"repo_id\":\"$R\",\"workspace_path\":\"app\"}]}" | jq -r .id)
 `,
 		f.LinearURL, devLinearToken, f.SentryURL, devSentryToken, devSentryOrg,
@@ -437,5 +438,5 @@ Connect the GitHub App and acme/app, and make a configuration of it:
 		f.LinearURL, f.SentryURL, f.SlackURL, devSlackClientID, devSlackSecret, f.NangoURL, devNangoSecret,
 		devGitHubAppID, f.GitHubURL, f.GitHubKeyFile, egressAllowWith(strings.TrimPrefix(f.GitHubURL, "http://")),
 		f.NangoURL, strings.TrimSuffix(f.SlackURL, "/api"), devMCPKey, f.MCPURL, mcptest.KeyHeader,
-		devGitHubInstallation, f.GitHubURL)
+		devGitHubInstallation)
 }

@@ -122,6 +122,13 @@ func TestDevFakes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("installation token through the front: %v", err)
 	}
+	// The installation's listing (what installing the app imports) clones
+	// from the front too.
+	ghRepos, err := integrations.NewGitHubApp(devGitHubAppID, key, githubURL, nil, nil).InstallationRepositories(ctx, devGitHubInstallation, 1, 100)
+	if err != nil || len(ghRepos.Repositories) != 1 || ghRepos.Repositories[0].FullName != "acme/app" ||
+		ghRepos.Repositories[0].CloneURL != githubURL+"/acme/app.git" {
+		t.Fatalf("installation repositories through the front: %v %+v", err, ghRepos)
+	}
 	gu, _ := url.Parse(githubURL)
 	lsOut, err := exec.Command("git", "ls-remote", "http://x-access-token:"+ghTok.Value+"@"+gu.Host+"/acme/app.git", "main").CombinedOutput()
 	if err != nil || !strings.Contains(string(lsOut), "refs/heads/main") {

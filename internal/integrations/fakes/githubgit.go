@@ -105,7 +105,7 @@ func (g *GitHub) AddRepo(t fakekit.TB, installationID int64, owner, name string)
 	r := &GitRepo{Owner: owner, Name: name, Installation: installationID, Dir: dir, CloneURL: g.URL + "/" + owner + "/" + name + ".git"}
 	g.mu.Lock()
 	g.git.repos[strings.ToLower(owner+"/"+name)] = r
-	g.listing.add(ListedRepo{Installation: installationID, Owner: owner, Name: name, Private: true, CloneURL: r.CloneURL})
+	g.listing.add(ListedRepo{Installation: installationID, Owner: owner, Name: name, Private: true}) // clone_url: cloneURLLocked
 	g.mu.Unlock()
 	return *r
 }

@@ -16,8 +16,8 @@ import (
 // (and "prev"/"first") when there are more pages. The token goes as bearer
 // ("Bearer" or "token"); an app JWT or an unknown or expired token is 401.
 //
-// Repositories added with AddRepo are listed for their installation (their
-// clone_url is the fake's git URL); AddListedRepo adds repositories that are
+// Repositories added with AddRepo are listed for their installation, private
+// (their clone_url is the fake's git URL, or SetPublicURL's); AddListedRepo adds repositories that are
 // only listed (no git behind them), for paging and search tests.
 
 // ListedRepo is a repository the fake lists.
@@ -35,6 +35,29 @@ type githubListing struct {
 	repos  []*ListedRepo
 	fail   int
 	calls  int
+	public string // SetPublicURL
+}
+
+// SetPublicURL makes the listing's clone_url of the fake's git repositories
+// start with url (a front of the fake, e.g. dev-fakes' fixed port) instead of
+// the fake's own address.
+func (g *GitHub) SetPublicURL(url string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.listing.public = strings.TrimRight(url, "/")
+}
+
+// cloneURLLocked is a listed repository's clone_url (under g.mu): the git
+// repositories of the fake are served at its public URL.
+func (g *GitHub) cloneURLLocked(r *ListedRepo) string {
+	if r.CloneURL != "" {
+		return r.CloneURL
+	}
+	base := g.listing.public
+	if base == "" {
+		base = g.URL
+	}
+	return base + "/" + r.Owner + "/" + r.Name + ".git"
 }
 
 func (s *githubListing) add(r ListedRepo) ListedRepo {
@@ -71,7 +94,9 @@ func (g *GitHub) ListedRepos(installationID int64) []ListedRepo {
 	var out []ListedRepo
 	for _, r := range g.listing.repos {
 		if r.Installation == installationID {
-			out = append(out, *r)
+			cp := *r
+			cp.CloneURL = g.cloneURLLocked(r)
+			out = append(out, cp)
 		}
 	}
 	return out
@@ -137,7 +162,9 @@ func (g *GitHub) serveInstallationRepos(w http.ResponseWriter, r *http.Request) 
 	for _, lr := range g.listing.repos {
 		if lr.Installation == scope.installation &&
 			(scope.repos == nil || slices.Contains(scope.repos, strings.ToLower(lr.Name))) {
-			all = append(all, *lr)
+			cp := *lr
+			cp.CloneURL = g.cloneURLLocked(lr)
+			all = append(all, cp)
 		}
 	}
 	g.mu.Unlock()

@@ -489,16 +489,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) error {
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) { failed = err },
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-h.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	rp.ServeHTTP(w, r.WithContext(ctx))
+	serveWhileHub(h, rp, w, r)
 	if failed == nil {
 		return nil
 	}

@@ -224,16 +224,7 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	// A request (a stream) ends with the hub: paused, ended or owned
 	// elsewhere now, its client reconnects to wherever the session lives.
 	clientCtx := r.Context()
-	ctx, cancel := context.WithCancel(clientCtx)
-	defer cancel()
-	go func() {
-		select {
-		case <-h.Done():
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	rp.ServeHTTP(w, r.WithContext(ctx))
+	serveWhileHub(h, rp, w, r)
 	if failed == nil {
 		return nil
 	}
@@ -304,4 +295,20 @@ func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// serveWhileHub serves r through rp until the client leaves or the hub
+// ends (paused, ended or owned elsewhere now: the client reconnects to
+// wherever the session lives).
+func serveWhileHub(h interface{ Done() <-chan struct{} }, rp http.Handler, w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	rp.ServeHTTP(w, r.WithContext(ctx))
 }

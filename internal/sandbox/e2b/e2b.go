@@ -11,7 +11,13 @@
 // /opt/proliferate/bin/opencode and the OpenCode plugin SDK installed at
 // /opt/proliferate/opencode-plugin (node_modules/@opencode-ai/plugin,
 // package.json, package-lock.json; scripts/opencode.sh plugin-dir), so the
-// agent never runs `npm install` at start.
+// agent never runs `npm install` at start, and the proliferate CLI (this
+// repository's ./cmd/proliferate, built for the template's platform) at
+// /opt/proliferate/bin/proliferate. /opt/proliferate/bin is first on the
+// PATH of the agent, its shells, terminals, the services and Exec, so
+// `proliferate services …`, `proliferate actions …`, `proliferate pr
+// create` and git's credential helper (`proliferate git-credential`,
+// capabilities.GitCredentialEnv) work in the sandbox as in a local one.
 //
 // # Boot (sandbox-providers.md §6.4)
 //
@@ -30,6 +36,21 @@
 // password, the platform tools' gateway URL and sandbox token in its
 // environment only) and the provider waits until /global/health answers at
 // https://4096-{sandboxID}.{E2B_DOMAIN} (Sandbox.AgentURL).
+//
+// Before the agent, the services supervisor (`proliferate services
+// daemon`, cmd/proliferate/services.go) starts in the workspace with the
+// agent's environment (session variables, gateway URL, sandbox token, git
+// credential helper, BASH_ENV) but not the agent's own secrets
+// (OPENCODE_CONFIG_CONTENT with the LLM key, OPENCODE_SERVER_PASSWORD), so
+// the configuration's service commands the gateway loads through Exec
+// (`proliferate services load`) run next to the agent and share its
+// localhost. A supervisor of an earlier boot (a sandbox kept running or
+// resumed with its memory) is stopped with its services first: they hold
+// the earlier boot's credentials, and the gateway loads them again.
+//
+// Exec commands get the session's variables (Spec.EnvVars, kept per live
+// sandbox in this process and never logged) under the sandbox's own
+// (HOME, PATH, LANG) and the command's.
 //
 // A Sandbox.ID is "{E2B sandbox id}_{boot}": a resumed sandbox keeps its
 // E2B id but is a new boot with a new agent (new password and sandbox
@@ -53,6 +74,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -83,9 +105,18 @@ const (
 	bootFile = stateDir + "/boot.json"
 	agentDB  = Home + "/.local/share/proliferate/opencode.db"
 	agentTag = "proliferate-agent-"
-	// DefaultOpenCodeBin and DefaultPluginDir are the template contract.
+	// DefaultOpenCodeBin, DefaultPluginDir and DefaultCLIBin are the
+	// template contract.
 	DefaultOpenCodeBin = "/opt/proliferate/bin/opencode"
 	DefaultPluginDir   = "/opt/proliferate/opencode-plugin"
+	DefaultCLIBin      = "/opt/proliferate/bin/proliferate"
+	// sandboxPath is the PATH of the agent, terminals, services and Exec:
+	// the template's bin dir (OpenCode, the CLI) first.
+	sandboxPath = "/opt/proliferate/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// servicesTag tags a boot's services supervisor; servicesPID holds
+	// its pid (a later boot stops it and its services).
+	servicesTag = "proliferate-services-"
+	servicesPID = stateDir + "/services.pid"
 	// DefaultTemplate is E2B_TEMPLATE's default.
 	DefaultTemplate = "proliferate"
 	// DefaultTimeout is a sandbox's lifetime when Options.Timeout is 0.
@@ -105,8 +136,9 @@ type Options struct {
 	// Timeout is a sandbox's lifetime (E2B's timeout); 0 means
 	// DefaultTimeout.
 	Timeout time.Duration
-	// OpenCodeBin and PluginDir are paths inside the template.
-	OpenCodeBin, PluginDir string
+	// OpenCodeBin, PluginDir and CLIBin (the proliferate CLI) are paths
+	// inside the template.
+	OpenCodeBin, PluginDir, CLIBin string
 	// ReadyTimeout bounds the agent's start; 0 means 90 s.
 	ReadyTimeout time.Duration
 	// Egress is the internet egress policy (SANDBOX_EGRESS), as E2B
@@ -129,6 +161,9 @@ type Provider struct {
 	locks map[string]*sessionLock
 	live  map[string]sandbox.Sandbox // session id → its sandbox (this process's view)
 	envds map[string]*Envd           // E2B sandbox id → envd client
+	// envs holds the session variables of each live boot (Sandbox.ID →
+	// Spec.EnvVars allowed by sandbox.SessionEnvAllowed) for Exec.
+	envs map[string]map[string]string
 }
 
 type sessionLock struct {
@@ -159,6 +194,9 @@ func New(opts Options) (*Provider, error) {
 	if opts.PluginDir == "" {
 		opts.PluginDir = DefaultPluginDir
 	}
+	if opts.CLIBin == "" {
+		opts.CLIBin = DefaultCLIBin
+	}
 	if opts.ReadyTimeout <= 0 {
 		opts.ReadyTimeout = 90 * time.Second
 	}
@@ -167,7 +205,8 @@ func New(opts Options) (*Provider, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Provider{opts: opts, c: opts.Client, log: log.With("provider", ProviderName),
-		locks: map[string]*sessionLock{}, live: map[string]sandbox.Sandbox{}, envds: map[string]*Envd{}}, nil
+		locks: map[string]*sessionLock{}, live: map[string]sandbox.Sandbox{}, envds: map[string]*Envd{},
+		envs: map[string]map[string]string{}}, nil
 }
 
 // Name implements sandbox.Provider.
@@ -289,7 +328,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 		return sandbox.Sandbox{}, fmt.Errorf("e2b: find the sandbox of %s: %w", spec.SessionID, err)
 	}
 	for _, d := range running {
-		if sb, ok := p.recover(ctx, d, spec.SessionID); ok {
+		if sb, ok := p.recover(ctx, d, spec); ok {
 			log.Info("sandbox recovered", "sandbox_id", sb.ID)
 			return sb, nil
 		}
@@ -351,6 +390,7 @@ func (p *Provider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbo
 	}
 	p.mu.Lock()
 	p.live[spec.SessionID] = sb
+	p.envs[sb.ID] = sessionEnv(spec.EnvVars)
 	p.mu.Unlock()
 	log.Info("sandbox started", "sandbox_id", sb.ID, "fresh", fresh, "ms", time.Since(started).Milliseconds())
 	return sb, nil
@@ -400,7 +440,8 @@ func (p *Provider) network(spec sandbox.Spec) *NetworkConfig {
 }
 
 // recover returns a running sandbox's live boot of the session.
-func (p *Provider) recover(ctx context.Context, d SandboxDetail, sessionID string) (sandbox.Sandbox, bool) {
+func (p *Provider) recover(ctx context.Context, d SandboxDetail, spec sandbox.Spec) (sandbox.Sandbox, bool) {
+	sessionID := spec.SessionID
 	e, err := p.envd(ctx, d.SandboxID)
 	if err != nil {
 		return sandbox.Sandbox{}, false
@@ -420,6 +461,7 @@ func (p *Provider) recover(ctx context.Context, d SandboxDetail, sessionID strin
 		AgentPassword: b.Password, Workspace: Workspace, ExpiresAt: d.EndAt}
 	p.mu.Lock()
 	p.live[sessionID] = sb
+	p.envs[sb.ID] = sessionEnv(spec.EnvVars)
 	p.mu.Unlock()
 	return sb, true
 }
@@ -429,6 +471,10 @@ func (p *Provider) forget(sessionID, sandboxID string) {
 	defer p.mu.Unlock()
 	if sb, ok := p.live[sessionID]; ok && (sandboxID == "" || sb.ID == sandboxID) {
 		delete(p.live, sessionID)
+		delete(p.envs, sb.ID)
+	}
+	if sandboxID != "" {
+		delete(p.envs, sandboxID)
 	}
 }
 
@@ -456,6 +502,9 @@ func (p *Provider) boot(ctx context.Context, e *Envd, e2bID string, spec sandbox
 		if strings.HasPrefix(pi.Tag, agentTag) {
 			_ = e.Signal(ctx, pi.PID, SIGKILL)
 		}
+	}
+	if err := p.stopServices(ctx, e, procs); err != nil {
+		return sandbox.Sandbox{}, err
 	}
 	if fresh {
 		if err := run(ctx, e, "create the workspace", "mkdir -p "+Workspace+" "+stateDir, nil); err != nil {
@@ -520,10 +569,13 @@ fi`
 		return sandbox.Sandbox{}, fmt.Errorf("e2b: write boot marker: %w", err)
 	}
 	env := agentEnv(spec, capSpec)
+	env["BASH_ENV"] = runtimeEnvFile // the values submitted during the session (WriteEnv)
+	if err := p.startServices(ctx, e, boot, env); err != nil {
+		return sandbox.Sandbox{}, err
+	}
 	env["OPENCODE_CONFIG_CONTENT"] = config
 	env["OPENCODE_SERVER_PASSWORD"] = password
 	env["OPENCODE_DB"] = agentDB
-	env["BASH_ENV"] = runtimeEnvFile // the values submitted during the session (WriteEnv)
 	no := false
 	s, err := e.Start(ctx, StartRequest{
 		Process: ProcessConfig{Cmd: p.opts.OpenCodeBin, Args: []string{"serve", "--hostname", "0.0.0.0", "--port", fmt.Sprint(AgentPort)},
@@ -552,7 +604,7 @@ fi`
 func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) map[string]string {
 	env := map[string]string{
 		"HOME": Home, "USER": DefaultUser, "LANG": "C.UTF-8",
-		"PATH":            "/opt/proliferate/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"PATH":            sandboxPath,
 		"XDG_CONFIG_HOME": Home + "/.config", "XDG_DATA_HOME": Home + "/.local/share",
 		"XDG_STATE_HOME": Home + "/.local/state", "XDG_CACHE_HOME": Home + "/.cache",
 		"GIT_CEILING_DIRECTORIES": Home,
@@ -563,11 +615,7 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) map[string
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	for k, v := range spec.EnvVars {
-		if sandbox.SessionEnvAllowed(k) {
-			env[k] = v
-		}
-	}
+	maps.Copy(env, sessionEnv(spec.EnvVars))
 	for _, kv := range capabilities.Env(capSpec) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
@@ -576,6 +624,72 @@ func agentEnv(spec sandbox.Spec, capSpec capabilities.CapabilitySpec) map[string
 }
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// sessionEnv is the session's variables a sandbox process may get.
+func sessionEnv(vars map[string]string) map[string]string {
+	env := map[string]string{}
+	for k, v := range vars {
+		if sandbox.SessionEnvAllowed(k) {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// stopServices stops the services supervisor of an earlier boot and its
+// services (each in its own process group, the supervisor's children):
+// they hold that boot's credentials. procs is envd's process list.
+func (p *Provider) stopServices(ctx context.Context, e *Envd, procs []ProcessInfo) error {
+	if !slices.ContainsFunc(procs, func(pi ProcessInfo) bool { return strings.HasPrefix(pi.Tag, servicesTag) }) {
+		return nil
+	}
+	script := `pid=$(cat "$PIDFILE" 2>/dev/null) || exit 0
+case "$pid" in ''|*[!0-9]*) exit 0;; esac
+tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q 'services daemon' || exit 0
+kill -STOP "$pid" 2>/dev/null
+for c in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do kill -KILL -- "-$c" 2>/dev/null || kill -KILL "$c" 2>/dev/null; done
+kill -KILL "$pid" 2>/dev/null
+rm -f "$PIDFILE"
+exit 0`
+	if err := run(ctx, e, "stop the services of the earlier boot", script, map[string]string{"PIDFILE": servicesPID}); err != nil {
+		return err
+	}
+	for _, pi := range procs {
+		if strings.HasPrefix(pi.Tag, servicesTag) {
+			_ = e.Signal(ctx, pi.PID, SIGKILL)
+		}
+	}
+	return nil
+}
+
+// startServices starts the boot's services supervisor with env (the
+// agent's, without its own secrets) in the workspace. A template without
+// the CLI (an older one) boots without services, with a warning.
+func (p *Provider) startServices(ctx context.Context, e *Envd, boot string, env map[string]string) error {
+	exit, _, _, err := e.Run(ctx, ProcessConfig{Cmd: "test", Args: []string{"-x", p.opts.CLIBin}, Cwd: Home})
+	if err != nil {
+		return fmt.Errorf("e2b: look for the CLI: %w", err)
+	}
+	if exit != 0 {
+		p.log.Warn("the template has no proliferate CLI: no services, git push or pull requests from the sandbox", "cli", p.opts.CLIBin)
+		return nil
+	}
+	senv := maps.Clone(env)
+	senv["PROLIFERATE_WORKSPACE"] = Workspace
+	senv["CLI"] = p.opts.CLIBin
+	senv["PIDFILE"] = servicesPID
+	no := false
+	s, err := e.Start(ctx, StartRequest{
+		Process: ProcessConfig{Cmd: "/bin/bash", Args: []string{"-c", `echo $$ > "$PIDFILE"; unset PIDFILE; c=$CLI; unset CLI; exec "$c" services daemon </dev/null >/dev/null 2>&1`},
+			Envs: senv, Cwd: Workspace},
+		Tag: servicesTag + boot, Stdin: &no,
+	})
+	if err != nil {
+		return fmt.Errorf("e2b: start the services supervisor: %w", err)
+	}
+	s.Close() // the supervisor outlives the stream
+	return nil
+}
 
 // writeCapabilities renders the capability files locally and uploads them
 // into the workspace.

@@ -76,12 +76,21 @@ func (p *Provider) writeSessionEnv(ctx context.Context, e *Envd, spec sandbox.Sp
 	if err := e.WriteFile(ctx, envFilesList, list); err != nil {
 		return fmt.Errorf("e2b: record env files: %w", err)
 	}
-	if err := e.WriteFile(ctx, sessionEnvFile, sandbox.ShellExports(spec.EnvVars)); err != nil {
+	// A login shell's /etc/profile may reset PATH: the template's bin dir
+	// (the CLI, git's credential helper) goes first again.
+	bin := path.Dir(p.opts.CLIBin)
+	session := append(sandbox.ShellExports(spec.EnvVars),
+		`case ":$PATH:" in *":`+bin+`:"*) ;; *) export PATH="`+bin+`:$PATH";; esac`+"\n"...)
+	if err := e.WriteFile(ctx, sessionEnvFile, session); err != nil {
 		return fmt.Errorf("e2b: session variables: %w", err)
 	}
 	script := `set -e
 chmod 600 "$SESSION_ENV"
 touch "$HOME/.bashrc"; grep -qxF "$LINE" "$HOME/.bashrc" || echo "$LINE" >> "$HOME/.bashrc"
+# A login shell (terminals) reads ~/.bashrc through ~/.profile, as
+# /etc/skel's does; a home without a login profile gets one.
+[ -e "$HOME/.bash_profile" ] || [ -e "$HOME/.bash_login" ] || [ -e "$HOME/.profile" ] ||
+  printf '%s\n' '[ -n "$BASH_VERSION" ] && [ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"' > "$HOME/.profile"
 cd "$WS"; for p in "$@"; do chmod 600 "$p"; done
 ` + excludeEnvFiles
 	return run(ctx, e, "prepare the session variables", script,

@@ -55,7 +55,15 @@ func (p *Provider) Exec(ctx context.Context, sandboxID string, cmd sandbox.ExecC
 	if exit != 0 || (real != Workspace && !strings.HasPrefix(real, Workspace+"/")) {
 		return sandbox.ExecResult{}, fmt.Errorf("e2b: exec dir %q is missing or leaves the workspace", cmd.Dir)
 	}
-	env := map[string]string{"HOME": Home, "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home}
+	// The session's variables first: the sandbox's (HOME, PATH with the
+	// CLI for `proliferate services …`) and the command's win.
+	p.mu.Lock()
+	env := maps.Clone(p.envs[sandboxID])
+	p.mu.Unlock()
+	if env == nil {
+		env = map[string]string{}
+	}
+	maps.Copy(env, map[string]string{"HOME": Home, "LANG": "C.UTF-8", "PATH": sandboxPath, "GIT_CEILING_DIRECTORIES": Home})
 	for _, k := range slices.Sorted(maps.Keys(cmd.Env)) {
 		if envKeyRE.MatchString(k) && k != "GIT_CEILING_DIRECTORIES" {
 			env[k] = cmd.Env[k]

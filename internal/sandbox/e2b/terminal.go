@@ -24,7 +24,8 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	if err != nil {
 		return nil, fmt.Errorf("e2b: terminal in %s: %w", sandboxID, err)
 	}
-	envs := map[string]string{"HOME": Home, "TERM": "xterm-256color", "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home}
+	envs := map[string]string{"HOME": Home, "TERM": "xterm-256color", "LANG": "C.UTF-8", "GIT_CEILING_DIRECTORIES": Home,
+		"PATH": sandboxPath} // the CLI: git's credential helper, `proliferate …`
 	for _, kv := range capabilities.GitCredentialEnv { // a person's push asks the gateway with the terminal's token
 		k, v, _ := strings.Cut(kv, "=")
 		envs[k] = v

@@ -2,6 +2,7 @@ package e2bfake
 
 import (
 	"context"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -14,8 +15,10 @@ import (
 const TestAPIKey = "e2b_0123456789abcdef0123456789abcdef01234567"
 
 // TestTemplate is the template id of StartForTest's fake: the pinned
-// OpenCode at /opt/proliferate/bin/opencode and its plugin SDK at
-// /opt/proliferate/opencode-plugin (the E2B provider's template contract).
+// OpenCode at /opt/proliferate/bin/opencode, its plugin SDK at
+// /opt/proliferate/opencode-plugin and the proliferate CLI (built from
+// ./cmd/proliferate) at /opt/proliferate/bin/proliferate (the E2B
+// provider's template contract).
 const TestTemplate = "proliferate"
 
 // StartForTest starts a fake for a test (closed with it) whose sandboxes
@@ -25,16 +28,24 @@ func StartForTest(t testing.TB, forward []string, extra map[string]string) *Serv
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "scripts", "opencode.sh")
+	dir := t.TempDir()
 	tools, err := opencode.ResolveTools(context.Background(), script)
 	if err != nil {
 		t.Fatalf("e2bfake: install opencode: %v", err)
 	}
-	dir := t.TempDir()
 	boxes, err := local.NewBoxes(filepath.Join(dir, "boxes"), tools.Binary, tools.PluginDir)
 	if err != nil {
 		t.Fatalf("e2bfake: %v", err)
 	}
-	ro := map[string]string{"/opt/proliferate/bin/opencode": tools.Binary, "/opt/proliferate/opencode-plugin": tools.PluginDir}
+	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	cli := filepath.Join(dir, "proliferate")
+	build := exec.Command("go", "build", "-o", cli, "./cmd/proliferate")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("e2bfake: go build ./cmd/proliferate: %v\n%s", err, out)
+	}
+	ro := map[string]string{"/opt/proliferate/bin/opencode": tools.Binary, "/opt/proliferate/opencode-plugin": tools.PluginDir,
+		"/opt/proliferate/bin/proliferate": cli}
 	for k, v := range extra {
 		ro[k] = v
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -280,5 +281,33 @@ func TestStoredAnswerIsReused(t *testing.T) {
 	}
 	if n := modelCalls(sim); n != 0 {
 		t.Fatalf("%d model calls", n)
+	}
+}
+
+// Twenty concurrent deliveries of one event (as from several partitions or
+// replicas) ask the model once, bill once and queue one run.
+func TestConcurrentDeliveriesAskOnce(t *testing.T) {
+	e := newEnv(t)
+	sim, base := scriptedModel(t)
+	e.withModel(base, llmjudge.DefaultTimeout, false)
+	trig := e.trigger("github", e.githubApp(), nil)
+	e.prompts("Only real bugs. [[script:filter-yes]]", "Summarise. [[script:analysis]]")
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			if err := e.handler(context.Background(), e.issueOpened("llm-concurrent")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ev := e.one(trig); ev.Status != "queued" || ev.Runs != 1 {
+		t.Fatalf("%+v", ev)
+	}
+	if n := modelCalls(sim); n != 2 {
+		t.Fatalf("%d model calls, want 2 (filter, analysis)", n)
+	}
+	if n := e.scalar(`SELECT count(*) FROM outbox WHERE topic = $1 AND key = $2`, topics.LLMSpend, e.org); n != 2 {
+		t.Fatalf("%d llm.spend events, want 2", n)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -128,14 +129,36 @@ func (p *Gate) Ask(ctx context.Context, c Trigger, ev runs.Event) (*Skip, error)
 
 // judged returns the stored answer of (trigger, dedup key, kind), or asks
 // the model and stores its answer with the spend (an llm.spend event for the
-// org in the same transaction). A concurrent writer's answer wins.
+// org in the same transaction). Concurrent deliveries of one event (other
+// partitions, other replicas) wait on a session advisory lock of the answer's
+// key, held on one connection while the model is asked, so the model is
+// asked, and the org billed, once.
 func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey, kind string,
 	ask func(context.Context) (llmjudge.Answer, error)) (llmResult, error) {
-	if r, ok, err := p.storedAnswer(ctx, c.ID, dedupKey, kind); err != nil || ok {
+	if r, ok, err := p.storedAnswer(ctx, p.Pool, c.ID, dedupKey, kind); err != nil || ok {
+		return r, err
+	}
+	conn, err := p.Pool.Acquire(ctx)
+	if err != nil {
+		return llmResult{}, err
+	}
+	defer conn.Release()
+	lockKey := c.ID + "/" + kind + "/" + dedupKey // a UUID and a fixed kind first: unambiguous
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, lockKey); err != nil {
+		return llmResult{}, fmt.Errorf("lock the %s answer: %w", kind, err)
+	}
+	defer func() {
+		// A cancelled ctx must not leave the lock on a pooled connection.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lockKey); err != nil {
+			_ = conn.Conn().Close(uctx) // the session (and its lock) ends with it
+		}
+	}()
+	if r, ok, err := p.storedAnswer(ctx, conn, c.ID, dedupKey, kind); err != nil || ok {
 		return r, err
 	}
 	var a llmjudge.Answer
-	var err error
 	if p.Judge == nil {
 		err = errors.New("no model is configured for trigger LLM prompts")
 	} else {
@@ -163,7 +186,7 @@ func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey
 	} else if !known {
 		log.Warn("trigger LLM: unknown model priced as the most expensive known model", "model", a.Usage.Model, "cost_usd_micros", cost)
 	}
-	err = pgx.BeginFunc(ctx, p.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO trigger_llm_results (trigger_id, dedup_key, kind, org_id, outcome, detail, model,
 				input_tokens, output_tokens, cost_usd_micros)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
@@ -187,17 +210,17 @@ func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey
 	if err != nil {
 		return llmResult{}, fmt.Errorf("store the %s answer: %w", kind, err)
 	}
-	// Another delivery may have stored its answer first: that one counts.
-	stored, ok, err := p.storedAnswer(ctx, c.ID, dedupKey, kind)
-	if err != nil || !ok {
-		return r, err
-	}
-	return stored, nil
+	return r, nil
 }
 
-func (p *Gate) storedAnswer(ctx context.Context, triggerID, dedupKey, kind string) (llmResult, bool, error) {
+// querier is a pool or a connection.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (p *Gate) storedAnswer(ctx context.Context, q querier, triggerID, dedupKey, kind string) (llmResult, bool, error) {
 	var r llmResult
-	err := p.Pool.QueryRow(ctx, `SELECT outcome, detail FROM trigger_llm_results
+	err := q.QueryRow(ctx, `SELECT outcome, detail FROM trigger_llm_results
 		WHERE trigger_id = $1 AND dedup_key = $2 AND kind = $3`, triggerID, dedupKey, kind).Scan(&r.outcome, &r.detail)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil

@@ -28,7 +28,10 @@
 // redelivery neither asks nor bills twice.
 //
 // GitHub App installation events (deleted, suspend, unsuspend) and Nango
-// auth events change the integration's status instead of starting runs.
+// auth events change the integration's status instead of starting runs;
+// installation_repositories events import the repositories added to the
+// installation and unbind (is_orphaned when left unconnected) the removed
+// ones (installationrepos.go).
 //
 // What the processor reads from a webhook.received record to route it, in
 // order:
@@ -151,6 +154,9 @@ func (p *processor) handle(ctx context.Context, m *consumers.Message) error {
 	}
 	w := webhookOf(wr)
 
+	if done, err := p.installationRepos(ctx, log, w); done {
+		return err
+	}
 	lc, err := providers.LifecycleOf(w)
 	if err != nil {
 		log.Warn("unparseable lifecycle webhook dropped", "error", err)

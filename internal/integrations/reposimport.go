@@ -344,3 +344,128 @@ func nullableUser(id string) *string {
 	}
 	return &id
 }
+
+// SyncResult is what an installation_repositories event changed.
+type SyncResult struct {
+	// Integrations are the active integrations of the installation updated.
+	Integrations int
+	Imported     int
+	Updated      int
+	Skipped      int
+	// Unbound repos lost this installation's connection; Orphaned of them
+	// have no connection left (is_orphaned).
+	Unbound  int
+	Orphaned int
+}
+
+// SyncInstallationRepos applies GitHub's installation_repositories event:
+// repositories added to the installation are imported into the org holding
+// it (bound to its integration; metadata from the installation's listing,
+// else from the event), removed ones lose the integration's connection and
+// are flagged is_orphaned when no other connection is left (never deleted).
+// Integrations that are not active are left alone. Applying the same event
+// again changes nothing.
+func (s *Service) SyncInstallationRepos(ctx context.Context, installationID int64, added []GitHubRepository, removed []int64) (SyncResult, error) {
+	var res SyncResult
+	rows, err := s.pool.Query(ctx, `SELECT id::text, org_id::text FROM integrations
+		WHERE provider = 'github-app' AND github_installation_id = $1 AND status = 'active'`, installationID)
+	if err != nil {
+		return res, fmt.Errorf("find installation %d: %w", installationID, err)
+	}
+	type ref struct{ id, org string }
+	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
+		var x ref
+		return x, r.Scan(&x.id, &x.org)
+	})
+	if err != nil || len(refs) == 0 {
+		return res, err
+	}
+	if len(added) > MaxImportRepos {
+		added = added[:MaxImportRepos]
+	}
+	if len(added) > 0 && s.github != nil {
+		// The event carries no clone URL or default branch: take them from
+		// the installation's listing when it has the repository.
+		list, _, _, err := s.github.AllInstallationRepositories(ctx, installationID, MaxAvailableRepos)
+		if err != nil {
+			return res, err
+		}
+		byID := map[int64]GitHubRepository{}
+		for _, r := range list {
+			byID[r.ID] = r
+		}
+		for i, a := range added {
+			if r, ok := byID[a.ID]; ok {
+				added[i] = r
+			}
+		}
+	}
+	for i, a := range added {
+		if a.CloneURL == "" && a.HTMLURL == "" && a.FullName != "" {
+			added[i].CloneURL = "https://github.com/" + a.FullName + ".git"
+		}
+	}
+	removedIDs := make([]string, len(removed))
+	for i, id := range removed {
+		removedIDs[i] = strconv.FormatInt(id, 10)
+	}
+	for _, r := range refs {
+		if len(added) > 0 {
+			ir, err := s.upsertRepos(ctx, r.org, "", r.id, added)
+			if errors.Is(err, ErrInactive) || errors.Is(err, ErrNotFound) {
+				continue // disconnected meanwhile
+			}
+			if err != nil {
+				return res, err
+			}
+			res.Imported += len(ir.Imported)
+			res.Updated += len(ir.Updated)
+			res.Skipped += len(ir.Skipped)
+		}
+		if len(removedIDs) > 0 {
+			unbound, orphaned, err := s.unbindByGitHubID(ctx, r.org, r.id, removedIDs)
+			if err != nil {
+				return res, err
+			}
+			res.Unbound += unbound
+			res.Orphaned += orphaned
+		}
+		res.Integrations++
+	}
+	return res, nil
+}
+
+// unbindByGitHubID removes the integration's connections of the org's repos
+// with these GitHub ids and flags the repos left without any connection.
+// Repos are locked first, as UnbindRepo does.
+func (s *Service) unbindByGitHubID(ctx context.Context, orgID, integrationID string, githubIDs []string) (unbound, orphaned int, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id::text FROM repos WHERE org_id = $1 AND github_repo_id = ANY($2)
+			ORDER BY id FOR UPDATE`, orgID, githubIDs)
+		if err != nil {
+			return fmt.Errorf("lock removed repos: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("lock removed repos: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM repo_connections WHERE integration_id = $1 AND org_id = $2 AND repo_id = ANY($3::uuid[])`,
+			integrationID, orgID, ids)
+		if err != nil {
+			return fmt.Errorf("unbind removed repos: %w", err)
+		}
+		unbound = int(tag.RowsAffected())
+		tag, err = tx.Exec(ctx, `UPDATE repos r SET is_orphaned = true, updated_at = now()
+			WHERE r.org_id = $1 AND r.id = ANY($2::uuid[]) AND NOT r.is_orphaned
+			AND NOT EXISTS (SELECT 1 FROM repo_connections rc WHERE rc.repo_id = r.id)`, orgID, ids)
+		if err != nil {
+			return fmt.Errorf("flag orphaned repos: %w", err)
+		}
+		orphaned = int(tag.RowsAffected())
+		return nil
+	})
+	return unbound, orphaned, err
+}

@@ -2,10 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -84,7 +80,6 @@ import (
 const (
 	previewTokenPrefix = "ppv_"
 	shareTokenPrefix   = "pps_"
-	previewTokenBytes  = 32
 
 	// PreviewTokenParam and ShareTokenParam carry link tokens in preview URLs.
 	PreviewTokenParam = "proliferate_preview_token"
@@ -101,30 +96,7 @@ type previewGrant struct {
 	Port      int    `json:"port"`
 }
 
-func previewTokenKey(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return "gateway:preview_token:" + hex.EncodeToString(h[:])
-}
-
-func newToken(prefix string) string {
-	b := make([]byte, previewTokenBytes)
-	_, _ = rand.Read(b)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
-func wellFormedToken(token, prefix string) bool {
-	rest, ok := strings.CutPrefix(token, prefix)
-	if !ok || len(rest) != base64.RawURLEncoding.EncodedLen(previewTokenBytes) {
-		return false
-	}
-	_, err := base64.RawURLEncoding.DecodeString(rest)
-	return err == nil
-}
-
-func tokenHash(token string) []byte {
-	h := sha256.Sum256([]byte(token))
-	return h[:]
-}
+func previewTokenKey(token string) string { return tokenKey("preview_token", token) }
 
 // PreviewURL is the preview of port in a session under the gateway's
 // public base URL.

@@ -2,10 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,8 +48,6 @@ const TerminalTokenPrefix = "ptt_"
 // TerminalTokenTTL is how long a terminal token outlives its last refresh.
 const TerminalTokenTTL = 5 * time.Minute
 
-const terminalTokenBytes = 32
-
 // terminalGrant is what Redis holds for a terminal token.
 type terminalGrant struct {
 	UserID    string `json:"user_id"`
@@ -61,20 +55,7 @@ type terminalGrant struct {
 	SessionID string `json:"session_id"`
 }
 
-func terminalTokenKey(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return "gateway:terminal_token:" + hex.EncodeToString(h[:])
-}
-
-// wellFormedTerminalToken checks the shape before any lookup.
-func wellFormedTerminalToken(token string) bool {
-	rest, ok := strings.CutPrefix(token, TerminalTokenPrefix)
-	if !ok || len(rest) != base64.RawURLEncoding.EncodedLen(terminalTokenBytes) {
-		return false
-	}
-	_, err := base64.RawURLEncoding.DecodeString(rest)
-	return err == nil
-}
+func terminalTokenKey(token string) string { return tokenKey("terminal_token", token) }
 
 // terminalToken is one minted token and its grant.
 type terminalToken struct {
@@ -85,9 +66,7 @@ type terminalToken struct {
 
 // mintTerminalToken stores a new token for the person p in session sess.
 func (s *Server) mintTerminalToken(ctx context.Context, p *auth.Principal, sess sessions.Session) (*terminalToken, error) {
-	b := make([]byte, terminalTokenBytes)
-	_, _ = rand.Read(b) // crypto/rand never fails (Go ≥1.24 panics instead)
-	value := TerminalTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	value := newToken(TerminalTokenPrefix)
 	grant, err := json.Marshal(terminalGrant{UserID: p.UserID, OrgID: sess.OrgID, SessionID: sess.ID})
 	if err != nil {
 		return nil, err
@@ -119,7 +98,7 @@ func (t *terminalToken) revoke(rdb *redis.Client) error {
 // auth.ErrUnauthenticated (unknown, revoked, expired, or the person is no
 // longer a member of the session's organization).
 func (s *Server) verifyTerminalToken(ctx context.Context, token string) (*auth.Principal, error) {
-	if !wellFormedTerminalToken(token) {
+	if !wellFormedToken(token, TerminalTokenPrefix) {
 		return nil, auth.ErrUnauthenticated
 	}
 	raw, err := s.d.Redis.Get(ctx, terminalTokenKey(token)).Bytes()

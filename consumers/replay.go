@@ -98,7 +98,10 @@ func Replay(ctx context.Context, o ReplayOptions) (ReplayReport, error) {
 		log = slog.Default()
 	}
 	log = log.With("group", o.Group)
-	admCl, err := kafka.NewClient(o.Kafka)
+	// The metrics (one set per client) go to the consuming client.
+	admOpts := o.Kafka
+	admOpts.Metrics = nil
+	admCl, err := kafka.NewClient(admOpts)
 	if err != nil {
 		return rep, err
 	}

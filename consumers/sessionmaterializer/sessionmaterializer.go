@@ -26,6 +26,7 @@ package sessionmaterializer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,16 @@ func BatchHandler(d Deps) consumers.BatchHandler {
 		// a batch holds one of them: deletions and inserts never interleave
 		// within a batch.
 		err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+			// The two topics' partitions are applied concurrently, so a
+			// session's deletion and a batch of its entries can run at
+			// once: under read committed neither would see the other's
+			// uncommitted rows (entries inserted after the tombstone, or
+			// left behind by the DELETE). Per-session advisory locks,
+			// exclusive for a deletion and shared for inserts, taken in a
+			// statement before the writes, order them.
+			if err := lockSessions(ctx, tx, deleted, rows); err != nil {
+				return err
+			}
 			for _, id := range deleted {
 				if err := transcript.DeleteSession(ctx, tx, id); err != nil {
 					return err
@@ -100,4 +111,30 @@ func BatchHandler(d Deps) consumers.BatchHandler {
 		}
 		return nil
 	}
+}
+
+// lockSessions takes the transaction-scoped advisory lock of every session
+// the batch touches, in key order (no deadlock between batches): exclusive
+// for deletions, shared for inserts, so inserts of one session never wait
+// for each other.
+func lockSessions(ctx context.Context, tx pgx.Tx, deleted []string, rows []transcript.Row) error {
+	fn, ids := "pg_advisory_xact_lock", deleted
+	if len(deleted) == 0 {
+		fn = "pg_advisory_xact_lock_shared"
+		seen := map[string]bool{}
+		for _, r := range rows {
+			if !seen[r.P.SessionID] {
+				seen[r.P.SessionID] = true
+				ids = append(ids, r.P.SessionID)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `SELECT `+fn+`(k) FROM (SELECT DISTINCT hashtextextended(s, 20) AS k FROM unnest($1::text[]) s ORDER BY k) q`, ids)
+	if err != nil {
+		return fmt.Errorf("session materializer: lock sessions: %w", err)
+	}
+	return nil
 }

@@ -55,6 +55,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 		h.slackRoutes()
 		h.connectorRoutes()
 		h.importRoutes()
+		h.onboardingRoutes()
 		return nil
 	}
 }

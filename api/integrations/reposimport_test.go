@@ -272,3 +272,77 @@ func TestAvailableReposAndImport(t *testing.T) {
 		t.Fatalf("failed requests wrote repos: %d", count())
 	}
 }
+
+type finalizeResponse struct {
+	Configuration struct {
+		ID             string `json:"id"`
+		Name           string `json:"name"`
+		SnapshotStatus string `json:"snapshot_status"`
+		Repos          []struct {
+			RepoID         string `json:"repo_id"`
+			GitHubRepoName string `json:"github_repo_name"`
+			WorkspacePath  string `json:"workspace_path"`
+		} `json:"repos"`
+	} `json:"configuration"`
+	RepoIDs []string `json:"repo_ids"`
+	IsNew   bool     `json:"is_new"`
+}
+
+// Onboarding's finalize step imports the picked repositories and creates the
+// default configuration holding them (once: finalizing again returns it).
+func TestOnboardingFinalize(t *testing.T) {
+	e := newEnv(t)
+	tm := e.team(t)
+	it := e.githubIntegration(t, tm.admin, "org")
+	acct := *it.DisplayName
+	api1 := e.gh.AddListedRepo(it.GitHubInstallationID, acct, "api", true)
+	e.gh.AddListedRepo(it.GitHubInstallationID, acct, "web", false)
+	e.gh.AddListedRepo(it.GitHubInstallationID, acct, "unpicked", false)
+
+	var one finalizeResponse
+	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{api1.ID}}).
+		Expect(t, http.StatusCreated, &one)
+	if !one.IsNew || one.Configuration.Name != "api" || len(one.Configuration.Repos) != 1 || one.Configuration.Repos[0].WorkspacePath != "." ||
+		one.Configuration.SnapshotStatus != "none" {
+		t.Fatalf("single-repo finalize: %+v", one)
+	}
+	var two finalizeResponse
+	body := map[string]any{"integration_id": it.ID, "full_names": []string{acct + "/web", acct + "/api"}, "configuration_name": " Main app "}
+	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.owner.Token, body).Expect(t, http.StatusCreated, &two)
+	if !two.IsNew || two.Configuration.Name != "Main app" || len(two.RepoIDs) != 2 || two.Configuration.ID == one.Configuration.ID {
+		t.Fatalf("multi-repo finalize: %+v", two)
+	}
+	paths := map[string]bool{}
+	for _, r := range two.Configuration.Repos {
+		paths[r.WorkspacePath] = true
+	}
+	if !paths["api"] || !paths["web"] {
+		t.Fatalf("workspace paths: %+v", two.Configuration.Repos)
+	}
+	// Again (another order): the same configuration, nothing new.
+	var again finalizeResponse
+	body["full_names"] = []string{acct + "/api", acct + "/web"}
+	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.owner.Token, body).Expect(t, http.StatusOK, &again)
+	if again.IsNew || again.Configuration.ID != two.Configuration.ID {
+		t.Fatalf("finalize again: %+v", again)
+	}
+	cfgs := func() int { return e.countRows(t, `SELECT count(*) FROM configurations WHERE org_id = $1`, tm.owner.OrgID) }
+	if cfgs() != 2 || e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID) != 2 {
+		t.Fatalf("configurations=%d", cfgs())
+	}
+	// Bad input changes nothing.
+	expectFields(t, e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID}), "repo_ids")
+	expectFields(t, e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID,
+		"repo_ids": []int64{api1.ID}, "configuration_name": "  "}), "configuration_name")
+	expectFields(t, e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID,
+		"repo_ids": []int64{api1.ID, 1}}), "repo_ids[1]")
+	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.member.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{api1.ID}}).
+		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.gh.FailRepoList(http.StatusServiceUnavailable)
+	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID, "full_names": []string{acct + "/unpicked"}}).
+		ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+	e.gh.FailRepoList(0)
+	if cfgs() != 2 || e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID) != 2 {
+		t.Fatal("rejected finalize requests wrote rows")
+	}
+}

@@ -346,3 +346,38 @@ func TestOnboardingFinalize(t *testing.T) {
 		t.Fatal("rejected finalize requests wrote rows")
 	}
 }
+
+// Concurrent imports of the same repositories (a double-clicked import
+// button, an install callback racing a picker) create each repo once.
+func TestConcurrentImportsDoNotDuplicate(t *testing.T) {
+	e := newEnv(t)
+	u := e.NewUser(t)
+	it := e.githubIntegration(t, u, "org")
+	var names []string
+	for i := range 20 {
+		r := e.gh.AddListedRepo(it.GitHubInstallationID, *it.DisplayName, fmt.Sprintf("c%02d", i), false)
+		names = append(names, r.Owner+"/"+r.Name)
+	}
+	errs := make(chan error, 6)
+	for range 6 {
+		go func() {
+			r := e.Do(t, http.MethodPost, "/repos/import", u.Token, map[string]any{"integration_id": it.ID, "full_names": names})
+			if r.Status != http.StatusOK {
+				errs <- fmt.Errorf("import answered %d: %s", r.Status, r.Body)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 6 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, u.OrgID); n != 20 {
+		t.Fatalf("org has %d repos, want 20", n)
+	}
+	if n := e.countRows(t, `SELECT count(*) FROM repo_connections WHERE integration_id = $1`, it.ID); n != 20 {
+		t.Fatalf("%d bindings, want 20", n)
+	}
+}

@@ -20,10 +20,11 @@ import (
 // forwards to it, and the agent, every terminal and every Exec command get
 // HTTP_PROXY, HTTPS_PROXY and ALL_PROXY (and their lower-case forms) set
 // to it, with NO_PROXY for the sandbox's own loopback (its gateway and LLM
-// channels). Terminals and Exec commands run in network namespaces of their
-// own: each gets the socket bound in and a forwarder of its own, listening
-// before the command starts. Nothing else leaves a sandbox: its network
-// namespace holds only lo.
+// channels). Terminals use the agent's forwarder (they share its network
+// namespace, terminal.go). Exec commands run in network namespaces of
+// their own: each gets the socket bound in and a forwarder of its own,
+// listening before the command starts. Nothing else leaves a sandbox: its
+// network namespace holds only lo.
 
 // jailEgressPort is the egress forwarder's port on a sandbox's loopback.
 const jailEgressPort = 4102
@@ -106,7 +107,8 @@ func egressEnv() []string {
 }
 
 // egressForwarder is the shell line starting the egress forwarder in the
-// background, in a session of its own (a terminal's ^C must not end it).
+// background, in a session of its own (with setsid: a signal to the
+// command's process group must not end it).
 func (j *jail) egressForwarder(setsid string) string {
 	cmd := fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s/%s </dev/null >/dev/null 2>&1 &",
 		j.socat, jailEgressPort, jailRun, egressSockName)
@@ -122,8 +124,7 @@ func (j *jail) egressForwarder(setsid string) string {
 // and a connection may be refused.
 var egressListening = fmt.Sprintf(`i=0; while [ $i -lt 5000 ] && ! grep -qs ' 0100007F:%04X 00000000:0000 0A ' /proc/net/tcp; do i=$((i+1)); done`, jailEgressPort)
 
-// withEgress wraps the command line of a terminal's shell or an Exec
-// command: the forwarder starts and listens, then argv replaces the shell.
+// withEgress wraps the command line of an Exec command: the forwarder starts and listens, then argv replaces the shell.
 func (j *jail) withEgress(setsid string, argv []string) []string {
 	script := j.egressForwarder(setsid) + "\n" + egressListening + "\nexec \"$@\""
 	return append([]string{"/bin/sh", "-c", script, "sandbox-egress"}, argv...)

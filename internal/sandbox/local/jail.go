@@ -51,7 +51,8 @@ const (
 
 // jail builds bubblewrap command lines. Every sandbox process (the agent,
 // a terminal's shell, an Exec command) runs in new user, mount, pid, ipc,
-// uts, network and cgroup namespaces (--unshare-all), dies with its
+// uts, network and cgroup namespaces (--unshare-all; a terminal's shell
+// shares the agent sandbox's network namespace instead), dies with its
 // launcher (--die-with-parent), without capabilities (--cap-drop ALL), as
 // uid/gid 1000. Its filesystem is a read-only root holding:
 //
@@ -219,8 +220,8 @@ type jailBinds struct {
 	home      string // → /home/agent, read-write
 	agentDir  string // → /var/lib/agent, read-write (the agent only)
 	runDir    string // → /run/proliferate read-only, its agent/ read-write (the agent only)
-	egress    string // the egress socket → /run/proliferate/egress.sock (terminals, Exec; the agent has it in runDir)
-	gateway   string // the gateway socket → /run/proliferate/gateway.sock (terminals; the agent has it in runDir)
+	egress    string // the egress socket → /run/proliferate/egress.sock (Exec; the agent has it in runDir)
+	shareNet  bool   // keep the caller's network namespace (a terminal, in the agent sandbox's)
 	chdir     string // working directory inside; "" = /workspace
 }
 
@@ -233,6 +234,9 @@ func (j *jail) args(b jailBinds, newSession bool, argv ...string) []string {
 		"--uid", strconv.Itoa(jailUID), "--gid", strconv.Itoa(jailGID), "--hostname", "sandbox"}
 	if newSession {
 		a = append(a, "--new-session")
+	}
+	if b.shareNet {
+		a = append(a, "--share-net")
 	}
 	for _, d := range j.ro {
 		a = append(a, "--ro-bind", d, d)
@@ -261,13 +265,8 @@ func (j *jail) args(b jailBinds, newSession bool, argv ...string) []string {
 	if b.runDir != "" {
 		a = append(a, "--ro-bind", b.runDir, jailRun,
 			"--bind", filepath.Join(b.runDir, "agent"), jailRun+"/agent")
-	} else {
-		if b.egress != "" {
-			a = append(a, "--ro-bind", b.egress, jailRun+"/"+egressSockName)
-		}
-		if b.gateway != "" {
-			a = append(a, "--ro-bind", b.gateway, jailRun+"/"+gatewaySockName)
-		}
+	} else if b.egress != "" {
+		a = append(a, "--ro-bind", b.egress, jailRun+"/"+egressSockName)
 	}
 	chdir := b.chdir
 	if chdir == "" {

@@ -32,11 +32,19 @@ const execOOMScore = 500
 // launch returns the command line that runs argv (bwrap and its
 // arguments) in cg (nil: no cgroup) under the seccomp filter.
 func (j *jail) launch(cg *sandboxCgroup, oomAdj int, argv []string) []string {
+	return j.launchIn(cg, oomAdj, nil, argv)
+}
+
+// launchIn is launch with enter (nil: none) run between the launcher and
+// bwrap: a command line that ends by running its arguments (a terminal's
+// nsenter into the agent sandbox's namespaces, portAccess.enter).
+func (j *jail) launchIn(cg *sandboxCgroup, oomAdj int, enter, argv []string) []string {
 	out := []string{"/bin/sh", "-c", launchScript, "sandbox-launch", j.seccomp, strconv.Itoa(oomAdj)}
 	if cg != nil {
 		out = append(out, cg.procsFiles()...)
 	}
-	out = append(out, "--", argv[0], "--seccomp", "9")
+	out = append(append(out, "--"), enter...)
+	out = append(out, argv[0], "--seccomp", "9")
 	return append(out, argv[1:]...)
 }
 

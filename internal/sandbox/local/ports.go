@@ -51,7 +51,20 @@ const maxProcNetBytes = 4 << 20
 type portAccess struct {
 	proc          *os.File // /proc/<reaper pid>
 	userNS, netNS *os.File
+	nsenter       string
 	transport     *http.Transport
+}
+
+// enter is the command-line prefix that runs its arguments in the
+// sandbox's user and network namespaces (and no other: the host's
+// filesystem, processes and cgroup stay the caller's), with userNS and
+// netNS as fds 3 and 4 of the command, which are closed before its
+// arguments run. Entering the user namespace as its unprivileged uid
+// leaves no capability after the exec. A terminal's bwrap runs behind
+// it (terminal.go).
+func (a *portAccess) enter() []string {
+	return []string{a.nsenter, "--user=/proc/self/fd/3", "--net=/proc/self/fd/4", "--preserve-credentials", "--",
+		"/bin/sh", "-c", `exec "$@" 3<&- 4<&-`, "sandbox-enter"}
 }
 
 func (a *portAccess) close() {
@@ -142,7 +155,7 @@ func (p *Provider) openPorts(outer int) (*portAccess, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &portAccess{proc: dir}
+	a := &portAccess{proc: dir, nsenter: nsenter}
 	fail := func(err error) (*portAccess, error) {
 		for _, f := range []*os.File{a.proc, a.userNS, a.netNS} {
 			if f != nil {

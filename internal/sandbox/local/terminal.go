@@ -42,10 +42,20 @@ const terminalCloseGrace = 5 * time.Second
 // terminal is closed with the sandbox (Terminate, Pause, expiry, Close).
 // With isolation the shell runs in a bubblewrap sandbox of its own with the
 // same binds as the agent's (the workspace and home at /workspace and
-// /home/agent) and its own network namespace, whose only ways out are the
-// egress proxy (egress.go) and the sandbox's gateway channel (this
-// session's routes only, channels.go) on 127.0.0.1:4100, each through a
-// forwarder of its own; it does not see the agent's processes.
+// /home/agent), its own pid, mount, ipc and uts namespaces (it does not
+// see the agent's processes) and the agent sandbox's network namespace:
+// a service listening on the sandbox's localhost (a dev server the agent
+// or `proliferate services` started) is reached on localhost, and the
+// ways out are the agent's forwarders, the egress proxy on
+// 127.0.0.1:4102 (egress.go) and the gateway channel (this session's
+// routes only, channels.go) on 127.0.0.1:4100. The agent's port (4096)
+// needs the agent's password and the LLM channel (4101) the LLM key,
+// which the terminal does not have. The network namespace is entered
+// through the preview handles (ports.go: opened through a /proc handle on
+// the sandbox's init checked to be bwrap's child): the launcher joins the
+// sandbox's cgroup, nsenter enters its user and network namespaces and
+// nothing else, and bwrap builds the terminal's sandbox there
+// (--unshare-all --share-net, no capabilities, the seccomp filter).
 func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string, cols, rows uint16, env map[string]string) (sandbox.Terminal, error) {
 	if !idRE.MatchString(sessionID) {
 		return nil, fmt.Errorf("local sandbox: invalid session id %q", sessionID)
@@ -73,29 +83,32 @@ func (p *Provider) OpenTerminal(ctx context.Context, sessionID, sandboxID string
 	cmd.Dir = in.workspace
 	// The session's variables first: the shell's own win.
 	cmd.Env = append(slices.Clone(in.env), withTerminalEnv(terminalEnv(in.home, hostCeiling(in.workspace), in.binDir), env, in.gatewayURL)...)
+	var ns *portAccess
 	if p.jail != nil {
-		// A sandbox of its own with the workspace and home, the egress
-		// proxy and the gateway channel (the agent's runtime dir is not
-		// there). It keeps the pty as its controlling terminal for job
+		// A sandbox of its own with the workspace and home (the agent's
+		// runtime dir is not there) in the agent sandbox's network
+		// namespace. It keeps the pty as its controlling terminal for job
 		// control: the pty is the sandbox's alone, so no --new-session.
 		cg, ok := p.sandboxCgroup(in)
 		if !ok {
 			return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
 		}
-		binds := jailBinds{workspace: in.workspace, home: in.home, egress: in.egressSock(), gateway: in.gatewaySock()}
-		inner := p.jail.withEgress(p.egress.setsid, []string{shell, "-i"})
-		if binds.gateway != "" {
-			inner = p.jail.withGateway(p.egress.setsid, inner)
+		if ns, err = p.portsFor(sessionID, sandboxID); err != nil {
+			return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, err)
 		}
-		argv := p.jail.launch(cg, execOOMScore, append([]string{p.jail.bwrap}, p.jail.args(binds, false, inner...)...))
+		binds := jailBinds{workspace: in.workspace, home: in.home, shareNet: true}
+		argv := p.jail.launchIn(cg, execOOMScore, ns.enter(), append([]string{p.jail.bwrap}, p.jail.args(binds, false, shell, "-i")...))
 		cmd = exec.Command(argv[0], argv[1:]...)
+		cmd.ExtraFiles = []*os.File{ns.userNS, ns.netNS} // fds 3 and 4 (portAccess.enter)
 		cmd.Dir = in.workspace
 		cmd.Env = append(append(slices.Clone(in.env), withTerminalEnv(terminalEnv(JailHome, jailCeiling, in.binDir), env, in.gatewayURL)...), egressEnv()...)
 	}
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.stopped {
+	// The namespace handles stay open while in.mu is held (closePorts
+	// swaps them out under it first).
+	if in.stopped || (ns != nil && in.ports != ns) {
 		return nil, fmt.Errorf("local sandbox: open terminal in %s: %w", sandboxID, sandbox.ErrNotFound)
 	}
 	// pty.StartWithSize makes the shell a session leader with the pty as
@@ -174,32 +187,6 @@ func withTerminalEnv(base []string, extra map[string]string, gatewayURL string) 
 		base = append(base, k+"="+v)
 	}
 	return base
-}
-
-// gatewaySockName is the gateway channel's socket in the runtime dir.
-const gatewaySockName = "gateway.sock"
-
-// gatewaySock is the host path of a running isolated sandbox's gateway
-// socket ("" without isolation or without a gateway).
-func (in *instance) gatewaySock() string {
-	if in.ch == nil || in.gatewayURL == "" {
-		return ""
-	}
-	return filepath.Join(in.ch.dir, gatewaySockName)
-}
-
-// withGateway wraps a terminal's command line: a forwarder of the gateway
-// channel listens on 127.0.0.1:4100 of the terminal's own network
-// namespace (in a session of its own, so ^C does not end it), then argv
-// replaces the shell.
-func (j *jail) withGateway(setsid string, argv []string) []string {
-	fwd := fmt.Sprintf("%s -lf /dev/null TCP-LISTEN:%d,bind=127.0.0.1,fork,reuseaddr UNIX-CONNECT:%s/%s </dev/null >/dev/null 2>&1 &",
-		j.socat, jailGatewayPort, jailRun, gatewaySockName)
-	if setsid != "" {
-		fwd = setsid + " " + fwd
-	}
-	listening := fmt.Sprintf(`i=0; while [ $i -lt 5000 ] && ! grep -qs ' 0100007F:%04X 00000000:0000 0A ' /proc/net/tcp; do i=$((i+1)); done`, jailGatewayPort)
-	return append([]string{"/bin/sh", "-c", fwd + "\n" + listening + "\nexec \"$@\"", "sandbox-gateway"}, argv...)
 }
 
 // terminal is a shell on a pseudo-terminal.

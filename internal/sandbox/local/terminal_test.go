@@ -1,10 +1,13 @@
 package local_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,5 +203,68 @@ func TestSandboxLifetime(t *testing.T) {
 	}
 	if err := p.Terminate(t.Context(), spec.SessionID, sb2.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A terminal shares the agent sandbox's network namespace: a service
+// listening on the sandbox's localhost (started by `proliferate services`
+// next to the agent, as the gateway does) is reached on localhost from a
+// person's terminal, while the host's loopback is not, and the terminal
+// still does not see the agent's processes.
+func TestTerminalReachesTheSandboxLocalhost(t *testing.T) {
+	e := setup(t)
+	p, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		CLIPath: buildCLI(t), Isolation: local.IsolationBwrap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	const sid = "sess-term-net"
+	sb, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
+		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-term-net", LLM: e.llm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
+	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs, Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("services load: %v %d %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	testenv.Eventually(t, 30*time.Second, "the service listening", func() bool {
+		ports, err := p.ListeningPorts(t.Context(), sid, sb.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(ports, port)
+	})
+	// A listener of the host's loopback: not the sandbox's.
+	host, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer host.Close()
+	hostPort := host.Addr().(*net.TCPAddr).Port
+
+	term, err := p.OpenTerminal(t.Context(), sid, sb.ID, 200, 50, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer term.Close()
+	out := readTerminal(term)
+	typeLine(t, term, fmt.Sprintf("curl -s http://localhost:%d/hello; echo; echo curl-done-$((1+1))", port))
+	if got := out.waitFor(t, "curl-done-2"); !strings.Contains(got, "preview-ok path=/hello") {
+		t.Fatalf("the sandbox's localhost service from a terminal:\n%s", got)
+	}
+	typeLine(t, term, fmt.Sprintf("curl -s -o /dev/null http://127.0.0.1:%d/; echo host-rc-$?", hostPort))
+	out.waitFor(t, "host-rc-7\r\n") // connection refused: the host's loopback is not there
+	// Its own pid namespace: the service and its supervisor are not among
+	// its processes.
+	typeLine(t, term, `n=$(for f in /proc/[0-9]*/cmdline; do tr '\0' ' ' <"$f"; echo; done | grep -c -e '[p]review.py' -e '[s]ervices daemon'); echo "procs=$n end-$((1+1))"`)
+	if got := out.waitFor(t, " end-2\r\n"); !strings.Contains(got, "procs=0 end-2") {
+		t.Fatalf("the terminal sees the agent's processes:\n%s", got)
 	}
 }

@@ -326,7 +326,9 @@ func TestOnboardingFinalize(t *testing.T) {
 	if again.IsNew || again.Configuration.ID != two.Configuration.ID {
 		t.Fatalf("finalize again: %+v", again)
 	}
-	cfgs := func() int { return e.countRows(t, `SELECT count(*) FROM configurations WHERE org_id = $1`, tm.owner.OrgID) }
+	cfgs := func() int {
+		return e.countRows(t, `SELECT count(*) FROM configurations WHERE org_id = $1`, tm.owner.OrgID)
+	}
 	if cfgs() != 2 || e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID) != 2 {
 		t.Fatalf("configurations=%d", cfgs())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/internal/kafka"
@@ -201,6 +202,9 @@ func checkNoMembers(ctx context.Context, adm *kadm.Client, group string) error {
 	d, ok := described[group]
 	if !ok {
 		return nil
+	}
+	if errors.Is(d.Err, kerr.GroupIDNotFound) {
+		return nil // never joined: nothing runs it
 	}
 	if d.Err != nil && !errors.Is(d.Err, kadm.ErrEmpty) {
 		return fmt.Errorf("replay: describe group %s: %w", group, d.Err)

@@ -262,3 +262,53 @@ func committedToEnd(cl *kgo.Client, group string, topics ...string) bool {
 	})
 	return caught
 }
+
+// TestReplayRefusesAfterRetentionLoss: when retention has deleted a topic's
+// oldest records, truncating would lose the rows built from them, so replay
+// refuses (and truncates nothing) unless told to accept the loss.
+func TestReplayRefusesAfterRetentionLoss(t *testing.T) {
+	const group = topics.GroupSessionMaterializer
+	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.SessionsTranscript, topics.SessionsEvents),
+		kfake.SeedTopics(1, topics.DeadLetterTopic(group)))
+	a := app.New(devConfig(t, filepath.Join(t.TempDir(), "kafka")), obs.NewLogger(io.Discard, "error", "text"))
+	a.SetSeeds(seeds)
+	t.Cleanup(a.Close)
+	ctx := context.Background()
+	if err := a.OpenPostgres(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	for range 2 {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.SessionsTranscript, Value: []byte("x")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topics.SessionsTranscript, Partition: 0, At: 1})
+	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
+		t.Fatal(err)
+	}
+	org, session := uuid.NewString(), uuid.NewString()
+	if _, err := a.Pool.Exec(ctx, `INSERT INTO session_messages (event_id, org_id, session_id, kind, text, occurred_at)
+		VALUES ($1, $2, $3, 'user_message', 'kept', now())`, uuid.NewString(), org, session); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Replay(ctx, group, app.ReplayOptions{})
+	if !errors.Is(err, consumers.ErrRetentionLoss) || !strings.Contains(err.Error(), topics.SessionsTranscript+"/0 before offset 1") {
+		t.Fatalf("replay after retention deleted records: %v, want ErrRetentionLoss naming the partition", err)
+	}
+	if n := len(historyRows(t, a, org)); n != 1 {
+		t.Fatalf("a refused replay truncated the history (%d rows left)", n)
+	}
+	rep, err := a.Replay(ctx, group, app.ReplayOptions{AllowRetentionLoss: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Applied != 0 || rep.Skipped != 1 || len(historyRows(t, a, org)) != 0 {
+		t.Fatalf("replay accepting the loss: %+v, %d rows left; want the table rebuilt from the one retained (undecodable) record", rep, len(historyRows(t, a, org)))
+	}
+}

@@ -267,4 +267,9 @@ func TestTerminalReachesTheSandboxLocalhost(t *testing.T) {
 	if got := out.waitFor(t, " end-2\r\n"); !strings.Contains(got, "procs=0 end-2") {
 		t.Fatalf("the terminal sees the agent's processes:\n%s", got)
 	}
+	// The namespace handles it was started with are not left open in it.
+	typeLine(t, term, `n=$(readlink /proc/$$/fd/* | grep -c -e '^user:' -e '^net:'); echo "nsfds=$n end-$((2+1))"`)
+	if got := out.waitFor(t, " end-3\r\n"); !strings.Contains(got, "nsfds=0 end-3") {
+		t.Fatalf("namespace handles open in the terminal:\n%s", got)
+	}
 }

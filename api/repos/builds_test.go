@@ -42,7 +42,9 @@ func TestRebuildRoutes(t *testing.T) {
 	var wg sync.WaitGroup
 	resps := make([]*apitest.Response, 6)
 	for i := range resps {
-		wg.Go(func() { resps[i] = env.Do(t, http.MethodPost, "/configurations/"+cfg.ID+"/rebuild", o.Member.Token, nil) })
+		wg.Go(func() {
+			resps[i] = env.Do(t, http.MethodPost, "/configurations/"+cfg.ID+"/rebuild", o.Member.Token, nil)
+		})
 	}
 	wg.Wait()
 	var started prebuilds.Build

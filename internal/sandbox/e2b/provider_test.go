@@ -151,7 +151,7 @@ func TestProviderBoot(t *testing.T) {
 	// The branch, the default branch where the asked one is gone, a clean
 	// status (the platform files and the env file are excluded), the
 	// coding tools, the session's env file.
-	if got := string(res.Stdout); got != "feature\nmain\nrequest_env_variables.ts\nsave_snapshot.ts\nAPP_SECRET=e2b-secret-1\n" {
+	if got := string(res.Stdout); got != "feature\nmain\nrequest_env_variables.ts\nsave_snapshot.ts\nverify.ts\nAPP_SECRET=e2b-secret-1\n" {
 		t.Fatalf("workspace: %q", got)
 	}
 	// The agent's shell commands have the session's variables, and the

@@ -226,7 +226,7 @@ func TestAutomationSandboxReportsThroughGatewayWithRetries(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(sb.Workspace, "app", "FEATURE.md")); err != nil {
 		t.Fatalf("branch feature not checked out: %v", err)
 	}
-	if got := toolFiles(t, sb.Workspace); !slices.Equal(got, []string{"automation_complete", "request_env_variables", "save_snapshot"}) {
+	if got := toolFiles(t, sb.Workspace); !slices.Equal(got, []string{"automation_complete", "request_env_variables", "save_snapshot", "verify"}) {
 		t.Fatalf("tool files %v", got)
 	}
 	if hits := grepTree(t, filepath.Dir(sb.Workspace), token); len(hits) > 0 {
@@ -315,7 +315,7 @@ func TestPauseSnapshotRestoreAcrossModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := toolFiles(t, sb.Workspace); !slices.Equal(got, []string{"request_env_variables", "save_service_commands", "save_snapshot"}) {
+	if got := toolFiles(t, sb.Workspace); !slices.Equal(got, []string{"request_env_variables", "save_service_commands", "save_snapshot", "verify"}) {
 		t.Fatalf("setup tool files %v", got)
 	}
 	// The repo sits at the workspace root: the platform files stay out of
@@ -376,7 +376,7 @@ func TestPauseSnapshotRestoreAcrossModes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := toolFiles(t, sb3.Workspace); !slices.Equal(got, []string{"request_env_variables", "save_snapshot"}) {
+	if got := toolFiles(t, sb3.Workspace); !slices.Equal(got, []string{"request_env_variables", "save_snapshot", "verify"}) {
 		t.Fatalf("coding tool files after a setup snapshot %v", got)
 	}
 	if _, err := os.Stat(filepath.Join(sb3.Workspace, "hello.txt")); err != nil {

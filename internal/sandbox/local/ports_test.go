@@ -29,19 +29,8 @@ import (
 // (the transport dials inside the sandbox's network namespace), and
 // another sandbox's id names nothing.
 func TestPortsReachServicesInTheSandbox(t *testing.T) {
-	e := setup(t)
-	p, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
-		CLIPath: buildCLI(t), Isolation: local.IsolationBwrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	const sid = "sess-ports-1"
-	sb, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
-		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-ports", LLM: e.llm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sb := isolatedSandbox(t, sid)
 	before, err := p.ListeningPorts(t.Context(), sid, sb.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -50,21 +39,7 @@ func TestPortsReachServicesInTheSandbox(t *testing.T) {
 	if slices.Contains(before, port) {
 		t.Fatalf("port %d listed before the service: %v", port, before)
 	}
-	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
-	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs, Timeout: time.Minute})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("services load: %v %d %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
-	}
-	testenv.Eventually(t, 30*time.Second, "the service's port listed", func() bool {
-		ports, err := p.ListeningPorts(t.Context(), sid, sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Contains(ports, port)
-	})
+	startPreviewServer(t, p, sid, sb, port)
 	ports, _ := p.ListeningPorts(t.Context(), sid, sb.ID)
 	if slices.Contains(ports, 4096) || slices.Contains(ports, 4100) {
 		t.Fatalf("reserved ports listed: %v", ports)
@@ -140,31 +115,10 @@ func TestPortsReachServicesInTheSandbox(t *testing.T) {
 // sandbox through the provider's port transport: on a fresh connection
 // (nsenter and socat start for it) and on a kept-alive one.
 func BenchmarkPreviewRequest(b *testing.B) {
-	e := setup(b)
-	p, err := local.New(local.Options{DataDir: b.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
-		CLIPath: buildCLI(b), Isolation: local.IsolationBwrap})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(p.Close)
 	const sid = "sess-ports-bench"
-	sb, err := p.EnsureSandbox(b.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
-		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-ports", LLM: e.llm})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p, sb := isolatedSandbox(b, sid)
 	port := freePort(b)
-	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
-	if res, err := p.Exec(b.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs}); err != nil || res.ExitCode != 0 {
-		b.Fatalf("services load: %v %s", err, res.Stderr)
-	}
-	testenv.Eventually(b, 30*time.Second, "the service listening", func() bool {
-		ports, _ := p.ListeningPorts(b.Context(), sid, sb.ID)
-		return slices.Contains(ports, port)
-	})
+	startPreviewServer(b, p, sid, sb, port)
 	base, rt, err := p.PortTarget(b.Context(), sid, sb.ID, port)
 	if err != nil {
 		b.Fatal(err)
@@ -189,5 +143,46 @@ func BenchmarkPreviewRequest(b *testing.B) {
 		for b.Loop() {
 			get()
 		}
+	})
+}
+
+// isolatedSandbox starts a bubblewrap provider with the proliferate CLI and
+// a coding sandbox of session sid in it.
+func isolatedSandbox(tb testing.TB, sid string) (*local.Provider, sandbox.Sandbox) {
+	tb.Helper()
+	e := setup(tb)
+	p, err := local.New(local.Options{DataDir: tb.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
+		CLIPath: buildCLI(tb), Isolation: local.IsolationBwrap})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(p.Close)
+	sb, err := p.EnsureSandbox(tb.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
+		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-" + sid, LLM: e.llm})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p, sb
+}
+
+// startPreviewServer starts the preview test server (HTTP and WebSocket) on
+// port as a service of the sandbox, as the gateway does (`proliferate
+// services load` next to the agent), and waits until the port listens.
+func startPreviewServer(tb testing.TB, p *local.Provider, sid string, sb sandbox.Sandbox, port int) {
+	tb.Helper()
+	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
+	res, err := p.Exec(tb.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs, Timeout: time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		tb.Fatalf("services load: %v %d %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	testenv.Eventually(tb, 30*time.Second, "the service's port listening", func() bool {
+		ports, err := p.ListeningPorts(tb.Context(), sid, sb.ID)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return slices.Contains(ports, port)
 	})
 }

@@ -1,13 +1,11 @@
 package local_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -212,35 +210,10 @@ func TestSandboxLifetime(t *testing.T) {
 // person's terminal, while the host's loopback is not, and the terminal
 // still does not see the agent's processes.
 func TestTerminalReachesTheSandboxLocalhost(t *testing.T) {
-	e := setup(t)
-	p, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: e.tools.Binary, PluginDir: e.tools.PluginDir,
-		CLIPath: buildCLI(t), Isolation: local.IsolationBwrap})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
 	const sid = "sess-term-net"
-	sb, err := p.EnsureSandbox(t.Context(), sandbox.Spec{SessionID: sid, OrgID: "org-1", SessionType: "coding",
-		ClientType: "web", GatewayURL: "http://127.0.0.1:9", SandboxToken: "tok-term-net", LLM: e.llm})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, sb := isolatedSandbox(t, sid)
 	port := freePort(t)
-	if err := os.WriteFile(filepath.Join(sb.Workspace, "preview.py"), []byte(sandboxtest.PreviewServerPy), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	specs, _ := json.Marshal([]map[string]string{{"name": "web", "command": sandboxtest.PreviewServerCommand("preview.py", port)}})
-	res, err := p.Exec(t.Context(), sb.ID, sandbox.ExecCommand{Args: []string{"proliferate", "services", "load"}, Stdin: specs, Timeout: time.Minute})
-	if err != nil || res.ExitCode != 0 {
-		t.Fatalf("services load: %v %d %s %s", err, res.ExitCode, res.Stdout, res.Stderr)
-	}
-	testenv.Eventually(t, 30*time.Second, "the service listening", func() bool {
-		ports, err := p.ListeningPorts(t.Context(), sid, sb.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.Contains(ports, port)
-	})
+	startPreviewServer(t, p, sid, sb, port)
 	// A listener of the host's loopback: not the sandbox's.
 	host, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,6 +54,26 @@ type portAccess struct {
 	userNS, netNS *os.File
 	nsenter       string
 	transport     *http.Transport
+
+	// mu is held for reading while a handle's descriptor is in use (a
+	// read through proc, a command started with the namespaces), so close
+	// never releases a descriptor under a user: a closed number may be
+	// reused at once by an unrelated file.
+	mu     sync.RWMutex
+	closed bool
+}
+
+// errPortsClosed: the sandbox stopped while its handles were wanted.
+var errPortsClosed = fmt.Errorf("sandbox stopped: %w", sandbox.ErrNotFound)
+
+// use runs f with the handles held open.
+func (a *portAccess) use(f func() error) error {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a.closed {
+		return errPortsClosed
+	}
+	return f()
 }
 
 // enter is the command-line prefix that runs its arguments in the
@@ -69,6 +90,12 @@ func (a *portAccess) enter() []string {
 
 func (a *portAccess) close() {
 	a.transport.CloseIdleConnections()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		return
+	}
+	a.closed = true
 	for _, f := range []*os.File{a.proc, a.userNS, a.netNS} {
 		_ = f.Close()
 	}
@@ -99,8 +126,12 @@ func (p *Provider) ListeningPorts(ctx context.Context, sessionID, sandboxID stri
 	}
 	var all []byte
 	for _, name := range []string{"net/tcp", "net/tcp6"} {
-		b, err := readAt(a.proc, name, maxProcNetBytes)
-		if errors.Is(err, syscall.ESRCH) {
+		var b []byte
+		err := a.use(func() (err error) {
+			b, err = readAt(a.proc, name, maxProcNetBytes)
+			return err
+		})
+		if errors.Is(err, syscall.ESRCH) || errors.Is(err, errPortsClosed) {
 			return nil, fmt.Errorf("local sandbox: %s: %w", sandboxID, sandbox.ErrNotFound)
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) { // no IPv6: no tcp6
@@ -206,7 +237,7 @@ func dialInNS(a *portAccess, nsenter, setpriv, socat, port string) (net.Conn, er
 	cmd.Stdin, cmd.Stdout = theirs, theirs
 	cmd.ExtraFiles = []*os.File{a.userNS, a.netNS}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	if err := a.use(cmd.Start); err != nil {
 		return nil, fmt.Errorf("local sandbox: dial %s: %w", port, err)
 	}
 	go func() { _ = cmd.Wait() }()

@@ -9,7 +9,7 @@ STACK_ENV = eval "$$($(STACK) env)"
 # The test-only npm package (avsc) the schemas interop tests run.
 AVSC_DIR := schemas/testdata/avsc
 
-.PHONY: run test bench lint docs build tools stack-up stack-down stack-status clean clean-data
+.PHONY: run test bench lint docs sqlc build tools stack-up stack-down stack-status clean clean-data
 
 ## run: start Postgres and Redis, then the whole platform (`proliferate dev`)
 run: build stack-up tools
@@ -38,6 +38,10 @@ lint:
 docs:
 	$(GO) run ./cmd/proliferate topics docs > docs/topics.md
 	$(GO) run ./cmd/proliferate config --markdown > docs/config.md
+
+## sqlc: regenerate the typed Go of every owner's queries/*.sql (sqlc.yaml; sqlc pinned by go.mod's tool directive, built without cgo)
+sqlc:
+	CGO_ENABLED=0 $(GO) tool sqlc generate
 
 build:
 	$(GO) build -o bin/proliferate ./cmd/proliferate

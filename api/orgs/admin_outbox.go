@@ -6,7 +6,7 @@ import (
 	"strconv"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/internal/outbox"
 )
 
 // outboxView is the operators' view of the transactional outbox: how far

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/internal/app"
-	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/internal/outbox"
 )
 
 const outboxUsage = `usage: proliferate outbox status|list|show ID|retry ID…|--all|discard ID…|--all

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/billing"
-	"github.com/proliferate/proliferate/producers/outbox"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )

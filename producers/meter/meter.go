@@ -65,9 +65,9 @@ import (
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
-	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )

@@ -11,8 +11,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/producers/outbox"
+	outboxrelay "github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -68,7 +69,7 @@ func BenchmarkRelay(b *testing.B) {
 		b.ReportMetric(float64(benchEvents*b.N)/b.Elapsed().Seconds(), "events/s")
 	})
 	relay := func(b *testing.B, cl *kgo.Client, w *wireBytes) {
-		relay := outbox.NewRelay(pool, cl, outbox.RelayOptions{BatchSize: 500})
+		relay := outboxrelay.NewRelay(pool, cl, outboxrelay.RelayOptions{BatchSize: 500})
 		for b.Loop() {
 			b.StopTimer()
 			if _, err := pool.Exec(ctx, "TRUNCATE outbox"); err != nil {

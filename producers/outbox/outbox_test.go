@@ -20,8 +20,9 @@ import (
 
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/producers/outbox"
+	outboxrelay "github.com/proliferate/proliferate/producers/outbox"
 )
 
 func TestMain(m *testing.M) {
@@ -40,17 +41,17 @@ func reset(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
-func newRelay(t *testing.T, pool *pgxpool.Pool, seeds []string, batch int) *outbox.Relay {
+func newRelay(t *testing.T, pool *pgxpool.Pool, seeds []string, batch int) *outboxrelay.Relay {
 	t.Helper()
 	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return outbox.NewRelay(pool, cl, outbox.RelayOptions{BatchSize: batch, PollInterval: 50 * time.Millisecond})
+	return outboxrelay.NewRelay(pool, cl, outboxrelay.RelayOptions{BatchSize: batch, PollInterval: 50 * time.Millisecond})
 }
 
-func runRelay(t *testing.T, r *outbox.Relay) {
+func runRelay(t *testing.T, r *outboxrelay.Relay) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -242,22 +243,6 @@ func firstOccurrences(seq []int) []int {
 	return out
 }
 
-// Add validates before writing anything.
-func TestAddRejectsMessagesWithoutTopic(t *testing.T) {
-	pool := testenv.Postgres(t)
-	reset(t, pool)
-	ctx := context.Background()
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return outbox.Add(ctx, tx, outbox.Message{Topic: "ok", Value: []byte("a")}, outbox.Message{Value: []byte("b")})
-	})
-	if err == nil || !strings.Contains(err.Error(), "message 1 has no topic") {
-		t.Fatalf("want a precise error, got %v", err)
-	}
-	if p := pending(t, pool); p != 0 {
-		t.Fatalf("%d rows written by a rejected call", p)
-	}
-}
-
 const relayChildEnv = "OUTBOX_RELAY_CHILD"
 
 // relayChild publishes in a child process and hangs forever right after
@@ -274,7 +259,7 @@ func relayChild() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(3)
 	}
-	r := outbox.NewRelay(pool, cl, outbox.RelayOptions{BatchSize: 250})
+	r := outboxrelay.NewRelay(pool, cl, outboxrelay.RelayOptions{BatchSize: 250})
 	batches := 0
 	r.SetAfterPublish(func(context.Context, int) error {
 		if batches++; batches == 2 {

@@ -14,8 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/producers/outbox"
+	outboxrelay "github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -81,7 +82,7 @@ func TestPoisonRowsAreSetAsideAndTheRestFlowsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	relay := outbox.NewRelay(pool, cl, outbox.RelayOptions{BatchSize: 500, PollInterval: 50 * time.Millisecond, MaxPendingAge: time.Minute})
+	relay := outboxrelay.NewRelay(pool, cl, outboxrelay.RelayOptions{BatchSize: 500, PollInterval: 50 * time.Millisecond, MaxPendingAge: time.Minute})
 	if err := relay.Ready(ctx); err == nil || !strings.Contains(err.Error(), "oldest pending outbox row") {
 		t.Fatalf("Ready with hour-old pending rows = %v, want the age error", err)
 	}
@@ -189,26 +190,6 @@ func TestDeadLettersRetryAndDiscard(t *testing.T) {
 	st, err := outbox.ReadStatus(ctx, pool)
 	if err != nil || st.Pending != 0 || st.DeadLetters != 0 {
 		t.Fatalf("status = %+v, %v", st, err)
-	}
-}
-
-// Add refuses a record over its topic's limit before anything is written.
-func TestAddRefusesOversizedRecords(t *testing.T) {
-	pool := testenv.Postgres(t)
-	reset(t, pool)
-	ctx := context.Background()
-	limit := topics.MaxRecordBytes(topics.RunsLifecycle)
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		return outbox.Add(ctx, tx,
-			outbox.Message{Topic: topics.RunsLifecycle, Key: "run-1", Value: []byte("fits")},
-			outbox.Message{Topic: topics.RunsLifecycle, Key: "run-1", Value: make([]byte, limit)})
-	})
-	if _, ok := errors.AsType[*topics.RecordTooLargeError](err); !ok {
-		t.Fatalf("Add of an oversized record = %v, want *topics.RecordTooLargeError", err)
-	}
-	var rows int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&rows); err != nil || rows != 0 {
-		t.Fatalf("%d rows written (%v), want none", rows, err)
 	}
 }
 

@@ -1,3 +1,14 @@
+// Package outbox is the relay that publishes the outbox to Kafka.
+//
+// Callers add events inside their own transactions with internal/outbox; the
+// Relay publishes pending rows in id order and marks them published. A crash
+// between publishing and marking publishes the batch again on the next run (a
+// duplicate, which consumers absorb through their idempotency keys); nothing
+// is ever lost.
+//
+// Ordering: the relay publishes one batch at a time under a
+// transaction-scoped advisory lock, so any number of relay replicas publish in
+// id order.
 package outbox
 
 import (
@@ -16,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -383,7 +395,7 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 	// The connection carries LISTEN state; take it out of the pool for good.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{outbox.Channel}.Sanitize()); err != nil {
 		return err
 	}
 	for {
@@ -400,24 +412,8 @@ func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
 // DefaultMaxPendingAge is the default of RelayOptions.MaxPendingAge.
 const DefaultMaxPendingAge = 30 * time.Second
 
-// OldestPending is the age of the oldest unpublished row (0 when none) and
-// how many rows are set aside in outbox_dead_letters. "Oldest" is the next
-// row the relay publishes (the lowest id, one index probe however long the
-// backlog); rows are created in id order, so it is the oldest but for
-// transactions that committed out of order.
-func OldestPending(ctx context.Context, pool *pgxpool.Pool) (age time.Duration, deadLetters int64, err error) {
-	var secs float64
-	err = pool.QueryRow(ctx, `SELECT
-			COALESCE(EXTRACT(EPOCH FROM now() - (SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)), 0)::float8,
-			(SELECT count(*) FROM outbox_dead_letters)`).Scan(&secs, &deadLetters)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read outbox age: %w", err)
-	}
-	return time.Duration(secs * float64(time.Second)), deadLetters, nil
-}
-
 func (r *Relay) observeOldest(ctx context.Context) {
-	age, dead, err := OldestPending(ctx, r.pool)
+	age, dead, err := outbox.OldestPending(ctx, r.pool)
 	if err == nil {
 		r.oldest.Set(age.Seconds())
 		r.deadLetters.Set(float64(dead))
@@ -428,7 +424,7 @@ func (r *Relay) observeOldest(ctx context.Context) {
 // pending row is younger than MaxPendingAge. Rows set aside do not count
 // (they wait for an operator, and the metric and log line say so).
 func (r *Relay) Ready(ctx context.Context) error {
-	age, dead, err := OldestPending(ctx, r.pool)
+	age, dead, err := outbox.OldestPending(ctx, r.pool)
 	if err != nil {
 		return err
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/internal/llmproxy"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
-	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )

@@ -161,3 +161,19 @@ func DiscardDeadLetters(ctx context.Context, pool *pgxpool.Pool, ids []int64) (i
 	}
 	return n, nil
 }
+
+// OldestPending is the age of the oldest unpublished row (0 when none) and
+// how many rows are set aside in outbox_dead_letters. "Oldest" is the next
+// row the relay publishes (the lowest id, one index probe however long the
+// backlog); rows are created in id order, so it is the oldest but for
+// transactions that committed out of order.
+func OldestPending(ctx context.Context, pool *pgxpool.Pool) (age time.Duration, deadLetters int64, err error) {
+	var secs float64
+	err = pool.QueryRow(ctx, `SELECT
+			COALESCE(EXTRACT(EPOCH FROM now() - (SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)), 0)::float8,
+			(SELECT count(*) FROM outbox_dead_letters)`).Scan(&secs, &deadLetters)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read outbox age: %w", err)
+	}
+	return time.Duration(secs * float64(time.Second)), deadLetters, nil
+}

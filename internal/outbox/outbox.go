@@ -1,17 +1,14 @@
-// Package outbox publishes events that originate in a database transaction.
+// Package outbox writes events that originate in a database transaction.
 //
 // A caller adds its events with Add inside its own transaction; they become
 // visible exactly when the business change commits, and vanish with it on
-// rollback. The Relay publishes pending rows to Kafka in id order and marks
-// them published. A crash between publishing and marking publishes the batch
-// again on the next run (a duplicate, which consumers absorb through their
-// idempotency keys); nothing is ever lost.
-//
-// Ordering: the relay publishes one batch at a time under a transaction-scoped
-// advisory lock, so any number of relay replicas publish in id order. Events of
+// rollback. The relay in producers/outbox publishes them to Kafka. Events of
 // one entity keep their order when the caller adds them after taking the
 // entity's row lock (for example after its compare-and-set UPDATE), which is
 // the natural place at the end of the transaction.
+//
+// The package also reads and repairs the outbox for operators: its status
+// and the rows the relay set aside.
 package outbox
 
 import (

@@ -21,6 +21,7 @@ package billingapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -32,6 +33,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
 	billingjobs "github.com/proliferate/proliferate/internal/billing/jobs"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 const tag = "billing"
@@ -186,23 +188,21 @@ type SessionUsage struct {
 func (h *handlers) info(c *api.Ctx) error {
 	ctx := c.Request.Context()
 	org := c.OrgID()
-	var in Info
-	var plan, cycle *string
-	var policy *string
-	var trialStarted *time.Time
-	var balance int64
-	err := h.s.Pool.QueryRow(ctx, `SELECT billing_state, (shadow_balance * 1000000)::bigint, billing_plan, grace_expires_at,
-			billing_settings->>'overage_policy', (billing_settings->>'overage_cap_cents')::bigint, overage_used_cents, overage_topup_count,
-			overage_cycle_month, overage_last_topup_at, overage_decline_at, trial_started_at, last_reconciled_at
-		FROM organizations WHERE id = $1`, org).
-		Scan(&in.State, &balance, &plan, &in.GraceExpiresAt, &policy, &in.Overage.CapCents, &in.Overage.UsedCents, &in.Overage.TopUpCount,
-			&cycle, &in.Overage.LastTopUpAt, &in.Overage.DeclinedAt, &trialStarted, &in.LastReconciledAt)
+	r, err := orgsdb.New(h.s.Pool).BillingInfo(ctx, org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.NotFound("organization")
 	}
 	if err != nil {
 		return err
 	}
+	var in Info
+	in.State, in.GraceExpiresAt, in.LastReconciledAt = r.BillingState, r.GraceExpiresAt, r.LastReconciledAt
+	in.Overage.UsedCents, in.Overage.TopUpCount = int64(r.OverageUsedCents), int(r.OverageTopupCount)
+	in.Overage.LastTopUpAt, in.Overage.DeclinedAt = r.OverageLastTopupAt, r.OverageDeclineAt
+	if r.HasOverageCap {
+		in.Overage.CapCents = &r.OverageCapCents
+	}
+	balance, plan, policy, cycle, trialStarted := r.BalanceMicros, r.BillingPlan, r.OveragePolicy, r.OverageCycleMonth, r.TrialStartedAt
 	in.Balance = billing.FormatCredits(balance)
 	if plan != nil {
 		if p, ok := billing.PlanByID(*plan); ok {
@@ -212,7 +212,7 @@ func (h *handlers) info(c *api.Ctx) error {
 	eff := billing.EffectivePlan(deref(plan))
 	in.Limits = Limits{MaxConcurrentSessions: eff.MaxSessions, MaxSnapshots: eff.MaxSnapshots, SnapshotRetentionDays: eff.RetentionDays}
 	in.Overage.Policy = billingjobs.OveragePolicyPause
-	if policy != nil && *policy == billingjobs.OveragePolicyAllow {
+	if policy == billingjobs.OveragePolicyAllow {
 		in.Overage.Policy = billingjobs.OveragePolicyAllow
 	}
 	// Counters of a past cycle read as a fresh cycle (the reset is lazy).
@@ -323,12 +323,15 @@ func (h *handlers) settings(c *api.Ctx) error {
 		return err
 	}
 	settings := map[string]any{"overage_policy": req.OveragePolicy, "overage_cap_cents": req.OverageCapCents}
-	ct, err := h.s.Pool.Exec(c.Request.Context(), `UPDATE organizations SET billing_settings = billing_settings || $2::jsonb,
-		overage_decline_at = NULL, updated_at = now() WHERE id = $1`, c.OrgID(), settings)
+	sj, err := json.Marshal(settings)
 	if err != nil {
 		return err
 	}
-	if ct.RowsAffected() == 0 {
+	n, err := orgsdb.New(h.s.Pool).SaveBillingSettings(c.Request.Context(), orgsdb.SaveBillingSettingsParams{ID: c.OrgID(), Settings: sj})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
 		return api.NotFound("organization")
 	}
 	c.Log().Info("billing settings saved", "org_id", c.OrgID(), "user_id", c.UserID(), "overage_policy", req.OveragePolicy)

@@ -14,6 +14,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 var (
@@ -117,9 +118,7 @@ func createPersonalOrg(ctx context.Context, tx pgx.Tx, name, email string) (stri
 		if attempt > 0 {
 			slug = base + "-" + identity.RandomSuffix()
 		}
-		var id string
-		err := tx.QueryRow(ctx, `INSERT INTO organizations (name, slug, is_personal) VALUES ($1, $2, true)
-			ON CONFLICT (slug) DO NOTHING RETURNING id::text`, name+"'s Workspace", slug).Scan(&id)
+		id, err := orgsdb.New(tx).CreatePersonalOrg(ctx, orgsdb.CreatePersonalOrgParams{Name: name + "'s Workspace", Slug: slug})
 		if err == nil {
 			return id, nil
 		}

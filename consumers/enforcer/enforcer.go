@@ -41,6 +41,7 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -135,8 +136,7 @@ func (d Deps) EnforceOrg(ctx context.Context, orgID string) (Result, error) {
 
 // shouldPause reads the organization's current state.
 func (d Deps) shouldPause(ctx context.Context, orgID string) (bool, error) {
-	var state string
-	err := d.Pool.QueryRow(ctx, `SELECT billing_state FROM organizations WHERE id = $1`, orgID).Scan(&state)
+	state, err := orgsdb.New(d.Pool).BillingState(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/proliferate/proliferate/internal/db"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // sweepLockKey is the advisory lock that keeps sweeps one at a time across
@@ -58,28 +58,17 @@ func (s Sweeper) Sweep(ctx context.Context) (Result, error) {
 	if limit <= 0 {
 		limit = 500
 	}
-	rows, err := conn.Query(ctx, `SELECT s.org_id::text, s.id::text FROM organizations o
-			JOIN sessions s ON s.org_id = o.id AND s.status IN ('starting', 'running')
-		WHERE o.billing_state IN ('exhausted', 'suspended')
-		ORDER BY s.org_id, s.started_at LIMIT $1`, limit)
-	if err != nil {
-		return Result{}, fmt.Errorf("enforcer: sweep candidates: %w", err)
-	}
-	type cand struct{ org, id string }
-	cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (cand, error) {
-		var c cand
-		return c, r.Scan(&c.org, &c.id)
-	})
+	cands, err := orgsdb.New(conn).PausedOrgLiveSessions(ctx, int32(limit))
 	if err != nil {
 		return Result{}, fmt.Errorf("enforcer: sweep candidates: %w", err)
 	}
 	byOrg := map[string][]string{}
 	var orgs []string
 	for _, c := range cands {
-		if _, ok := byOrg[c.org]; !ok {
-			orgs = append(orgs, c.org)
+		if _, ok := byOrg[c.OrgID]; !ok {
+			orgs = append(orgs, c.OrgID)
 		}
-		byOrg[c.org] = append(byOrg[c.org], c.id)
+		byOrg[c.OrgID] = append(byOrg[c.OrgID], c.ID)
 	}
 	var total Result
 	for _, org := range orgs {

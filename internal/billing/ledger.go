@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -149,52 +150,43 @@ type ApplyResult struct {
 	Changes []Change
 }
 
-// Querier is a pool or a transaction.
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-const accountCols = `billing_state, (shadow_balance * 1000000)::bigint, grace_expires_at, COALESCE(billing_plan, '')`
+// Querier is a pool, a connection or a transaction.
+type Querier = orgsdb.DBTX
 
 // LockAccount reads and row-locks the organization in tx.
 func LockAccount(ctx context.Context, tx pgx.Tx, orgID string) (Account, error) {
-	return readAccount(ctx, tx, orgID, " FOR UPDATE")
+	r, err := orgsdb.New(tx).LockBillingAccount(ctx, orgID)
+	return account(orgID, orgsdb.BillingAccountRow(r), err)
 }
 
 // ReadAccount reads the organization's billing row.
 func ReadAccount(ctx context.Context, q Querier, orgID string) (Account, error) {
-	return readAccount(ctx, q, orgID, "")
+	r, err := orgsdb.New(q).BillingAccount(ctx, orgID)
+	return account(orgID, r, err)
 }
 
-func readAccount(ctx context.Context, q Querier, orgID, suffix string) (Account, error) {
-	a := Account{OrgID: orgID}
-	err := q.QueryRow(ctx, `SELECT `+accountCols+` FROM organizations WHERE id = $1`+suffix, orgID).
-		Scan(&a.State, &a.BalanceMicros, &a.GraceExpiresAt, &a.Plan)
+func account(orgID string, r orgsdb.BillingAccountRow, err error) (Account, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Account{}, ErrOrgNotFound
 	}
 	if err != nil {
 		return Account{}, fmt.Errorf("billing: read organization %s: %w", orgID, err)
 	}
-	return a, nil
+	return Account{OrgID: orgID, State: r.BillingState, BalanceMicros: r.BalanceMicros, GraceExpiresAt: r.GraceExpiresAt, Plan: r.Plan}, nil
 }
 
 // ReadGate reads what the gate needs for orgID: its billing row and its
 // live (starting or running) sessions.
 func ReadGate(ctx context.Context, q Querier, orgID string) (OrgBilling, error) {
-	var b OrgBilling
-	b.OrgID = orgID
-	err := q.QueryRow(ctx, `SELECT `+accountCols+`,
-			(SELECT count(*) FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running'))
-		FROM organizations WHERE id = $1`, orgID).
-		Scan(&b.State, &b.BalanceMicros, &b.GraceExpiresAt, &b.Plan, &b.LiveSessions)
+	r, err := orgsdb.New(q).BillingGate(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return OrgBilling{}, ErrOrgNotFound
 	}
 	if err != nil {
 		return OrgBilling{}, fmt.Errorf("billing: read organization %s: %w", orgID, err)
 	}
-	return b, nil
+	return OrgBilling{OrgID: orgID, State: r.BillingState, BalanceMicros: r.BalanceMicros, GraceExpiresAt: r.GraceExpiresAt,
+		Plan: r.Plan, LiveSessions: int(r.LiveSessions)}, nil
 }
 
 // Apply applies usages of one organization in one transaction: each key at
@@ -290,9 +282,7 @@ func (l *Ledger) ApplyTx(ctx context.Context, tx pgx.Tx, orgID string, us []Usag
 	if applied == 0 {
 		return res, nil
 	}
-	if err := tx.QueryRow(ctx, `UPDATE organizations SET shadow_balance = shadow_balance - $2::bigint::numeric / 1000000,
-			shadow_balance_updated_at = now() WHERE id = $1 RETURNING (shadow_balance * 1000000)::bigint`, orgID, sum).
-		Scan(&res.BalanceMicros); err != nil {
+	if res.BalanceMicros, err = orgsdb.New(tx).DeductBalance(ctx, orgsdb.DeductBalanceParams{ID: orgID, Micros: sum}); err != nil {
 		return ApplyResult{}, fmt.Errorf("billing: deduct from %s: %w", orgID, err)
 	}
 	acct.BalanceMicros = res.BalanceMicros
@@ -358,10 +348,7 @@ func (l *Ledger) transition(ctx context.Context, tx pgx.Tx, acct *Account, ev Ev
 		t := l.now().Add(l.grace()).UTC().Truncate(time.Millisecond)
 		c.GraceExpiresAt = &t
 	}
-	if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_state = $2,
-			grace_entered_at = CASE WHEN $2 = 'grace' THEN now() ELSE NULL END,
-			grace_expires_at = $3, updated_at = now()
-		WHERE id = $1`, acct.OrgID, to, c.GraceExpiresAt); err != nil {
+	if err := orgsdb.New(tx).SetBillingState(ctx, orgsdb.SetBillingStateParams{ID: acct.OrgID, State: to, GraceExpiresAt: c.GraceExpiresAt}); err != nil {
 		return Change{}, fmt.Errorf("billing: %s %s → %s: %w", acct.OrgID, acct.State, to, err)
 	}
 	if to == StateGrace {
@@ -484,12 +471,12 @@ func (l *Ledger) setBalance(ctx context.Context, tx pgx.Tx, acct *Account, balan
 		acct.OrgID, typ, acct.BalanceMicros, balance, balance-acct.BalanceMicros, reason, performer, k, mj); err != nil {
 		return fmt.Errorf("billing: audit balance change of %s: %w", acct.OrgID, err)
 	}
-	extra := ""
 	if typ == "shadow_sync" {
-		extra = ", last_reconciled_at = now()"
+		err = orgsdb.New(tx).SetBalanceReconciled(ctx, orgsdb.SetBalanceReconciledParams{ID: acct.OrgID, Micros: balance})
+	} else {
+		err = orgsdb.New(tx).SetBalance(ctx, orgsdb.SetBalanceParams{ID: acct.OrgID, Micros: balance})
 	}
-	if _, err := tx.Exec(ctx, `UPDATE organizations SET shadow_balance = $2::bigint::numeric / 1000000,
-			shadow_balance_updated_at = now()`+extra+` WHERE id = $1`, acct.OrgID, balance); err != nil {
+	if err != nil {
 		return fmt.Errorf("billing: set balance of %s: %w", acct.OrgID, err)
 	}
 	acct.BalanceMicros = balance
@@ -513,7 +500,7 @@ func (l *Ledger) StartTrial(ctx context.Context, orgID, plan, by string) (GrantR
 			res = GrantResult{BalanceMicros: acct.BalanceMicros, State: acct.State}
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_plan = $2, trial_started_at = now() WHERE id = $1`, orgID, plan); err != nil {
+		if err := orgsdb.New(tx).StartTrialPlan(ctx, orgsdb.StartTrialPlanParams{ID: orgID, Plan: plan}); err != nil {
 			return err
 		}
 		acct.Plan = plan
@@ -546,7 +533,7 @@ func (l *Ledger) ActivatePlan(ctx context.Context, orgID, plan, key, by string) 
 		if acct.State == StateSuspended {
 			return fmt.Errorf("%w: a suspended organization is unsuspended by an operator first", ErrInvalidTransition)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE organizations SET billing_plan = $2 WHERE id = $1`, orgID, plan); err != nil {
+		if err := orgsdb.New(tx).SetBillingPlan(ctx, orgsdb.SetBillingPlanParams{ID: orgID, Plan: plan}); err != nil {
 			return err
 		}
 		acct.Plan = plan
@@ -639,11 +626,7 @@ func (l *Ledger) Exhaust(ctx context.Context, orgID, by string) ([]Change, error
 // ExpireGrace exhausts every organization whose grace ended by now, each
 // in its own transaction (re-checked under the row lock).
 func (l *Ledger) ExpireGrace(ctx context.Context) ([]Change, error) {
-	rows, err := l.Pool.Query(ctx, `SELECT id::text FROM organizations WHERE billing_state = 'grace' AND grace_expires_at <= $1`, l.now())
-	if err != nil {
-		return nil, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := orgsdb.New(l.Pool).GraceExpired(ctx, l.now())
 	if err != nil {
 		return nil, err
 	}
@@ -673,12 +656,12 @@ func (l *Ledger) ExpireGrace(ctx context.Context) ([]Change, error) {
 // NextGraceDeadline is the earliest grace expiry, ok=false when no
 // organization is in grace.
 func (l *Ledger) NextGraceDeadline(ctx context.Context) (time.Time, bool, error) {
-	var t *time.Time
-	if err := l.Pool.QueryRow(ctx, `SELECT min(grace_expires_at) FROM organizations WHERE billing_state = 'grace'`).Scan(&t); err != nil {
-		return time.Time{}, false, err
-	}
-	if t == nil {
+	t, err := orgsdb.New(l.Pool).NextGraceDeadline(ctx)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return time.Time{}, false, nil
 	}
-	return *t, true, nil
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	return t, true, nil
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // PlanLimits gives each organization the snapshot limits of its plan
@@ -19,9 +21,8 @@ type PlanLimits struct {
 
 // SnapshotLimits implements snapshots.Limits.
 func (l PlanLimits) SnapshotLimits(ctx context.Context, orgID string) (maxCount, retentionDays int, err error) {
-	var state, plan string
-	err = l.Pool.QueryRow(ctx, `SELECT billing_state, COALESCE(billing_plan, '') FROM organizations WHERE id = $1`, orgID).
-		Scan(&state, &plan)
+	r, err := orgsdb.New(l.Pool).BillingPlanState(ctx, orgID)
+	state, plan := r.BillingState, r.Plan
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, 0, ErrOrgNotFound
 	}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -652,8 +653,7 @@ func setAllow(ctx context.Context, tx pgx.Tx, inv Invocation) error {
 		}
 		// The automation is gone: fall back to the org scope.
 	}
-	if _, err := tx.Exec(ctx, `UPDATE organizations SET action_modes = jsonb_set(action_modes, ARRAY[$2::text], '"allow"'),
-		updated_at = now() WHERE id = $1`, inv.OrgID, key); err != nil {
+	if err := orgsdb.New(tx).AllowActionMode(ctx, orgsdb.AllowActionModeParams{ID: inv.OrgID, Key: key}); err != nil {
 		return fmt.Errorf("set org action mode %s: %w", key, err)
 	}
 	return nil

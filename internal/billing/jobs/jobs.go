@@ -32,6 +32,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
 	"github.com/proliferate/proliferate/internal/db"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Deps are what every job uses.
@@ -73,9 +74,7 @@ func CustomerID(orgID string, stored *string) string {
 // EnsureCustomer records the organization's Autumn customer id (its own id)
 // when it has none, and returns it.
 func EnsureCustomer(ctx context.Context, pool *pgxpool.Pool, orgID string) (string, error) {
-	var id string
-	err := pool.QueryRow(ctx, `UPDATE organizations SET autumn_customer_id = COALESCE(autumn_customer_id, id::text)
-		WHERE id = $1 RETURNING autumn_customer_id`, orgID).Scan(&id)
+	id, err := orgsdb.New(pool).EnsureBillingCustomer(ctx, orgID)
 	if err != nil {
 		return "", fmt.Errorf("billing: autumn customer of %s: %w", orgID, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // DriftAlertCredits: a reconciliation correcting more than this many
@@ -47,9 +48,8 @@ func (r *Reconciler) ReconcileOrg(ctx context.Context, orgID, trigger string) (R
 	if r.Autumn == nil {
 		return ReconcileResult{}, ErrNoProvider
 	}
-	var state string
-	var customer *string
-	err := r.Pool.QueryRow(ctx, `SELECT billing_state, autumn_customer_id FROM organizations WHERE id = $1`, orgID).Scan(&state, &customer)
+	row, err := orgsdb.New(r.Pool).ReconcileState(ctx, orgID)
+	state, customer := row.BillingState, row.AutumnCustomerID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ReconcileResult{}, billing.ErrOrgNotFound
 	}
@@ -93,13 +93,7 @@ func (r *Reconciler) ReconcileAll(ctx context.Context, since time.Time) (done, f
 	if r.Autumn == nil {
 		return 0, 0, ErrNoProvider
 	}
-	rows, err := r.Pool.Query(ctx, `SELECT id::text FROM organizations
-		WHERE billing_state IN ('active', 'trial', 'grace') AND autumn_customer_id IS NOT NULL
-		AND (last_reconciled_at IS NULL OR last_reconciled_at < $1) ORDER BY id`, since)
-	if err != nil {
-		return 0, 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := orgsdb.New(r.Pool).ReconcileDue(ctx, since)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Overage guardrails (billing-metering.md §6.13, §10.5).
@@ -56,7 +57,7 @@ type TopUpResult struct {
 type overageRow struct {
 	state      string
 	balance    int64
-	policy     *string
+	policy     string
 	capCents   *int64
 	usedCents  int64
 	cycle      *string
@@ -79,12 +80,13 @@ func (t *TopUp) Check(ctx context.Context, orgID string) (TopUpResult, error) {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1 || ':auto_topup'))`, orgID); err != nil {
 			return err
 		}
-		var r overageRow
-		err := tx.QueryRow(ctx, `SELECT billing_state, (shadow_balance * 1000000)::bigint, billing_settings->>'overage_policy',
-				(billing_settings->>'overage_cap_cents')::bigint, overage_used_cents, overage_cycle_month, overage_topup_count,
-				overage_last_topup_at, overage_decline_at, COALESCE(autumn_customer_id, id::text)
-			FROM organizations WHERE id = $1`, orgID).
-			Scan(&r.state, &r.balance, &r.policy, &r.capCents, &r.usedCents, &r.cycle, &r.count, &r.lastTopUp, &r.declinedAt, &r.customer)
+		a, err := orgsdb.New(tx).OverageAccount(ctx, orgID)
+		r := overageRow{state: a.BillingState, balance: a.BalanceMicros, policy: a.OveragePolicy, usedCents: int64(a.OverageUsedCents),
+			cycle: a.OverageCycleMonth, count: int(a.OverageTopupCount), lastTopUp: a.OverageLastTopupAt, declinedAt: a.OverageDeclineAt,
+			customer: a.Customer}
+		if a.HasOverageCap {
+			r.capCents = &a.OverageCapCents
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return billing.ErrOrgNotFound
 		}
@@ -117,7 +119,7 @@ func (t *TopUp) Check(ctx context.Context, orgID string) (TopUpResult, error) {
 			// Circuit breaker: no retry loop against a declined card (or
 			// no card at all) until the settings are saved again.
 			res.Outcome, exhaust = TopUpDeclined, true
-			if _, err := tx.Exec(ctx, `UPDATE organizations SET overage_decline_at = $2 WHERE id = $1`, orgID, now); err != nil {
+			if err := orgsdb.New(tx).DeclineOverage(ctx, orgsdb.DeclineOverageParams{ID: orgID, At: now}); err != nil {
 				return err
 			}
 			t.log().Warn("auto-top-up declined: overage stopped until settings are saved", "alert", true, "org_id", orgID, "packs", packs)
@@ -157,7 +159,7 @@ func (t *TopUp) Check(ctx context.Context, orgID string) (TopUpResult, error) {
 // decide returns why no top-up happens, or "" to buy.
 func (t *TopUp) decide(r overageRow, now time.Time) TopUpOutcome {
 	switch {
-	case r.policy == nil || *r.policy != OveragePolicyAllow:
+	case r.policy != OveragePolicyAllow:
 		return TopUpPolicyPause
 	case r.state != billing.StateActive && r.state != billing.StateGrace && r.state != billing.StateExhausted:
 		return TopUpNotNeeded
@@ -177,11 +179,8 @@ func (t *TopUp) decide(r overageRow, now time.Time) TopUpOutcome {
 
 // saveCycle writes the overage counters (the lazy reset included).
 func (t *TopUp) saveCycle(ctx context.Context, tx pgx.Tx, orgID, month string, r overageRow) error {
-	_, err := tx.Exec(ctx, `UPDATE organizations SET overage_cycle_month = $2, overage_used_cents = $3, overage_topup_count = $4,
-			overage_last_topup_at = $5 WHERE id = $1
-			AND (overage_cycle_month IS DISTINCT FROM $2 OR overage_used_cents <> $3 OR overage_topup_count <> $4
-				OR overage_last_topup_at IS DISTINCT FROM $5)`,
-		orgID, month, r.usedCents, r.count, r.lastTopUp)
+	err := orgsdb.New(tx).SaveOverageCycle(ctx, orgsdb.SaveOverageCycleParams{ID: orgID, Month: month, UsedCents: r.usedCents,
+		TopupCount: int64(r.count), LastTopupAt: r.lastTopUp})
 	if err != nil {
 		return fmt.Errorf("billing: overage counters of %s: %w", orgID, err)
 	}
@@ -191,13 +190,7 @@ func (t *TopUp) saveCycle(ctx context.Context, tx pgx.Tx, orgID, month string, r
 // CheckAll checks every organization that may need a top-up; per-org
 // errors are logged and do not stop the others.
 func (t *TopUp) CheckAll(ctx context.Context) (map[string]TopUpResult, error) {
-	rows, err := t.Pool.Query(ctx, `SELECT id::text FROM organizations
-		WHERE billing_settings->>'overage_policy' = 'allow' AND overage_decline_at IS NULL
-		AND billing_state IN ('active', 'grace', 'exhausted') AND shadow_balance <= 0`)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := orgsdb.New(t.Pool).TopUpCandidates(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Trial activates the selected plan of an organization whose trial ran out
@@ -46,11 +47,8 @@ func (t *Trial) Activate(ctx context.Context, orgID string) (TrialResult, error)
 	if t.Autumn == nil {
 		return TrialResult{Skipped: "no_provider"}, nil
 	}
-	var state string
-	var plan *string
-	var started *time.Time
-	err := t.Pool.QueryRow(ctx, `SELECT billing_state, billing_plan, trial_started_at FROM organizations WHERE id = $1`, orgID).
-		Scan(&state, &plan, &started)
+	row, err := orgsdb.New(t.Pool).TrialState(ctx, orgID)
+	state, plan, started := row.BillingState, row.BillingPlan, row.TrialStartedAt
 	if errors.Is(err, pgx.ErrNoRows) {
 		return TrialResult{}, billing.ErrOrgNotFound
 	}
@@ -91,13 +89,7 @@ func (t *Trial) Activate(ctx context.Context, orgID string) (TrialResult, error)
 
 // ActivateAll tries every exhausted trial (per-org errors are logged).
 func (t *Trial) ActivateAll(ctx context.Context) (activated int, err error) {
-	rows, err := t.Pool.Query(ctx, `SELECT id::text FROM organizations
-		WHERE billing_state = 'exhausted' AND trial_started_at IS NOT NULL AND billing_plan IS NOT NULL
-		AND NOT EXISTS (SELECT 1 FROM billing_reconciliations r WHERE r.organization_id = organizations.id AND r.type = 'plan_grant')`)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := orgsdb.New(t.Pool).TrialsToActivate(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -205,12 +206,7 @@ func (c *Collector) Cycle(ctx context.Context) (CycleStats, error) {
 }
 
 func (c *Collector) orgs(ctx context.Context) ([]string, error) {
-	rows, err := c.d.Pool.Query(ctx,
-		`SELECT id::text FROM organizations WHERE NOT $1 OR billing_state <> 'unconfigured' ORDER BY id`, c.d.BillingEnabled)
-	if err != nil {
-		return nil, fmt.Errorf("litellm collector: list organizations: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := orgsdb.New(c.d.Pool).MeteredOrgs(ctx, c.d.BillingEnabled)
 	if err != nil {
 		return nil, fmt.Errorf("litellm collector: list organizations: %w", err)
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	actionsapi "github.com/proliferate/proliferate/api/actions"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/actions/redaction"
@@ -171,7 +171,7 @@ func TestRedactionInEverySink(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, c, hub.MsgInit)
+	readUntil(t, c, protocol.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool { return w.prov.Created() == 1 })
 	sbx := w.sandboxToken(sid)
 	text := leakyText()
@@ -213,7 +213,7 @@ func TestRedactionInEverySink(t *testing.T) {
 			t.Fatalf("invoke: %d %s", st, body)
 		}
 		id := r.Invocation.ID
-		frame := readUntil(t, c, hub.MsgActionCompleted)
+		frame := readUntil(t, c, protocol.MsgActionCompleted)
 		params, result := row(id)
 		raw, events := kafkaRecs.until(t, w.codec, id, actinv.StatusCompleted)
 		last := events[len(events)-1]
@@ -233,12 +233,12 @@ func TestRedactionInEverySink(t *testing.T) {
 			t.Fatalf("invoke: %d %s", st, body)
 		}
 		id := r.Invocation.ID
-		request := readUntil(t, c, hub.MsgActionApprovalRequest)
+		request := readUntil(t, c, protocol.MsgActionApprovalRequest)
 		ast, approved := call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, map[string]any{"mode": "once"}, nil)
 		if ast != http.StatusOK {
 			t.Fatalf("approve: %d %s", ast, approved)
 		}
-		completed := readUntil(t, c, hub.MsgActionCompleted)
+		completed := readUntil(t, c, protocol.MsgActionCompleted)
 		params, result := row(id)
 		raw, events := kafkaRecs.until(t, w.codec, id, actinv.StatusCompleted)
 		last := events[len(events)-1]

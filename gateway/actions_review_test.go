@@ -13,7 +13,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
@@ -85,7 +85,7 @@ func TestDriftedConnectorToolApproval(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, ws, hub.MsgInit)
+	readUntil(t, ws, protocol.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool { return w.prov.Created() == 1 })
 	sbx := w.sandboxToken(sid)
 	search := func() (int, gateway.InvocationResponse, []byte) {
@@ -128,8 +128,8 @@ func TestDriftedConnectorToolApproval(t *testing.T) {
 	}
 	// The same request everywhere it is shown: the live frame, the
 	// invocation route, the org inbox.
-	var frame hub.ActionApprovalRequestMessage
-	if err := json.Unmarshal(readUntil(t, ws, hub.MsgActionApprovalRequest), &frame); err != nil {
+	var frame protocol.ActionApprovalRequestMessage
+	if err := json.Unmarshal(readUntil(t, ws, protocol.MsgActionApprovalRequest), &frame); err != nil {
 		t.Fatal(err)
 	}
 	if frame.Invocation.ID != inv.ID || frame.Invocation.DefinitionHash == nil || *frame.Invocation.DefinitionHash != newHash {

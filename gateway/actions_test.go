@@ -16,6 +16,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -526,53 +527,53 @@ func TestLiveApprovalsOverWebSocket(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, c, hub.MsgInit)
+	readUntil(t, c, protocol.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "sandbox booted", func() bool { return w.prov.Created() == 1 })
 	sbx := w.sandboxToken(sid) // the token the boot gave the sandbox
 
 	// Pending → action_approval_request; approved on g2 → action_completed.
 	_, r, _ := invoke(t, g2, sid, sbx, "write_thing", map[string]any{"title": "ship it"})
-	typ, _, id := frameOf(t, readUntil(t, c, hub.MsgActionApprovalRequest))
-	if typ != hub.MsgActionApprovalRequest || id != r.Invocation.ID {
+	typ, _, id := frameOf(t, readUntil(t, c, protocol.MsgActionApprovalRequest))
+	if typ != protocol.MsgActionApprovalRequest || id != r.Invocation.ID {
 		t.Fatalf("request: %s %s", typ, id)
 	}
 	if st, body := call(t, "POST", actionsURL(g2, sid, "invocations/"+id+"/approve"), owner.Token, nil, nil); st != 200 {
 		t.Fatalf("approve: %d %s", st, body)
 	}
-	_, status, cid := frameOf(t, readUntil(t, c, hub.MsgActionCompleted))
+	_, status, cid := frameOf(t, readUntil(t, c, protocol.MsgActionCompleted))
 	if status != actinv.StatusCompleted || cid != id {
 		t.Fatalf("completed: %s %s", status, cid)
 	}
 
 	// Denied on g2 → action_approval_result denied.
 	_, r, _ = invoke(t, g2, sid, sbx, "write_thing", map[string]any{"title": "no"})
-	if _, _, rid := frameOf(t, readUntil(t, c, hub.MsgActionApprovalRequest)); rid != r.Invocation.ID {
+	if _, _, rid := frameOf(t, readUntil(t, c, protocol.MsgActionApprovalRequest)); rid != r.Invocation.ID {
 		t.Fatalf("second request: %s", rid)
 	}
 	if st, body := call(t, "POST", actionsURL(g2, sid, "invocations/"+r.Invocation.ID+"/deny"), owner.Token, nil, nil); st != 200 {
 		t.Fatalf("deny: %d %s", st, body)
 	}
-	_, status, did := frameOf(t, readUntil(t, c, hub.MsgActionApprovalResult))
+	_, status, did := frameOf(t, readUntil(t, c, protocol.MsgActionApprovalResult))
 	if status != actinv.StatusDenied || did != r.Invocation.ID {
 		t.Fatalf("denied: %s %s", status, did)
 	}
 
 	// Policy denials and failures are announced too.
 	invoke(t, g2, sid, sbx, "broken", nil)
-	if _, status, _ := frameOf(t, readUntil(t, c, hub.MsgActionCompleted)); status != actinv.StatusFailed {
+	if _, status, _ := frameOf(t, readUntil(t, c, protocol.MsgActionCompleted)); status != actinv.StatusFailed {
 		t.Fatalf("failure: %s", status)
 	}
 
 	// Expired by the sweeper on g2 → action_approval_result expired.
 	_, r, _ = invoke(t, g2, sid, sbx, "write_thing", map[string]any{"title": "later"})
-	readUntil(t, c, hub.MsgActionApprovalRequest)
+	readUntil(t, c, protocol.MsgActionApprovalRequest)
 	if _, err := w.api.Deps.Pool.Exec(context.Background(), `UPDATE action_invocations SET expires_at = now() - interval '1 second' WHERE id = $1`, r.Invocation.ID); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := g2.svc.ExpirePending(context.Background()); err != nil || n != 1 {
 		t.Fatalf("expire: %d %v", n, err)
 	}
-	_, status, eid := frameOf(t, readUntil(t, c, hub.MsgActionApprovalResult))
+	_, status, eid := frameOf(t, readUntil(t, c, protocol.MsgActionApprovalResult))
 	if status != actinv.StatusExpired || eid != r.Invocation.ID {
 		t.Fatalf("expired: %s %s", status, eid)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 )
 
@@ -155,13 +156,36 @@ func NewActionNotifier(frames *SessionFrames, log *slog.Logger) *ActionNotifier 
 func ActionMessage(inv invocations.Invocation) any {
 	switch inv.Status {
 	case invocations.StatusPending:
-		return hub.ActionApprovalRequestMessage{Type: hub.MsgActionApprovalRequest, Invocation: inv}
+		return protocol.ActionApprovalRequestMessage{Type: protocol.MsgActionApprovalRequest, Invocation: WireInvocation(inv)}
 	case invocations.StatusCompleted, invocations.StatusFailed:
-		return hub.ActionCompletedMessage{Type: hub.MsgActionCompleted, Invocation: inv, Status: inv.Status}
+		return protocol.ActionCompletedMessage{Type: protocol.MsgActionCompleted, Invocation: WireInvocation(inv), Status: inv.Status}
 	case invocations.StatusDenied, invocations.StatusExpired:
-		return hub.ActionApprovalResultMessage{Type: hub.MsgActionApprovalResult, Invocation: inv, Status: inv.Status}
+		return protocol.ActionApprovalResultMessage{Type: protocol.MsgActionApprovalResult, Invocation: WireInvocation(inv), Status: inv.Status}
 	}
 	return nil
+}
+
+// WireInvocation is inv as the session's clients see it in action frames
+// (the same JSON as the actions API's).
+func WireInvocation(inv invocations.Invocation) protocol.ActionInvocation {
+	w := protocol.ActionInvocation{ID: inv.ID, OrgID: inv.OrgID, SessionID: inv.SessionID, SessionTitle: inv.SessionTitle,
+		IntegrationID: inv.IntegrationID, Integration: inv.Integration, Action: inv.Action, RiskLevel: inv.RiskLevel,
+		Mode: inv.Mode, ModeSource: inv.ModeSource, Drifted: inv.Drifted, Params: inv.Params, Status: inv.Status,
+		Result: inv.Result, Error: inv.Error, DeniedReason: inv.DeniedReason, DurationMs: inv.DurationMs,
+		ApprovedBy: inv.ApprovedBy, ApprovedAt: inv.ApprovedAt, CompletedAt: inv.CompletedAt, ExpiresAt: inv.ExpiresAt,
+		AutomationID: inv.AutomationID, RunID: inv.RunID, CreatedAt: inv.CreatedAt, InvokedBy: inv.InvokedBy,
+		DefinitionHash: inv.DefinitionHash, ReviewedHash: inv.ReviewedHash}
+	if d := inv.DefinitionDiff; d != nil {
+		wd := &protocol.ActionDefinitionDiff{ReviewedKnown: d.ReviewedKnown, Removed: d.Removed, Omitted: d.Omitted}
+		if d.Changes != nil {
+			wd.Changes = make([]protocol.ActionDefinitionChange, len(d.Changes))
+			for i, c := range d.Changes {
+				wd.Changes[i] = protocol.ActionDefinitionChange{Path: c.Path, Change: c.Change, Old: c.Old, New: c.New, Cut: c.Cut}
+			}
+		}
+		w.DefinitionDiff = wd
+	}
+	return w
 }
 
 // InvocationChanged delivers the invocation's message. Failures are

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -34,11 +34,11 @@ func frameOf(t *testing.T, b []byte) (typ, status, invocationID string) {
 // intermediate statuses are not announced.
 func TestActionMessage(t *testing.T) {
 	for status, want := range map[string]string{
-		actinv.StatusPending:   hub.MsgActionApprovalRequest,
-		actinv.StatusCompleted: hub.MsgActionCompleted,
-		actinv.StatusFailed:    hub.MsgActionCompleted,
-		actinv.StatusDenied:    hub.MsgActionApprovalResult,
-		actinv.StatusExpired:   hub.MsgActionApprovalResult,
+		actinv.StatusPending:   protocol.MsgActionApprovalRequest,
+		actinv.StatusCompleted: protocol.MsgActionCompleted,
+		actinv.StatusFailed:    protocol.MsgActionCompleted,
+		actinv.StatusDenied:    protocol.MsgActionApprovalResult,
+		actinv.StatusExpired:   protocol.MsgActionApprovalResult,
 		actinv.StatusApproved:  "",
 		actinv.StatusExecuting: "",
 	} {
@@ -51,7 +51,7 @@ func TestActionMessage(t *testing.T) {
 		}
 		b, _ := json.Marshal(msg)
 		typ, st, id := frameOf(t, b)
-		if typ != want || id != "i" || (want != hub.MsgActionApprovalRequest && st != status) {
+		if typ != want || id != "i" || (want != protocol.MsgActionApprovalRequest && st != status) {
 			t.Fatalf("%s: %s", status, b)
 		}
 	}
@@ -70,7 +70,7 @@ func TestActionNotifierAcrossInstances(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, c, hub.MsgInit)
+	readUntil(t, c, protocol.MsgInit)
 	ctx := context.Background()
 	rdb := w.api.Deps.Redis
 
@@ -84,8 +84,8 @@ func TestActionNotifierAcrossInstances(t *testing.T) {
 	remote := gateway.NewActionNotifier(gateway.NewSessionFrames(g2.hubs, rdb, nil), nil)
 	denied := actinv.Invocation{ID: uuid.NewString(), SessionID: sid, OrgID: owner.OrgID, Status: actinv.StatusDenied}
 	remote.InvocationChanged(ctx, denied)
-	typ, status, id := frameOf(t, readUntil(t, c, hub.MsgActionApprovalResult))
-	if typ != hub.MsgActionApprovalResult || status != actinv.StatusDenied || id != denied.ID {
+	typ, status, id := frameOf(t, readUntil(t, c, protocol.MsgActionApprovalResult))
+	if typ != protocol.MsgActionApprovalResult || status != actinv.StatusDenied || id != denied.ID {
 		t.Fatalf("remote denial: %s %s %s", typ, status, id)
 	}
 
@@ -96,7 +96,7 @@ func TestActionNotifierAcrossInstances(t *testing.T) {
 	cancel()
 	done := actinv.Invocation{ID: uuid.NewString(), SessionID: sid, Status: actinv.StatusCompleted}
 	local.InvocationChanged(cctx, done)
-	typ, status, id = frameOf(t, readUntil(t, c, hub.MsgActionCompleted))
+	typ, status, id = frameOf(t, readUntil(t, c, protocol.MsgActionCompleted))
 	if status != actinv.StatusCompleted || id != done.ID {
 		t.Fatalf("local completion: %s %s %s", typ, status, id)
 	}

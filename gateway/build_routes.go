@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 )
 
@@ -42,6 +42,6 @@ func (s *Server) runBuild(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, client.BuildDispatch{Claimed: claimed})
+	writeJSON(w, http.StatusAccepted, protocol.BuildDispatch{Claimed: claimed})
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // postEnv answers the agent's pending request_env_variables call with a
@@ -28,7 +29,7 @@ func (s *Server) postEnv(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req hub.EnvSubmission
+	var req protocol.EnvSubmission
 	if err := decode(r, &req); err != nil {
 		return err
 	}

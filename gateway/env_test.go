@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -282,11 +283,11 @@ func TestSecretsReachTheSandbox(t *testing.T) {
 	if err := c.WriteJSON(map[string]string{"type": "prompt", "content": "[[script:" + script + "]] check"}); err != nil {
 		t.Fatal(err)
 	}
-	end := f.wait(t, "bash tool_end", func(typ string, m map[string]any) bool { return typ == hub.MsgToolEnd && m["tool"] == "bash" })
+	end := f.wait(t, "bash tool_end", func(typ string, m map[string]any) bool { return typ == protocol.MsgToolEnd && m["tool"] == "bash" })
 	if r, _ := end["result"].(string); !strings.Contains(r, sha(v1)) {
 		t.Fatalf("agent bash: %v", end)
 	}
-	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == hub.MsgMessageComplete })
+	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == protocol.MsgMessageComplete })
 
 	// Rotate the secret, drop the bundle, pause and resume.
 	if _, err := secrets.Update(ctx, pool, box, ew.orgID, dbID, secrets.UpdateInput{Value: &v2}); err != nil {
@@ -333,7 +334,7 @@ func TestRequestEnvVariablesAnsweredOverWebSocket(t *testing.T) {
 	if err := c.WriteJSON(map[string]string{"type": "prompt", "content": "[[script:" + script + "]] set up stripe"}); err != nil {
 		t.Fatal(err)
 	}
-	req := f.wait(t, "env_request", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvRequest })
+	req := f.wait(t, "env_request", func(typ string, _ map[string]any) bool { return typ == protocol.MsgEnvRequest })
 	callID, _ := req["tool_call_id"].(string)
 	if callID == "" || !strings.Contains(f.text(), `"STRIPE_KEY"`) {
 		t.Fatalf("env_request %v", req)
@@ -342,7 +343,7 @@ func TestRequestEnvVariablesAnsweredOverWebSocket(t *testing.T) {
 	// A member who opens the session later sees the pending request.
 	if st, late := dialWS(t, ew.g, sid, ew.token, false); st != 101 {
 		t.Fatal(st)
-	} else if m := readFrames(late).wait(t, "pending env_request", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvRequest }); m["tool_call_id"] != callID {
+	} else if m := readFrames(late).wait(t, "pending env_request", func(typ string, _ map[string]any) bool { return typ == protocol.MsgEnvRequest }); m["tool_call_id"] != callID {
 		t.Fatalf("late client's env_request %v", m)
 	}
 
@@ -381,25 +382,25 @@ func TestRequestEnvVariablesAnsweredOverWebSocket(t *testing.T) {
 		"secrets": []map[string]any{{"key": "STRIPE_KEY", "value": value, "persist": true}}}); err != nil {
 		t.Fatal(err)
 	}
-	res := f.wait(t, "submit_env_result", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvSubmitResult })
+	res := f.wait(t, "submit_env_result", func(typ string, _ map[string]any) bool { return typ == protocol.MsgEnvSubmitResult })
 	if res["ok"] != true {
 		t.Fatalf("submit_env_result %v", res)
 	}
-	resolved := f.wait(t, "env_resolved", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvResolved })
-	if resolved["status"] != hub.EnvSubmitted || resolved["tool_call_id"] != callID {
+	resolved := f.wait(t, "env_resolved", func(typ string, _ map[string]any) bool { return typ == protocol.MsgEnvResolved })
+	if resolved["status"] != protocol.EnvSubmitted || resolved["tool_call_id"] != callID {
 		t.Fatalf("env_resolved %v", resolved)
 	}
 	end := f.wait(t, "request_env_variables tool_end", func(typ string, m map[string]any) bool {
-		return typ == hub.MsgToolEnd && m["tool"] == "request_env_variables"
+		return typ == protocol.MsgToolEnd && m["tool"] == "request_env_variables"
 	})
 	if end["status"] != "completed" || !strings.Contains(end["result"].(string), "STRIPE_KEY") {
 		t.Fatalf("tool_end %v", end)
 	}
-	bash := f.wait(t, "bash tool_end", func(typ string, m map[string]any) bool { return typ == hub.MsgToolEnd && m["tool"] == "bash" })
+	bash := f.wait(t, "bash tool_end", func(typ string, m map[string]any) bool { return typ == protocol.MsgToolEnd && m["tool"] == "bash" })
 	if r, _ := bash["result"].(string); !strings.Contains(r, sha(value)) || !strings.Contains(r, sha("STRIPE_KEY="+value+"\n")) {
 		t.Fatalf("the agent's next shell command does not see the value: %v", bash)
 	}
-	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == hub.MsgMessageComplete })
+	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == protocol.MsgMessageComplete })
 	have, err := secrets.Check(t.Context(), ew.w.api.Deps.Pool, ew.orgID, "", []string{"STRIPE_KEY"})
 	if err != nil || !have["STRIPE_KEY"] {
 		t.Fatalf("persisted: %v %v", have, err)
@@ -439,12 +440,12 @@ func TestRequestEnvVariablesTimesOut(t *testing.T) {
 	if err := c.WriteJSON(map[string]string{"type": "prompt", "content": "[[script:" + script + "]] go"}); err != nil {
 		t.Fatal(err)
 	}
-	resolved := f.wait(t, "env_resolved", func(typ string, _ map[string]any) bool { return typ == hub.MsgEnvResolved })
-	if resolved["status"] != hub.EnvTimedOut {
+	resolved := f.wait(t, "env_resolved", func(typ string, _ map[string]any) bool { return typ == protocol.MsgEnvResolved })
+	if resolved["status"] != protocol.EnvTimedOut {
 		t.Fatalf("env_resolved %v", resolved)
 	}
 	end := f.wait(t, "tool_end", func(typ string, m map[string]any) bool {
-		return typ == hub.MsgToolEnd && m["tool"] == "request_env_variables"
+		return typ == protocol.MsgToolEnd && m["tool"] == "request_env_variables"
 	})
 	msg, _ := end["error"].(string)
 	if end["status"] != "error" || !strings.Contains(msg, "SENTRY_DSN") || !strings.Contains(msg, "timed out") {
@@ -454,5 +455,5 @@ func TestRequestEnvVariablesTimesOut(t *testing.T) {
 		map[string]any{"secrets": []map[string]any{{"key": "SENTRY_DSN", "value": "x"}}}, nil); st != http.StatusNotFound {
 		t.Fatalf("late submission: %d %s", st, b)
 	}
-	testenv.Eventually(t, 30*time.Second, "the turn ends", func() bool { return strings.Contains(f.text(), hub.MsgMessageComplete) })
+	testenv.Eventually(t, 30*time.Second, "the turn ends", func() bool { return strings.Contains(f.text(), protocol.MsgMessageComplete) })
 }

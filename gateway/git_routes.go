@@ -9,6 +9,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 )
 
@@ -125,7 +126,7 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, hub.GitStatusMessage{Type: hub.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
+	writeJSON(w, http.StatusOK, protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
 	return nil
 }
 
@@ -157,7 +158,7 @@ func (s *Server) postGitBranch(w http.ResponseWriter, r *http.Request) error {
 	if err := h.GitCreateBranch(r.Context(), p, req.WorkspacePath, req.Branch); err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
+	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
 	return nil
 }
 
@@ -170,7 +171,7 @@ func (s *Server) postGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionCommit, WorkspacePath: req.WorkspacePath, OK: true, SHA: res.SHA, Branch: res.Branch})
+	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionCommit, WorkspacePath: req.WorkspacePath, OK: true, SHA: res.SHA, Branch: res.Branch})
 	return nil
 }
 
@@ -183,7 +184,7 @@ func (s *Server) postGitPush(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionPush, WorkspacePath: req.WorkspacePath, OK: true, Branch: res.Branch, Push: &res})
+	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPush, WorkspacePath: req.WorkspacePath, OK: true, Branch: res.Branch, Push: &res})
 	return nil
 }
 
@@ -199,6 +200,6 @@ func (s *Server) postGitPR(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusCreated, hub.GitResultMessage{Type: hub.MsgGitResult, Action: hub.GitActionPR, WorkspacePath: req.WorkspacePath, OK: true, PRURL: pr.URL, PRNumber: pr.Number})
+	writeJSON(w, http.StatusCreated, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPR, WorkspacePath: req.WorkspacePath, OK: true, PRURL: pr.URL, PRNumber: pr.Number})
 	return nil
 }

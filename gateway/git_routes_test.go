@@ -17,6 +17,7 @@ import (
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
@@ -47,7 +48,7 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 
 	// HTTP: status, then commit; an empty commit is a 409.
 	st, body := call(t, "GET", gitURL+"status?workspace_path=widget", owner.Token, nil, nil)
-	var status hub.GitStatusMessage
+	var status protocol.GitStatusMessage
 	if err := json.Unmarshal(body, &status); st != http.StatusOK || err != nil || status.Status == nil || status.Status.Branch != "main" || !status.Status.Clean {
 		t.Fatalf("status %d %s", st, body)
 	}
@@ -55,7 +56,7 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, body = call(t, "POST", gitURL+"commit", owner.Token, map[string]any{"workspace_path": "widget", "message": "via http", "files": []string{"http.txt"}}, nil)
-	var res hub.GitResultMessage
+	var res protocol.GitResultMessage
 	if err := json.Unmarshal(body, &res); st != http.StatusOK || err != nil || !res.OK || res.SHA != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
 		t.Fatalf("commit %d %s", st, body)
 	}
@@ -98,11 +99,11 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	if code != http.StatusSwitchingProtocols {
 		t.Fatalf("dial %d", code)
 	}
-	readUntil(t, conn, hub.MsgInit)
+	readUntil(t, conn, protocol.MsgInit)
 	if err := conn.WriteJSON(map[string]any{"type": "get_git_status", "workspace_path": "widget"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitStatus), &status); err != nil || !status.OK || !status.Status.Clean || status.Status.Upstream != "origin/main" || status.Status.Ahead != 1 {
+	if err := json.Unmarshal(readUntil(t, conn, protocol.MsgGitStatus), &status); err != nil || !status.OK || !status.Status.Clean || status.Status.Upstream != "origin/main" || status.Status.Ahead != 1 {
 		t.Fatalf("ws status %+v %v", status, err)
 	}
 	if err := os.WriteFile(filepath.Join(repo, "ws.txt"), []byte("w\n"), 0o644); err != nil {
@@ -111,8 +112,8 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	if err := conn.WriteJSON(map[string]any{"type": "git_commit", "workspace_path": "widget", "message": "via ws", "mode": "all"}); err != nil {
 		t.Fatal(err)
 	}
-	res = hub.GitResultMessage{}
-	if err := json.Unmarshal(readUntil(t, conn, hub.MsgGitResult), &res); err != nil || !res.OK || res.Action != hub.GitActionCommit || res.SHA != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
+	res = protocol.GitResultMessage{}
+	if err := json.Unmarshal(readUntil(t, conn, protocol.MsgGitResult), &res); err != nil || !res.OK || res.Action != hub.GitActionCommit || res.SHA != gitopstest.Git(t, repo, "rev-parse", "HEAD") {
 		t.Fatalf("ws commit %+v %v", res, err)
 	}
 	if msg := gitopstest.Git(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {

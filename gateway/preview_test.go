@@ -20,6 +20,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -157,7 +158,7 @@ func TestPreviewsAndShareLinks(t *testing.T) {
 
 	// Announced once the port listens, with the member's link.
 	frame := fr.wait(t, "preview_url", func(typ string, m map[string]any) bool {
-		return typ == hub.MsgPreviewURL && m["port"] == float64(port)
+		return typ == protocol.MsgPreviewURL && m["port"] == float64(port)
 	})
 	base := g.url + "/proliferate/" + sid + "/preview/" + strconv.Itoa(port) + "/"
 	if frame["url"] != base {

@@ -19,6 +19,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -263,7 +264,7 @@ func TestCommandsReachTheOwner(t *testing.T) {
 	if st != http.StatusSwitchingProtocols {
 		t.Fatalf("session stream through b: %d", st)
 	}
-	readUntil(t, ws, hub.MsgInit)
+	readUntil(t, ws, protocol.MsgInit)
 	_ = ws.Close()
 	// Loop guard: a request marked as forwarded is answered where it lands.
 	st, body := call(t, "POST", b.url+"/proliferate/"+sid+"/message", owner.Token, map[string]string{"content": "again"},
@@ -275,7 +276,7 @@ func TestCommandsReachTheOwner(t *testing.T) {
 		t.Fatal("the non-owner served the marked request itself (it should have a hub that is not the owner)")
 	}
 	// A person's pause through b: one request, the session is paused by a.
-	var v client.Session
+	var v protocol.Session
 	st, body = call(t, "POST", b.url+"/proliferate/"+sid+"/pause", owner.Token, nil, nil)
 	if st != http.StatusOK {
 		t.Fatalf("pause through b: %d %s", st, body)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
@@ -64,11 +63,11 @@ func invalid(field, problem string) error {
 }
 
 // view is the wire form of a session.
-func (s *Server) view(sess sessions.Session) client.Session {
+func (s *Server) view(sess sessions.Session) protocol.Session {
 	var busy *bool
 	if h, ok := s.d.Hubs.Get(sess.ID); ok {
-		if st := h.Status(); st.Agent == hub.AgentBusy || st.Agent == hub.AgentIdle {
-			b := st.Agent == hub.AgentBusy
+		if st := h.Status(); st.Agent == protocol.AgentBusy || st.Agent == protocol.AgentIdle {
+			b := st.Agent == protocol.AgentBusy
 			busy = &b
 		}
 	}
@@ -76,7 +75,7 @@ func (s *Server) view(sess sessions.Session) client.Session {
 	if pr == nil {
 		pr = []string{}
 	}
-	return client.Session{
+	return protocol.Session{
 		ID: sess.ID, OrgID: sess.OrgID, CreatedBy: sess.CreatedBy, ConfigurationID: sess.ConfigurationID,
 		SessionType: sess.SessionType, ClientType: sess.ClientType, SandboxMode: sess.SandboxMode,
 		Status: sess.Status, DisplayStatus: sessions.DisplayStatus(sess, busy, s.d.Now()),
@@ -105,7 +104,7 @@ func hubError(w http.ResponseWriter, err error) error {
 		return api.Forbidden("only the session's creator can do this")
 	case errors.Is(err, hub.ErrNotOwner):
 		w.Header().Set("Retry-After", "1")
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: "not_owner", Message: hub.ReasonNotOwner}
+		return &api.Error{Status: http.StatusServiceUnavailable, Code: "not_owner", Message: protocol.ReasonNotOwner}
 	case errors.Is(err, hub.ErrClosed):
 		w.Header().Set("Retry-After", "1")
 		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "session hub is restarting; retry"}
@@ -125,7 +124,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if p.Kind == auth.KindSandbox {
 		return api.Forbidden("sandbox credentials cannot create sessions")
 	}
-	var req client.CreateSessionRequest
+	var req protocol.CreateSessionRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -233,13 +232,11 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	v := s.view(sess)
-	st := client.Status{ID: sess.ID, Status: sess.Status, DisplayStatus: v.DisplayStatus}
+	st := protocol.SessionStatus{ID: sess.ID, Status: sess.Status, DisplayStatus: v.DisplayStatus}
 	if h, ok := s.d.Hubs.Get(sess.ID); ok {
 		hs := h.Status()
 		st.SandboxAlive = hs.RuntimeReady
-		if raw, err := json.Marshal(hs); err == nil {
-			st.Runtime = raw
-		}
+		st.Runtime = &hs
 	}
 	if !st.SandboxAlive {
 		alive, err := hub.RuntimeAlive(r.Context(), s.d.Redis, sess.ID)
@@ -283,7 +280,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req client.MessageRequest
+	var req protocol.MessageRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -305,7 +302,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("message idempotency key: %w", err)
 		}
 		if !ok {
-			writeJSON(w, http.StatusOK, client.MessageResponse{Sent: false})
+			writeJSON(w, http.StatusOK, protocol.MessageResponse{Sent: false})
 			return nil
 		}
 	}
@@ -317,7 +314,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 		}
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusAccepted, client.MessageResponse{Sent: true})
+	writeJSON(w, http.StatusAccepted, protocol.MessageResponse{Sent: true})
 	return nil
 }
 
@@ -361,7 +358,7 @@ func (s *Server) postTool(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req client.ToolCallRequest
+	var req protocol.ToolCallRequest
 	if err := decode(r, &req); err != nil {
 		return err
 	}
@@ -432,12 +429,6 @@ var pauseReasons = map[string]bool{manualPause: true, sessions.PauseCreditLimit:
 // manualPause is the pause reason of a person's pause.
 const manualPause = "manual"
 
-// PauseRequest is the optional body of POST /proliferate/{id}/pause.
-type PauseRequest struct {
-	// Reason: credit_limit, payment_failed or overage_cap (services only).
-	Reason string `json:"reason,omitempty"`
-}
-
 // postPause snapshots and stops the sandbox and marks the session paused.
 // An optional body {"reason": "credit_limit"} records why; only the
 // platform's services (the billing enforcer) may give one.
@@ -447,7 +438,7 @@ func (s *Server) postPause(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	reason := manualPause
-	var req PauseRequest
+	var req protocol.PauseRequest
 	if err := decodeOptional(r, &req); err != nil {
 		return err
 	}
@@ -489,6 +480,6 @@ func (s *Server) postSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusOK, client.SnapshotResponse{SnapshotID: id})
+	writeJSON(w, http.StatusOK, protocol.SnapshotResponse{SnapshotID: id})
 	return nil
 }

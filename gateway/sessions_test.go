@@ -14,7 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -31,18 +31,18 @@ func TestCreateSession(t *testing.T) {
 	ctx := context.Background()
 	c := g.c(owner.Token)
 
-	s, err := c.CreateSession(ctx, client.CreateSessionRequest{Title: "first", IdempotencyKey: "k-1", OrgID: owner.OrgID})
+	s, err := c.CreateSession(ctx, protocol.CreateSessionRequest{Title: "first", IdempotencyKey: "k-1", OrgID: owner.OrgID})
 	if err != nil || !s.Created || s.CreatedBy == nil || *s.CreatedBy != owner.ID || s.OrgID != owner.OrgID ||
 		s.Status != sessions.StatusStarting || s.ClientType != "api" || s.SandboxMode != "deferred" {
 		t.Fatalf("%+v %v", s, err)
 	}
-	again, err := c.CreateSession(ctx, client.CreateSessionRequest{Title: "second", IdempotencyKey: "k-1"})
+	again, err := c.CreateSession(ctx, protocol.CreateSessionRequest{Title: "second", IdempotencyKey: "k-1"})
 	if err != nil || again.Created || again.ID != s.ID || again.Title != "first" {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
 	// The key may come in the body instead of the header.
 	st, body := call(t, "POST", g.url+"/proliferate/sessions", owner.Token, map[string]any{"idempotency_key": "k-1"}, nil)
-	var b client.Session
+	var b protocol.Session
 	_ = json.Unmarshal(body, &b)
 	if st != 200 || b.ID != s.ID {
 		t.Fatalf("body key: %d %s", st, body)
@@ -79,12 +79,12 @@ func TestCreateSession(t *testing.T) {
 		stranger.OrgID).Scan(&cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.CreateSession(ctx, client.CreateSessionRequest{ConfigurationID: &cfg}); !isStatus(err, 422) {
+	if _, err := c.CreateSession(ctx, protocol.CreateSessionRequest{ConfigurationID: &cfg}); !isStatus(err, 422) {
 		t.Fatalf("foreign configuration: %v", err)
 	}
 	// Services create headless sessions in the org they name.
 	svc := g.c(w.serviceToken(t))
-	h, err := svc.CreateSession(ctx, client.CreateSessionRequest{OrgID: owner.OrgID, Title: "headless"})
+	h, err := svc.CreateSession(ctx, protocol.CreateSessionRequest{OrgID: owner.OrgID, Title: "headless"})
 	if err != nil || h.CreatedBy != nil || h.OrgID != owner.OrgID {
 		t.Fatalf("service: %+v %v", h, err)
 	}
@@ -102,10 +102,10 @@ func TestCreateSessionLimit(t *testing.T) {
 	g := w.start(t, "a")
 	owner := w.api.NewUser(t)
 	c := g.c(owner.Token)
-	if _, err := c.CreateSession(context.Background(), client.CreateSessionRequest{}); err != nil {
+	if _, err := c.CreateSession(context.Background(), protocol.CreateSessionRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := c.CreateSession(context.Background(), client.CreateSessionRequest{})
+	_, err := c.CreateSession(context.Background(), protocol.CreateSessionRequest{})
 	var e *client.Error
 	if !errors.As(err, &e) || e.Status != 409 || e.Code != "session_limit" {
 		t.Fatalf("%v", err)
@@ -170,13 +170,13 @@ func TestWebSocketPromptAndCancel(t *testing.T) {
 			}
 		}
 	}
-	waitFor(hub.MsgInit)
+	waitFor(protocol.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "prompt accepted", func() bool { return conn.Prompt("[[tokens:5]]") == nil })
-	var tok hub.TokenMessage
-	if err := waitFor(hub.MsgToken).Decode(&tok); err != nil || tok.Token == "" {
+	var tok protocol.TokenMessage
+	if err := waitFor(protocol.MsgToken).Decode(&tok); err != nil || tok.Token == "" {
 		t.Fatalf("%+v %v", tok, err)
 	}
-	waitFor(hub.MsgMessageComplete)
+	waitFor(protocol.MsgMessageComplete)
 	if err := conn.Prompt("[[hang]]"); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestWebSocketPromptAndCancel(t *testing.T) {
 	if err := conn.Cancel(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(hub.MsgMessageCancelled)
+	waitFor(protocol.MsgMessageCancelled)
 }
 
 // Two gateway instances share Redis: the one that owns the session streams
@@ -199,7 +199,7 @@ func TestNonOwnerInstanceRefusesWebSocket(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, ca, hub.MsgInit)
+	readUntil(t, ca, protocol.MsgInit)
 	st, cb := dialWS(t, b, sid, owner.Token, false)
 	if st != 101 {
 		t.Fatal(st)
@@ -207,7 +207,7 @@ func TestNonOwnerInstanceRefusesWebSocket(t *testing.T) {
 	_ = cb.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, _, err := cb.ReadMessage()
 	var ce *websocket.CloseError
-	if !errors.As(err, &ce) || ce.Code != hub.CloseNotOwner || ce.Text != "session is owned by another gateway instance" {
+	if !errors.As(err, &ce) || ce.Code != protocol.CloseNotOwner || ce.Text != "session is owned by another gateway instance" {
 		t.Fatalf("non-owner: %v", err)
 	}
 	// HTTP prompts on the non-owner are a retryable 503, not a failure.
@@ -315,10 +315,10 @@ func TestSessionRuntimeStartSnapshotPause(t *testing.T) {
 	if err != nil || snap == "" {
 		t.Fatalf("%q %v", snap, err)
 	}
-	if _, err := g.c(member.Token).Pause(ctx, sid); !isStatus(err, 403) {
+	if _, err := g.c(member.Token).Pause(ctx, sid); !isStatus(err, 403) || !errors.Is(err, client.ErrForbidden) {
 		t.Fatalf("member pause: %v", err)
 	}
-	if err := rt.Pause(ctx, w.api.NewUser(t).OrgID, sid); !isStatus(err, 404) {
+	if err := rt.Pause(ctx, w.api.NewUser(t).OrgID, sid); !isStatus(err, 404) || !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("other org: %v", err)
 	}
 	if err := rt.Pause(ctx, owner.OrgID, sid); err != nil {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
@@ -23,12 +23,12 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-func toolCall(t *testing.T, g *gw, token, sessionID, tool, callID string, args any) (int, client.ToolResult, []byte) {
+func toolCall(t *testing.T, g *gw, token, sessionID, tool, callID string, args any) (int, protocol.ToolResult, []byte) {
 	t.Helper()
 	raw, _ := json.Marshal(args)
 	st, body := call(t, "POST", g.url+"/proliferate/"+sessionID+"/tools/"+tool, token,
-		client.ToolCallRequest{ToolCallID: callID, Args: raw}, nil)
-	var res client.ToolResult
+		protocol.ToolCallRequest{ToolCallID: callID, Args: raw}, nil)
+	var res protocol.ToolResult
 	if st == http.StatusOK {
 		if err := json.Unmarshal(body, &res); err != nil {
 			t.Fatalf("tool answer %s: %v", body, err)
@@ -375,7 +375,7 @@ func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, c, hub.MsgInit)
+	readUntil(t, c, protocol.MsgInit)
 	testenv.Eventually(t, 10*time.Second, "sandbox running", func() bool { return w.prov.Created() == 1 })
 	if _, res, _ := toolCall(t, g, w.sandboxToken(sid), sid, tools.RequestEnvVariables, "env-2",
 		map[string]any{"keys": []map[string]any{{"key": "A", "type": "file"}}}); res.Success {
@@ -390,8 +390,8 @@ func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	if res.Success || !strings.Contains(res.Result, "timed out") || res.Data["timedOut"] != true {
 		t.Fatalf("%s", body)
 	}
-	var m hub.EnvRequestMessage
-	if err := json.Unmarshal(readUntil(t, c, hub.MsgEnvRequest), &m); err != nil {
+	var m protocol.EnvRequestMessage
+	if err := json.Unmarshal(readUntil(t, c, protocol.MsgEnvRequest), &m); err != nil {
 		t.Fatal(err)
 	}
 	var req struct {
@@ -401,8 +401,8 @@ func TestRequestEnvVariablesReachesClients(t *testing.T) {
 	if m.ToolCallID != "env-1" || len(req.Keys) != 1 || req.Keys[0].Key != "STRIPE_KEY" || req.Keys[0].Type != "secret" {
 		t.Fatalf("%+v", m)
 	}
-	var r hub.EnvResolvedMessage
-	if err := json.Unmarshal(readUntil(t, c, hub.MsgEnvResolved), &r); err != nil || r.ToolCallID != "env-1" || r.Status != hub.EnvTimedOut {
+	var r protocol.EnvResolvedMessage
+	if err := json.Unmarshal(readUntil(t, c, protocol.MsgEnvResolved), &r); err != nil || r.ToolCallID != "env-1" || r.Status != protocol.EnvTimedOut {
 		t.Fatalf("%+v %v", r, err)
 	}
 }

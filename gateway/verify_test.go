@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/evidence"
@@ -96,7 +96,7 @@ func TestVerifyUploadsEvidenceFromTheAgent(t *testing.T) {
 	}
 	var ends []map[string]any
 	f.wait(t, "two verify tool_end frames", func(typ string, m map[string]any) bool {
-		if typ == hub.MsgToolEnd && m["tool"] == tools.Verify {
+		if typ == protocol.MsgToolEnd && m["tool"] == tools.Verify {
 			ends = append(ends, m)
 		}
 		return len(ends) == 2
@@ -107,7 +107,7 @@ func TestVerifyUploadsEvidenceFromTheAgent(t *testing.T) {
 	if e, _ := ends[1]["error"].(string); ends[1]["status"] != "error" || !strings.Contains(e, `"out/rc" leads out of the workspace`) {
 		t.Fatalf("verify of a link out of the workspace: %v", ends[1])
 	}
-	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == hub.MsgMessageComplete })
+	f.wait(t, "message_complete", func(typ string, _ map[string]any) bool { return typ == protocol.MsgMessageComplete })
 
 	items, err := vw.store.ListSession(t.Context(), vw.orgID, sid)
 	if err != nil || len(items) != 2 {

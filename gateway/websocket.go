@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 )
 
@@ -138,11 +139,11 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		switch {
 		case errors.Is(err, hub.ErrNotOwner):
-			sc.Close(hub.CloseNotOwner, hub.ReasonNotOwner)
+			sc.Close(protocol.CloseNotOwner, protocol.ReasonNotOwner)
 		case errors.Is(err, hub.ErrSessionEnded):
-			sc.Close(hub.CloseSessionEnded, hub.ReasonSessionEnded)
+			sc.Close(protocol.CloseSessionEnded, protocol.ReasonSessionEnded)
 		case errors.Is(err, hub.ErrClosed):
-			sc.Close(hub.CloseOwnershipLost, hub.ReasonOwnershipLost)
+			sc.Close(protocol.CloseOwnershipLost, protocol.ReasonOwnershipLost)
 		default:
 			s.d.Log.Error("attach websocket", "session_id", sess.ID, "error", err)
 			sc.Close(websocket.CloseInternalServerErr, "internal error")

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
@@ -37,7 +37,7 @@ func TestWebSocketOriginCheck(t *testing.T) {
 			t.Fatalf("origin %q: %d, want %d", origin, st, want)
 		}
 		if c != nil {
-			readUntil(t, c, hub.MsgInit)
+			readUntil(t, c, protocol.MsgInit)
 			_ = c.Close()
 		}
 	}
@@ -54,11 +54,11 @@ func TestWebSocketReadLimit(t *testing.T) {
 	if st != 101 {
 		t.Fatal(st)
 	}
-	readUntil(t, c, hub.MsgInit)
+	readUntil(t, c, protocol.MsgInit)
 	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"ping"}`)); err != nil {
 		t.Fatal(err)
 	}
-	readUntil(t, c, hub.MsgPong)
+	readUntil(t, c, protocol.MsgPong)
 	big := append([]byte(`{"type":"ping","pad":"`), bytes.Repeat([]byte("x"), 1<<20)...)
 	big = append(big, `"}`...)
 	if err := c.WriteMessage(websocket.TextMessage, big); err != nil {

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -17,7 +16,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -82,9 +81,9 @@ func chat(ctx context.Context, cfg *config.Config, args []string, stdin io.Reade
 		case "/cancel":
 			err = conn.Cancel()
 		case "/status":
-			err = conn.Send(hub.ClientMessage{Type: hub.ClientGetStatus})
+			err = conn.Send(protocol.ClientMessage{Type: protocol.ClientGetStatus})
 		case "/snapshot":
-			err = conn.Send(hub.ClientMessage{Type: hub.ClientSaveSnapshot})
+			err = conn.Send(protocol.ClientMessage{Type: protocol.ClientSaveSnapshot})
 		default:
 			err = conn.Prompt(line)
 		}
@@ -123,23 +122,23 @@ func (cs *chatSession) print(s string) {
 func (cs *chatSession) onMessage(inits chan struct{}) func(client.Message) {
 	return func(m client.Message) {
 		switch m.Type {
-		case hub.MsgToken:
-			var t hub.TokenMessage
+		case protocol.MsgToken:
+			var t protocol.TokenMessage
 			if m.Decode(&t) == nil {
 				cs.print(t.Token)
 			}
-		case hub.MsgMessageComplete:
+		case protocol.MsgMessageComplete:
 			cs.print("\n[message_complete]\n")
 		default:
 			var v map[string]any
 			if json.Unmarshal(m.Raw, &v) == nil {
-				if m.Type == hub.MsgInit {
+				if m.Type == protocol.MsgInit {
 					delete(v, "messages") // the history can be long
 				}
 				b, _ := json.Marshal(v)
 				cs.print("\n" + string(b) + "\n")
 			}
-			if m.Type == hub.MsgInit {
+			if m.Type == protocol.MsgInit {
 				select {
 				case inits <- struct{}{}:
 				default:
@@ -151,7 +150,7 @@ func (cs *chatSession) onMessage(inits chan struct{}) func(client.Message) {
 
 func (cs *chatSession) onDisconnect(err error) {
 	var ce *websocket.CloseError
-	if errors.As(err, &ce) && ce.Code == hub.CloseSessionEnded {
+	if errors.As(err, &ce) && ce.Code == protocol.CloseSessionEnded {
 		return // watch says what became of the session
 	}
 	cs.print(fmt.Sprintf("\n[disconnected: %v; reconnecting]\n", err))
@@ -249,14 +248,7 @@ func fatal(ctx context.Context, err error) bool {
 	if ctx.Err() != nil || errors.Is(err, errSessionOver) {
 		return true
 	}
-	var ge *client.Error
-	if errors.As(err, &ge) {
-		switch ge.Status {
-		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
-			return true
-		}
-	}
-	return false
+	return errors.Is(err, client.ErrUnauthorized) || errors.Is(err, client.ErrForbidden) || errors.Is(err, client.ErrNotFound)
 }
 
 func (cs *chatSession) close() {

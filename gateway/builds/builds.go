@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/prebuilds"
@@ -286,7 +287,7 @@ func (b *Builder) redactor(ctx context.Context, orgID string) *actions.Redactor 
 // auto_start_output frame.
 type watcher struct {
 	mu     sync.Mutex
-	last   *hub.AutoStartOutputMessage
+	last   *protocol.AutoStartOutputMessage
 	closed string
 	wake   chan struct{}
 }
@@ -296,10 +297,10 @@ func (w *watcher) Send(msg []byte) error {
 	var head struct {
 		Type string `json:"type"`
 	}
-	if json.Unmarshal(msg, &head) != nil || head.Type != hub.MsgAutoStartOutput {
+	if json.Unmarshal(msg, &head) != nil || head.Type != protocol.MsgAutoStartOutput {
 		return nil
 	}
-	var m hub.AutoStartOutputMessage
+	var m protocol.AutoStartOutputMessage
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil
 	}
@@ -359,7 +360,7 @@ func (w *watcher) waitServices(ctx context.Context, red *actions.Redactor) error
 // tailBytes bounds the log tail quoted in a build's error.
 const tailBytes = 1000
 
-func failedService(m hub.AutoStartOutputMessage, red *actions.Redactor) error {
+func failedService(m protocol.AutoStartOutputMessage, red *actions.Redactor) error {
 	for _, s := range m.Services {
 		if s.Status != "failed" {
 			continue

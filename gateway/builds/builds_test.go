@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
@@ -17,9 +17,9 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func frame(t *testing.T, m hub.AutoStartOutputMessage) []byte {
+func frame(t *testing.T, m protocol.AutoStartOutputMessage) []byte {
 	t.Helper()
-	m.Type = hub.MsgAutoStartOutput
+	m.Type = protocol.MsgAutoStartOutput
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
@@ -40,16 +40,16 @@ func TestWaitServices(t *testing.T) {
 
 	w := &watcher{wake: make(chan struct{}, 1)}
 	_ = w.Send([]byte(`{"type":"init"}`))
-	_ = w.Send(frame(t, hub.AutoStartOutputMessage{Services: []hub.AutoStartService{{Name: "web", Status: "running"}}}))
+	_ = w.Send(frame(t, protocol.AutoStartOutputMessage{Services: []protocol.AutoStartService{{Name: "web", Status: "running"}}}))
 	done := make(chan error, 1)
 	go func() { done <- w.waitServices(ctx, red) }()
-	_ = w.Send(frame(t, hub.AutoStartOutputMessage{Services: []hub.AutoStartService{{Name: "web", Status: "running"}}, Done: true}))
+	_ = w.Send(frame(t, protocol.AutoStartOutputMessage{Services: []protocol.AutoStartService{{Name: "web", Status: "running"}}, Done: true}))
 	if err := <-done; err != nil {
 		t.Fatalf("started services: %v", err)
 	}
 
 	w = &watcher{wake: make(chan struct{}, 1)}
-	_ = w.Send(frame(t, hub.AutoStartOutputMessage{Services: []hub.AutoStartService{
+	_ = w.Send(frame(t, protocol.AutoStartOutputMessage{Services: []protocol.AutoStartService{
 		{Name: "web", Status: "running"},
 		{Name: "deps", Status: "failed", ExitCode: &code, Output: "connecting with " + secret + "\nboom\n"},
 	}}))
@@ -63,7 +63,7 @@ func TestWaitServices(t *testing.T) {
 	}
 
 	w = &watcher{wake: make(chan struct{}, 1)}
-	_ = w.Send(frame(t, hub.AutoStartOutputMessage{Services: []hub.AutoStartService{}, Done: true, Error: "services: exit 1"}))
+	_ = w.Send(frame(t, protocol.AutoStartOutputMessage{Services: []protocol.AutoStartService{}, Done: true, Error: "services: exit 1"}))
 	if err := w.waitServices(ctx, red); err == nil || !strings.Contains(err.Error(), "exit 1") {
 		t.Fatalf("auto-start error: %v", err)
 	}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // Client talks to one gateway with one bearer credential.
@@ -43,6 +45,21 @@ type Client struct {
 func New(baseURL, token string) *Client {
 	return &Client{BaseURL: strings.TrimRight(baseURL, "/"), Token: token,
 		HTTP: &http.Client{Timeout: 60 * time.Second}, Reconnect: DefaultBackoff}
+}
+
+// ForOrg returns a copy of c whose requests are scoped to organization
+// orgID (OrgHeader; a service credential's session lookups need it). ""
+// returns an unscoped copy.
+func (c *Client) ForOrg(orgID string) *Client {
+	cc := *c
+	cc.Header = c.Header.Clone()
+	if cc.Header == nil {
+		cc.Header = http.Header{}
+	}
+	if orgID != "" {
+		cc.Header.Set(OrgHeader, orgID)
+	}
+	return &cc
 }
 
 // do sends a JSON request and decodes a 2xx answer into out (may be nil);
@@ -151,12 +168,12 @@ func sessionPath(id string, rest string) string {
 // CreateSession creates a session (POST /proliferate/sessions). A request
 // with an IdempotencyKey returns the same session every time
 // (Session.Created tells the first time apart).
-func (c *Client) CreateSession(ctx context.Context, req CreateSessionRequest) (Session, error) {
+func (c *Client) CreateSession(ctx context.Context, req protocol.CreateSessionRequest) (protocol.Session, error) {
 	var hdr http.Header
 	if req.IdempotencyKey != "" {
 		hdr = http.Header{"Idempotency-Key": {req.IdempotencyKey}}
 	}
-	var s Session
+	var s protocol.Session
 	_, err := c.do(ctx, http.MethodPost, "/proliferate/sessions", req, hdr, &s)
 	return s, err
 }
@@ -169,8 +186,8 @@ func (c *Client) PostMessage(ctx context.Context, sessionID, content, idempotenc
 	if idempotencyKey != "" {
 		hdr = http.Header{"Idempotency-Key": {idempotencyKey}}
 	}
-	var out MessageResponse
-	_, err = c.do(ctx, http.MethodPost, sessionPath(sessionID, "/message"), MessageRequest{Content: content}, hdr, &out)
+	var out protocol.MessageResponse
+	_, err = c.do(ctx, http.MethodPost, sessionPath(sessionID, "/message"), protocol.MessageRequest{Content: content}, hdr, &out)
 	return out.Sent, err
 }
 
@@ -181,23 +198,23 @@ func (c *Client) Cancel(ctx context.Context, sessionID string) error {
 }
 
 // Info returns the session (GET /proliferate/:id).
-func (c *Client) Info(ctx context.Context, sessionID string) (Session, error) {
-	var s Session
+func (c *Client) Info(ctx context.Context, sessionID string) (protocol.Session, error) {
+	var s protocol.Session
 	_, err := c.do(ctx, http.MethodGet, sessionPath(sessionID, ""), nil, nil, &s)
 	return s, err
 }
 
 // Status returns the session's status and runtime liveness.
-func (c *Client) Status(ctx context.Context, sessionID string) (Status, error) {
-	var s Status
+func (c *Client) Status(ctx context.Context, sessionID string) (protocol.SessionStatus, error) {
+	var s protocol.SessionStatus
 	_, err := c.do(ctx, http.MethodGet, sessionPath(sessionID, "/status"), nil, nil, &s)
 	return s, err
 }
 
 // ToolCall performs a tool callback as a sandbox would (token must be the
 // session's sandbox token). Tests and tooling use it.
-func (c *Client) ToolCall(ctx context.Context, sessionID, tool string, req ToolCallRequest) (ToolResult, error) {
-	var out ToolResult
+func (c *Client) ToolCall(ctx context.Context, sessionID, tool string, req protocol.ToolCallRequest) (protocol.ToolResult, error) {
+	var out protocol.ToolResult
 	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/tools/"+url.PathEscape(tool)), req, nil, &out)
 	return out, err
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // WebSocket limits of the session stream.
@@ -71,7 +71,7 @@ func (b Backoff) withDefaults() Backoff {
 }
 
 // Message is one server → client frame; Type is its "type" field and Raw
-// the whole frame (decode it into the matching hub.*Message struct).
+// the whole frame (decode it into the matching protocol.*Message struct).
 type Message struct {
 	Type string
 	Raw  json.RawMessage
@@ -297,7 +297,7 @@ func (cn *Conn) run(conn *wsConn) {
 			cn.h.OnDisconnect(err)
 		}
 		var ce *websocket.CloseError
-		if errors.As(err, &ce) && (ce.Code == hub.CloseSessionEnded || ce.Code == websocket.ClosePolicyViolation) {
+		if errors.As(err, &ce) && (ce.Code == protocol.CloseSessionEnded || ce.Code == websocket.ClosePolicyViolation) {
 			cn.finish(fmt.Errorf("%w: %s", ErrSessionEnded, ce.Text))
 			return
 		}
@@ -354,14 +354,14 @@ func (cn *Conn) Send(v any) error {
 
 // Prompt sends a prompt frame.
 func (cn *Conn) Prompt(content string) error {
-	return cn.Send(hub.ClientMessage{Type: hub.ClientPrompt, Content: content})
+	return cn.Send(protocol.ClientMessage{Type: protocol.ClientPrompt, Content: content})
 }
 
 // Cancel sends a cancel frame.
-func (cn *Conn) Cancel() error { return cn.Send(hub.ClientMessage{Type: hub.ClientCancel}) }
+func (cn *Conn) Cancel() error { return cn.Send(protocol.ClientMessage{Type: protocol.ClientCancel}) }
 
 // Ping sends a ping frame (answered with pong).
-func (cn *Conn) Ping() error { return cn.Send(hub.ClientMessage{Type: hub.ClientPing}) }
+func (cn *Conn) Ping() error { return cn.Send(protocol.ClientMessage{Type: protocol.ClientPing}) }
 
 // Done is closed when the connection has stopped for good.
 func (cn *Conn) Done() <-chan struct{} { return cn.done }

@@ -15,7 +15,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -137,7 +137,7 @@ func TestReconnectsAfterDrops(t *testing.T) {
 		case 1, 3:
 			_ = c.Close() // abrupt drop, no close frame
 		case 2:
-			closeWith(c, hub.CloseNotOwner, hub.ReasonNotOwner)
+			closeWith(c, protocol.CloseNotOwner, protocol.ReasonNotOwner)
 		default:
 			g.serveUntilClosed(c)
 		}
@@ -157,7 +157,7 @@ func TestReconnectsAfterDrops(t *testing.T) {
 		t.Fatalf("inits %v disconnects %v", inits, disc)
 	}
 	var ce *websocket.CloseError
-	if !errors.As(disc[1], &ce) || ce.Code != hub.CloseNotOwner || ce.Text != hub.ReasonNotOwner {
+	if !errors.As(disc[1], &ce) || ce.Code != protocol.CloseNotOwner || ce.Text != protocol.ReasonNotOwner {
 		t.Fatalf("second drop should carry 4009 and its reason: %v", disc[1])
 	}
 	testenv.Eventually(t, 5*time.Second, "prompt delivered", func() bool {
@@ -166,8 +166,8 @@ func TestReconnectsAfterDrops(t *testing.T) {
 		}
 		return len(g.frames()) > 0
 	})
-	var m hub.ClientMessage
-	if err := json.Unmarshal([]byte(g.frames()[0]), &m); err != nil || m.Type != hub.ClientPrompt || m.Content != "hello" {
+	var m protocol.ClientMessage
+	if err := json.Unmarshal([]byte(g.frames()[0]), &m); err != nil || m.Type != protocol.ClientPrompt || m.Content != "hello" {
 		t.Fatalf("frame %q", g.frames()[0])
 	}
 	g.mu.Lock()
@@ -293,7 +293,7 @@ func TestNoReconnectOnPermanentRefusalOrEndedSession(t *testing.T) {
 		g := newFakeGateway(t, nil)
 		g.behave = func(n int, w http.ResponseWriter, r *http.Request) {
 			if c := accept(t, n, w, r); c != nil {
-				closeWith(c, hub.CloseSessionEnded, hub.ReasonSessionEnded)
+				closeWith(c, protocol.CloseSessionEnded, protocol.ReasonSessionEnded)
 			}
 		}
 		conn, err := newClient(g).Connect(context.Background(), "s1", client.Handler{})
@@ -404,8 +404,8 @@ func TestConcurrentSends(t *testing.T) {
 	testenv.Eventually(t, 5*time.Second, "all frames received", func() bool { return len(g.frames()) == senders*each })
 	seen := map[string]bool{}
 	for _, f := range g.frames() {
-		var m hub.ClientMessage
-		if err := json.Unmarshal([]byte(f), &m); err != nil || m.Type != hub.ClientPrompt {
+		var m protocol.ClientMessage
+		if err := json.Unmarshal([]byte(f), &m); err != nil || m.Type != protocol.ClientPrompt {
 			t.Fatalf("frame %q", f)
 		}
 		seen[m.Content] = true

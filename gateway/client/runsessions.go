@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/runs"
 )
 
@@ -37,22 +38,12 @@ func rejected(err error) error {
 }
 
 // scoped returns a client whose lookups are scoped to orgID.
-func (r *RunSessions) scoped(orgID string) *Client {
-	c := *r.C
-	c.Header = c.Header.Clone()
-	if c.Header == nil {
-		c.Header = http.Header{}
-	}
-	if orgID != "" {
-		c.Header.Set(OrgHeader, orgID)
-	}
-	return &c
-}
+func (r *RunSessions) scoped(orgID string) *Client { return r.C.ForOrg(orgID) }
 
 // CreateSession implements runs.Sessions.
 func (r *RunSessions) CreateSession(ctx context.Context, req runs.SessionRequest) (string, error) {
 	run, auto := req.RunID, req.AutomationID
-	cr := CreateSessionRequest{
+	cr := protocol.CreateSessionRequest{
 		OrgID: req.OrgID, ConfigurationID: req.ConfigurationID, SessionType: "automation",
 		ClientType: "automation", SandboxMode: "immediate", ModelID: req.ModelID, Title: req.Title,
 		RunID: &run, IdempotencyKey: req.IdempotencyKey,

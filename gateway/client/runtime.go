@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // Start asks the gateway to start the session's runtime now (returns
@@ -12,16 +14,25 @@ func (c *Client) Start(ctx context.Context, sessionID string) error {
 	return err
 }
 
-// Pause snapshots and stops the session's sandbox and marks it paused.
-func (c *Client) Pause(ctx context.Context, sessionID string) (Session, error) {
-	var s Session
-	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/pause"), struct{}{}, nil, &s)
+// Pause snapshots and stops the session's sandbox and marks it paused
+// (a manual pause). ErrNotFound: no such session; ErrConflict: it has
+// ended.
+func (c *Client) Pause(ctx context.Context, sessionID string) (protocol.Session, error) {
+	return c.PauseWithReason(ctx, sessionID, "")
+}
+
+// PauseWithReason pauses the session recording why: credit_limit,
+// payment_failed or overage_cap (service credentials only; "" is a manual
+// pause).
+func (c *Client) PauseWithReason(ctx context.Context, sessionID, reason string) (protocol.Session, error) {
+	var s protocol.Session
+	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/pause"), protocol.PauseRequest{Reason: reason}, nil, &s)
 	return s, err
 }
 
 // Snapshot snapshots the session's running sandbox and returns the id.
 func (c *Client) Snapshot(ctx context.Context, sessionID string) (string, error) {
-	var out SnapshotResponse
+	var out protocol.SnapshotResponse
 	_, err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "/snapshot"), struct{}{}, nil, &out)
 	return out.SnapshotID, err
 }
@@ -36,9 +47,7 @@ type SessionRuntime struct {
 // NewSessionRuntime returns the API's runtime over c (a service credential).
 func NewSessionRuntime(c *Client) *SessionRuntime { return &SessionRuntime{C: c} }
 
-func (r *SessionRuntime) scoped(orgID string) *Client {
-	return (&RunSessions{C: r.C}).scoped(orgID)
-}
+func (r *SessionRuntime) scoped(orgID string) *Client { return r.C.ForOrg(orgID) }
 
 // Start implements api/sessions.Runtime.
 func (r *SessionRuntime) Start(ctx context.Context, orgID, sessionID string) error {

@@ -30,6 +30,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
@@ -506,15 +507,7 @@ func (r *Repo) requireDiff(ctx context.Context, args []string) error {
 }
 
 // PushResult describes a push.
-type PushResult struct {
-	Branch string `json:"branch"`
-	Remote string `json:"remote"`
-	// SetUpstream: the branch had no upstream; it now tracks Remote/Branch.
-	SetUpstream bool `json:"set_upstream"`
-	// Unshallowed: the push was rejected for a shallow clone, the history
-	// was fetched and the push retried.
-	Unshallowed bool `json:"unshallowed"`
-}
+type PushResult = protocol.GitPushResult
 
 // Push pushes the current branch: to its upstream when it has one,
 // otherwise with `-u origin <branch>`. token (may be empty) authenticates

@@ -6,50 +6,26 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // File kinds in Status.Files.
 const (
-	KindChanged   = "changed"
-	KindRenamed   = "renamed"
-	KindUnmerged  = "unmerged"
-	KindUntracked = "untracked"
-	KindIgnored   = "ignored"
+	KindChanged   = protocol.GitKindChanged
+	KindRenamed   = protocol.GitKindRenamed
+	KindUnmerged  = protocol.GitKindUnmerged
+	KindUntracked = protocol.GitKindUntracked
+	KindIgnored   = protocol.GitKindIgnored
 )
 
-// FileStatus is one entry of `git status --porcelain=v2`.
-type FileStatus struct {
-	Path string `json:"path"`
-	// OrigPath is the source of a rename or copy.
-	OrigPath string `json:"orig_path,omitempty"`
-	Kind     string `json:"kind"`
-	// Index and Worktree are the XY status letters ("." = unchanged; "?"
-	// for untracked files).
-	Index    string `json:"index"`
-	Worktree string `json:"worktree"`
-}
+// FileStatus is one entry of `git status --porcelain=v2` (its wire form is
+// the gateway protocol's).
+type FileStatus = protocol.GitFileStatus
 
-// Status is a repository's state.
-type Status struct {
-	// Branch is the current branch; empty when Detached.
-	Branch   string `json:"branch"`
-	Detached bool   `json:"detached"`
-	// Head is the HEAD commit; empty on an unborn branch.
-	Head string `json:"head,omitempty"`
-	// Upstream is the tracking branch (origin/main); Ahead and Behind are
-	// counted against it.
-	Upstream string       `json:"upstream,omitempty"`
-	Ahead    int          `json:"ahead"`
-	Behind   int          `json:"behind"`
-	Files    []FileStatus `json:"files"`
-	Clean    bool         `json:"clean"`
-	// Probes: another git process holds index.lock; the clone is shallow;
-	// a rebase or merge is in progress.
-	Busy     bool `json:"busy"`
-	Shallow  bool `json:"shallow"`
-	Rebasing bool `json:"rebasing"`
-	Merging  bool `json:"merging"`
-}
+// Status is a repository's state (its wire form is the gateway
+// protocol's).
+type Status = protocol.GitStatus
 
 // ParseStatus parses `git status --porcelain=v2 --branch -z` output
 // (NUL-terminated records). Probes are left unset.

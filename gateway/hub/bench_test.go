@@ -20,6 +20,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -74,9 +75,9 @@ func (c *fanoutClient) read(complete chan<- struct{}) {
 			continue
 		}
 		switch frame.Type {
-		case hub.MsgToken:
+		case protocol.MsgToken:
 			c.record(now, frame.Token)
-		case hub.MsgMessageComplete:
+		case protocol.MsgMessageComplete:
 			complete <- struct{}{}
 		}
 	}
@@ -195,7 +196,7 @@ func BenchmarkFanout(b *testing.B) {
 					if json.Unmarshal(raw, &frame) != nil {
 						continue
 					}
-					if frame.Type == hub.MsgMessageComplete {
+					if frame.Type == protocol.MsgMessageComplete {
 						complete <- struct{}{}
 						continue
 					}
@@ -217,14 +218,14 @@ func BenchmarkFanout(b *testing.B) {
 			for k := 0; k < fanoutTokens; k++ {
 				buf.WriteString("|" + strconv.FormatInt(time.Now().UnixNano(), 10))
 				if time.Now().After(windowEnd) {
-					broadcast(hub.TokenMessage{Type: hub.MsgToken, Token: buf.String()})
+					broadcast(protocol.TokenMessage{Type: protocol.MsgToken, Token: buf.String()})
 					buf.Reset()
 					windowEnd = time.Now().Add(50 * time.Millisecond)
 				}
 				time.Sleep(time.Millisecond)
 			}
-			broadcast(hub.TokenMessage{Type: hub.MsgToken, Token: buf.String()})
-			broadcast(hub.MessageCompleteMessage{Type: hub.MsgMessageComplete})
+			broadcast(protocol.TokenMessage{Type: protocol.MsgToken, Token: buf.String()})
+			broadcast(protocol.MessageCompleteMessage{Type: protocol.MsgMessageComplete})
 			for j := 0; j < fanoutClients; j++ {
 				<-complete
 			}

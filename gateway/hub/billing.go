@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -79,8 +80,8 @@ func (h *Hub) revokeKeys(ctx context.Context, reason string) {
 }
 
 // denialMessage is the error frame of a boot the billing gate refused.
-func denialMessage(d *billing.Denial) ErrorMessage {
-	return ErrorMessage{Type: MsgError, Code: d.Code, Message: d.Message, Action: d.Action}
+func denialMessage(d *billing.Denial) protocol.ErrorMessage {
+	return protocol.ErrorMessage{Type: protocol.MsgError, Code: d.Code, Message: d.Message, Action: d.Action}
 }
 
 func isDenial(err error) bool {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -142,7 +142,7 @@ func TestNoCreditsForKeyRefusesBoot(t *testing.T) {
 	if dn, ok := billing.AsDenial(err); !ok || dn.Code != billing.DenyExhausted {
 		t.Fatalf("boot: %v, want %s", err, billing.DenyExhausted)
 	}
-	c.wait(t, hub.MsgError, func(f map[string]any) bool {
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool {
 		return f["code"] == billing.DenyExhausted && f["action"] == "buy_credits"
 	})
 	if n := e.prov.Created(); n != 0 {
@@ -203,7 +203,7 @@ func TestResumeGate(t *testing.T) {
 	if dn, ok := billing.AsDenial(err); !ok || dn.Code != billing.DenyExhausted {
 		t.Fatalf("resume: %v, want %s", err, billing.DenyExhausted)
 	}
-	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == billing.DenyExhausted })
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == billing.DenyExhausted })
 	// A prompt is refused with the denial too.
 	if err := h.Prompt(context.Background(), e.principal(), "hi"); !isDenialCode(err, billing.DenyExhausted) {
 		t.Fatalf("prompt: %v", err)

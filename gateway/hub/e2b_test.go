@@ -9,6 +9,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/e2b"
@@ -66,12 +67,12 @@ func TestRealOpenCodeThroughE2B(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgStatus, running)
+	c.wait(t, protocol.MsgStatus, running)
 	t.Logf("measured: runtime ready (e2b over the fake + opencode) in %s", time.Since(start))
 	if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello, pelican"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "message_complete from the real agent", func() bool { return c.has(hub.MsgMessageComplete, nil) })
+	testenv.Eventually(t, 90*time.Second, "message_complete from the real agent", func() bool { return c.has(protocol.MsgMessageComplete, nil) })
 	if want := "Hello! I am the Proliferate scripted model."; !strings.HasPrefix(c.tokens(), want) {
 		t.Fatalf("streamed text = %q, want it to start with %q", c.tokens(), want)
 	}
@@ -91,7 +92,7 @@ func TestRealOpenCodeThroughE2B(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach2()
-	c2.wait(t, hub.MsgStatus, running)
+	c2.wait(t, protocol.MsgStatus, running)
 	s2 := e.get(t, id)
 	if s2.Status != sessions.StatusRunning || s2.SandboxID == nil || *s2.SandboxID == *first.SandboxID {
 		t.Fatalf("resumed: status %s sandbox %v (was %v)", s2.Status, s2.SandboxID, first.SandboxID)
@@ -101,8 +102,8 @@ func TestRealOpenCodeThroughE2B(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "a reply after resume", func() bool { return c2.has(hub.MsgMessageComplete, nil) })
-	if c2.has(hub.MsgError, nil) {
+	testenv.Eventually(t, 90*time.Second, "a reply after resume", func() bool { return c2.has(protocol.MsgMessageComplete, nil) })
+	if c2.has(protocol.MsgError, nil) {
 		t.Fatalf("error frames: %v", c2.types())
 	}
 	if err := h.Terminate(ctx, "completed", "success", ""); err != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secretbox"
@@ -36,23 +37,6 @@ import (
 // written into the sandbox (sandbox.EnvWriter: the runtime env file the
 // agent's shell commands source, and optionally a dotenv file in the
 // workspace) and, per value, optionally stored as an org or repo secret.
-
-// Env message types.
-const (
-	// MsgEnvResolved ends an env_request.
-	MsgEnvResolved = "env_resolved"
-	// ClientSubmitEnv answers an env_request (EnvSubmission fields).
-	ClientSubmitEnv = "submit_env"
-	// MsgEnvSubmitResult answers the submitting client (ok, or the error).
-	MsgEnvSubmitResult = "submit_env_result"
-)
-
-// Env request end states (EnvResolvedMessage.Status).
-const (
-	EnvSubmitted = "submitted"
-	EnvTimedOut  = "timed_out"
-	EnvCancelled = "cancelled"
-)
 
 // DefaultEnvRequestTimeout is Deps.EnvRequestTimeout's default.
 const DefaultEnvRequestTimeout = 5 * time.Minute
@@ -136,7 +120,7 @@ type EnvRequest struct {
 
 // EnvAnswer is how an EnvRequest ended.
 type EnvAnswer struct {
-	// Status is EnvSubmitted or EnvTimedOut.
+	// Status is protocol.EnvSubmitted or protocol.EnvTimedOut.
 	Status string
 	// Keys were submitted (sorted); their values are in the sandbox.
 	Keys []string
@@ -144,57 +128,8 @@ type EnvAnswer struct {
 	Results []secrets.SaveResult
 	// EnvFile is the workspace file the values were also written to ("").
 	EnvFile string
-	// Timeout is how long the request waited (EnvTimedOut).
+	// Timeout is how long the request waited (protocol.EnvTimedOut).
 	Timeout time.Duration
-}
-
-// EnvValue is one submitted value. Persist stores it as a secret: of
-// RepoID (one of the session's repos), else org-wide.
-type EnvValue struct {
-	Key     string `json:"key"`
-	Value   string `json:"value"`
-	Persist bool   `json:"persist,omitempty"`
-	RepoID  string `json:"repo_id,omitempty"`
-}
-
-// EnvSubmission answers a pending request. ToolCallID may be empty when
-// exactly one request is pending. EnvFile, when set, is a path relative
-// to the workspace where the values are also written as a dotenv file
-// (git-excluded).
-type EnvSubmission struct {
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-	Secrets    []EnvValue `json:"secrets"`
-	EnvFile    string     `json:"env_file,omitempty"`
-}
-
-// EnvSubmitResult is SubmitEnv's answer (no values).
-type EnvSubmitResult struct {
-	ToolCallID string               `json:"tool_call_id"`
-	Submitted  bool                 `json:"submitted"`
-	Keys       []string             `json:"keys"`
-	Results    []secrets.SaveResult `json:"results"`
-	EnvFile    string               `json:"env_file,omitempty"`
-}
-
-// EnvResolvedMessage ends an env_request (no values).
-type EnvResolvedMessage struct {
-	Type       string               `json:"type"`
-	ToolCallID string               `json:"tool_call_id"`
-	Status     string               `json:"status"`
-	Keys       []string             `json:"keys,omitempty"`
-	Results    []secrets.SaveResult `json:"results,omitempty"`
-	EnvFile    string               `json:"env_file,omitempty"`
-}
-
-// EnvSubmitResultMessage answers a client's submit_env: OK with the
-// result, or the error (code and the invalid fields).
-type EnvSubmitResultMessage struct {
-	Type   string           `json:"type"`
-	OK     bool             `json:"ok"`
-	Result *EnvSubmitResult `json:"result,omitempty"`
-	Code   string           `json:"code,omitempty"`
-	Error  string           `json:"error,omitempty"`
-	Fields []EnvProblem     `json:"fields,omitempty"`
 }
 
 // Errors of SubmitEnv.
@@ -207,17 +142,24 @@ var (
 	ErrEnvUnavailable = errors.New("hub: the session's sandbox cannot take environment values now")
 )
 
-// EnvProblem is one invalid field of a submission (never a value).
-type EnvProblem struct {
-	Field   string `json:"field"`
-	Problem string `json:"problem"`
-}
-
 // EnvInvalidError is a submission that breaks a rule; nothing was changed.
-type EnvInvalidError struct{ Problems []EnvProblem }
+type EnvInvalidError struct{ Problems []protocol.EnvProblem }
 
 func (e *EnvInvalidError) Error() string {
 	return fmt.Sprintf("hub: invalid environment submission (%d problems)", len(e.Problems))
+}
+
+// wireResults are the save results as the stream and the REST answer
+// carry them (nil stays nil).
+func wireResults(rs []secrets.SaveResult) []protocol.EnvSaveResult {
+	if rs == nil {
+		return nil
+	}
+	out := make([]protocol.EnvSaveResult, len(rs))
+	for i, r := range rs {
+		out[i] = protocol.EnvSaveResult{Key: r.Key, Persisted: r.Persisted, AlreadyExisted: r.AlreadyExisted}
+	}
+	return out
 }
 
 // envRequests are a hub's pending requests.
@@ -238,7 +180,7 @@ func (r *envRequests) take(id string, keep bool) (*pendingEnv, error) {
 	defer r.mu.Unlock()
 	if id == "" {
 		if len(r.pending) > 1 {
-			return nil, &EnvInvalidError{[]EnvProblem{{"tool_call_id", "required: several environment requests are pending"}}}
+			return nil, &EnvInvalidError{[]protocol.EnvProblem{{Field: "tool_call_id", Problem: "required: several environment requests are pending"}}}
 		}
 		for k := range r.pending {
 			id = k
@@ -264,9 +206,9 @@ func (h *Hub) PendingEnvRequests() []string {
 // sendPendingEnv sends c the env_request frames of the pending requests.
 func (h *Hub) sendPendingEnv(c Client) {
 	h.env.mu.Lock()
-	var msgs []EnvRequestMessage
+	var msgs []protocol.EnvRequestMessage
 	for _, id := range slices.Sorted(maps.Keys(h.env.pending)) {
-		msgs = append(msgs, EnvRequestMessage{Type: MsgEnvRequest, ToolCallID: id, Request: h.env.pending[id].raw})
+		msgs = append(msgs, protocol.EnvRequestMessage{Type: protocol.MsgEnvRequest, ToolCallID: id, Request: h.env.pending[id].raw})
 	}
 	h.env.mu.Unlock()
 	for _, m := range msgs {
@@ -293,7 +235,7 @@ func (h *Hub) AwaitEnv(ctx context.Context, req EnvRequest) (EnvAnswer, error) {
 	}
 	h.env.pending[req.ToolCallID] = p
 	h.env.mu.Unlock()
-	h.Broadcast(EnvRequestMessage{Type: MsgEnvRequest, ToolCallID: req.ToolCallID, Request: raw})
+	h.Broadcast(protocol.EnvRequestMessage{Type: protocol.MsgEnvRequest, ToolCallID: req.ToolCallID, Request: raw})
 	h.log.Info("hub: environment requested", "tool_call_id", req.ToolCallID, "keys", envKeys(req.Keys))
 
 	timeout := h.m.d.EnvRequestTimeout
@@ -305,7 +247,7 @@ func (h *Hub) AwaitEnv(ctx context.Context, req EnvRequest) (EnvAnswer, error) {
 		if _, err := h.env.take(req.ToolCallID, false); err != nil {
 			return false
 		}
-		h.Broadcast(EnvResolvedMessage{Type: MsgEnvResolved, ToolCallID: req.ToolCallID, Status: status})
+		h.Broadcast(protocol.EnvResolvedMessage{Type: protocol.MsgEnvResolved, ToolCallID: req.ToolCallID, Status: status})
 		h.log.Info("hub: environment request ended", "tool_call_id", req.ToolCallID, "status", status)
 		return true
 	}
@@ -313,17 +255,17 @@ func (h *Hub) AwaitEnv(ctx context.Context, req EnvRequest) (EnvAnswer, error) {
 	case a := <-p.done:
 		return a, nil
 	case <-t.C:
-		if !end(EnvTimedOut) {
+		if !end(protocol.EnvTimedOut) {
 			return <-p.done, nil
 		}
-		return EnvAnswer{Status: EnvTimedOut, Timeout: timeout}, nil
+		return EnvAnswer{Status: protocol.EnvTimedOut, Timeout: timeout}, nil
 	case <-ctx.Done():
-		if !end(EnvCancelled) {
+		if !end(protocol.EnvCancelled) {
 			return <-p.done, nil
 		}
 		return EnvAnswer{}, ctx.Err()
 	case <-h.life.Done():
-		if !end(EnvCancelled) {
+		if !end(protocol.EnvCancelled) {
 			return <-p.done, nil
 		}
 		return EnvAnswer{}, ErrClosed
@@ -344,30 +286,30 @@ func envKeys(keys []EnvKeySpec) []string {
 // into the sandbox, then the agent's call returns. ErrForbidden unless the
 // principal may act on the session; ErrNoEnvRequest; *EnvInvalidError;
 // ErrEnvUnavailable.
-func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub EnvSubmission) (EnvSubmitResult, error) {
+func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub protocol.EnvSubmission) (protocol.EnvSubmitResult, error) {
 	if !h.canMutate(p) {
-		return EnvSubmitResult{}, ErrForbidden
+		return protocol.EnvSubmitResult{}, ErrForbidden
 	}
 	pend, err := h.env.take(sub.ToolCallID, true)
 	if err != nil {
-		return EnvSubmitResult{}, err
+		return protocol.EnvSubmitResult{}, err
 	}
 	sess := h.Session()
 	var repos []string
-	if h.m.d.Env != nil && slices.ContainsFunc(sub.Secrets, func(v EnvValue) bool { return v.RepoID != "" }) {
+	if h.m.d.Env != nil && slices.ContainsFunc(sub.Secrets, func(v protocol.EnvValue) bool { return v.RepoID != "" }) {
 		if repos, err = h.m.d.Env.Repos(ctx, sess); err != nil {
-			return EnvSubmitResult{}, err
+			return protocol.EnvSubmitResult{}, err
 		}
 	}
 	if probs := checkSubmission(pend.req, sub, repos); len(probs) > 0 {
-		return EnvSubmitResult{}, &EnvInvalidError{probs}
+		return protocol.EnvSubmitResult{}, &EnvInvalidError{probs}
 	}
 	h.mu.Lock()
 	rt := h.rt
 	h.mu.Unlock()
 	w, ok := h.m.d.Provider.(sandbox.EnvWriter)
 	if rt == nil || !ok {
-		return EnvSubmitResult{}, ErrEnvUnavailable
+		return protocol.EnvSubmitResult{}, ErrEnvUnavailable
 	}
 	vars := map[string]string{}
 	var save []secrets.SubmittedSecret
@@ -388,27 +330,27 @@ func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub EnvSubmissio
 	results := []secrets.SaveResult{}
 	if len(save) > 0 {
 		if h.m.d.Env == nil {
-			return EnvSubmitResult{}, fmt.Errorf("hub: no secrets store to save submitted values")
+			return protocol.EnvSubmitResult{}, fmt.Errorf("hub: no secrets store to save submitted values")
 		}
 		if results, err = h.m.d.Env.Save(ctx, sess, p.UserID, save); err != nil {
-			return EnvSubmitResult{}, fmt.Errorf("hub: save submitted values: %w", err)
+			return protocol.EnvSubmitResult{}, fmt.Errorf("hub: save submitted values: %w", err)
 		}
 	}
 	if err := w.WriteEnv(ctx, sess.ID, rt.sb.ID, vars, file); err != nil {
 		if errors.Is(err, sandbox.ErrNotFound) {
-			return EnvSubmitResult{}, ErrEnvUnavailable
+			return protocol.EnvSubmitResult{}, ErrEnvUnavailable
 		}
-		return EnvSubmitResult{}, fmt.Errorf("hub: write submitted values: %w", err)
+		return protocol.EnvSubmitResult{}, fmt.Errorf("hub: write submitted values: %w", err)
 	}
 	keys := slices.Sorted(maps.Keys(vars))
-	res := EnvSubmitResult{ToolCallID: pend.req.ToolCallID, Submitted: true, Keys: keys, Results: results, EnvFile: sub.EnvFile}
+	res := protocol.EnvSubmitResult{ToolCallID: pend.req.ToolCallID, Submitted: true, Keys: keys, Results: wireResults(results), EnvFile: sub.EnvFile}
 	// Only the submission that removes the request answers it.
 	if _, err := h.env.take(pend.req.ToolCallID, false); err != nil {
-		return EnvSubmitResult{}, ErrNoEnvRequest
+		return protocol.EnvSubmitResult{}, ErrNoEnvRequest
 	}
-	pend.done <- EnvAnswer{Status: EnvSubmitted, Keys: keys, Results: results, EnvFile: sub.EnvFile}
-	h.Broadcast(EnvResolvedMessage{Type: MsgEnvResolved, ToolCallID: pend.req.ToolCallID, Status: EnvSubmitted,
-		Keys: keys, Results: results, EnvFile: sub.EnvFile})
+	pend.done <- EnvAnswer{Status: protocol.EnvSubmitted, Keys: keys, Results: results, EnvFile: sub.EnvFile}
+	h.Broadcast(protocol.EnvResolvedMessage{Type: protocol.MsgEnvResolved, ToolCallID: pend.req.ToolCallID, Status: protocol.EnvSubmitted,
+		Keys: keys, Results: wireResults(results), EnvFile: sub.EnvFile})
 	h.log.Info("hub: environment submitted", "tool_call_id", pend.req.ToolCallID, "keys", keys, "saved", len(save))
 	return res, nil
 }
@@ -418,9 +360,11 @@ const maxSubmittedValues = 50
 
 // checkSubmission lists what makes sub unacceptable for req (never
 // quoting a value).
-func checkSubmission(req EnvRequest, sub EnvSubmission, repos []string) []EnvProblem {
-	var probs []EnvProblem
-	add := func(field, problem string) { probs = append(probs, EnvProblem{field, problem}) }
+func checkSubmission(req EnvRequest, sub protocol.EnvSubmission, repos []string) []protocol.EnvProblem {
+	var probs []protocol.EnvProblem
+	add := func(field, problem string) {
+		probs = append(probs, protocol.EnvProblem{Field: field, Problem: problem})
+	}
 	requested := map[string]EnvKeySpec{}
 	for _, k := range req.Keys {
 		requested[k.Key] = k
@@ -488,17 +432,17 @@ func checkSubmission(req EnvRequest, sub EnvSubmission, repos []string) []EnvPro
 // handleSubmitEnv is the submit_env client message: the submitting client
 // gets submit_env_result; everyone env_resolved.
 func (h *Hub) handleSubmitEnv(ctx context.Context, c Client, p *auth.Principal, raw []byte) {
-	var sub EnvSubmission
+	var sub protocol.EnvSubmission
 	if err := json.Unmarshal(raw, &sub); err != nil {
-		h.sendTo(c, EnvSubmitResultMessage{Type: MsgEnvSubmitResult, Code: "invalid_message", Error: "submit_env: malformed fields"})
+		h.sendTo(c, protocol.EnvSubmitResultMessage{Type: protocol.MsgEnvSubmitResult, Code: "invalid_message", Error: "submit_env: malformed fields"})
 		return
 	}
 	res, err := h.SubmitEnv(ctx, p, sub)
 	if err == nil {
-		h.sendTo(c, EnvSubmitResultMessage{Type: MsgEnvSubmitResult, OK: true, Result: &res})
+		h.sendTo(c, protocol.EnvSubmitResultMessage{Type: protocol.MsgEnvSubmitResult, OK: true, Result: &res})
 		return
 	}
-	msg := EnvSubmitResultMessage{Type: MsgEnvSubmitResult}
+	msg := protocol.EnvSubmitResultMessage{Type: protocol.MsgEnvSubmitResult}
 	var inv *EnvInvalidError
 	switch {
 	case errors.As(err, &inv):

@@ -21,6 +21,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -109,7 +110,7 @@ func (h *Hub) runExpiry() {
 		return
 	}
 	h.log.Info("hub: sandbox expiring; migrating the session to a new sandbox", "sandbox_id", rt.sb.ID, "expires_at", sess.SandboxExpiresAt)
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusRunning, Agent: AgentUnknown, Message: "migrating to a new sandbox"})
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusRunning, Agent: protocol.AgentUnknown, Message: "migrating to a new sandbox"})
 	if !h.waitAgentIdle(ctx, d.ExpiryWait) {
 		h.log.Warn("hub: expiry: the agent's turn did not finish in time; aborting it")
 		if err := rt.oc.Abort(ctx, rt.agentSessionID); err != nil {
@@ -145,7 +146,7 @@ func (h *Hub) runExpiry() {
 	// sandbox and emits migrated); clients waiting meanwhile share it.
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		h.log.Error("hub: expiry: start the new sandbox", "err", err)
-		h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The session could not move to a new sandbox; reconnect to retry."})
+		h.Broadcast(protocol.ErrorMessage{Type: protocol.MsgError, Code: "runtime_unavailable", Message: "The session could not move to a new sandbox; reconnect to retry."})
 		return
 	}
 	h.log.Info("hub: expiry migration done", "old_sandbox_id", rt.sb.ID, "snapshot_id", snapID)

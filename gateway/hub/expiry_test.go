@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -45,11 +46,11 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 	if err := h.Prompt(context.Background(), e.principal(), "remember the heron"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgMessageComplete, nil)
+	c.wait(t, protocol.MsgMessageComplete, nil)
 	if err := h.Prompt(context.Background(), e.principal(), "[[hang]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "agent busy", func() bool { return h.Status().Agent == hub.AgentBusy })
+	testenv.Eventually(t, 5*time.Second, "agent busy", func() bool { return h.Status().Agent == protocol.AgentBusy })
 
 	testenv.Eventually(t, 5*time.Second, "the expiry scan to start the migration", func() bool {
 		n, err := m.ExpiryPass(context.Background())
@@ -67,7 +68,7 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 	if after.SandboxExpiresAt == nil || !after.SandboxExpiresAt.After(*before.SandboxExpiresAt) {
 		t.Fatalf("new expiry %v, old %v", after.SandboxExpiresAt, before.SandboxExpiresAt)
 	}
-	c.wait(t, hub.MsgMessageCancelled, nil) // the hanging turn was aborted after ExpiryWait
+	c.wait(t, protocol.MsgMessageCancelled, nil) // the hanging turn was aborted after ExpiryWait
 	if closed, _, _ := c.closedWith(); closed {
 		t.Fatal("the client was disconnected by the migration")
 	}
@@ -88,11 +89,11 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 	if _, ok := e.tokenValid(t, e.lastToken(t)); !ok {
 		t.Fatal("the new sandbox's token is refused")
 	}
-	n := c.count(hub.MsgMessageComplete)
+	n := c.count(protocol.MsgMessageComplete)
 	if err := h.Prompt(context.Background(), e.principal(), "[[tokens:1]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "a prompt on the new sandbox", func() bool { return c.count(hub.MsgMessageComplete) > n })
+	testenv.Eventually(t, 5*time.Second, "a prompt on the new sandbox", func() bool { return c.count(protocol.MsgMessageComplete) > n })
 	c.send(t, h, e, `{"type":"get_messages"}`)
 	testenv.Eventually(t, 5*time.Second, "history moved", func() bool { return historyHas(c, "heron") })
 }

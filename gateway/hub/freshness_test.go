@@ -15,6 +15,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/egress"
@@ -128,7 +129,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 			return false
 		})
 		// The turn ends before the next pause.
-		testenv.Eventually(t, 90*time.Second, "the agent's turn ending", func() bool { return h.Status().Agent == hub.AgentIdle })
+		testenv.Eventually(t, 90*time.Second, "the agent's turn ending", func() bool { return h.Status().Agent == protocol.AgentIdle })
 	}
 	seen := func() int { mu.Lock(); defer mu.Unlock(); return len(prompts) }
 

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proliferate/proliferate/gateway/gitops"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
@@ -25,7 +26,7 @@ var (
 	ErrGitUnsupported = errors.New("hub: the sandbox provider does not support git operations")
 )
 
-// Git actions (GitResultMessage.Action).
+// Git actions (protocol.GitResultMessage.Action).
 const (
 	GitActionStatus = "status"
 	GitActionBranch = "create_branch"
@@ -166,14 +167,14 @@ func (h *Hub) RecordPullRequest(ctx context.Context, url string) {
 
 // handleGit answers a git client message off the read loop: git_status for
 // get_git_status, git_result for the mutations, to the requesting client.
-func (h *Hub) handleGit(c Client, p *auth.Principal, msg ClientMessage) {
+func (h *Hub) handleGit(c Client, p *auth.Principal, msg protocol.ClientMessage) {
 	done := h.ToolCallStarted() // keeps the hub from being evicted meanwhile
 	go func() {
 		defer done()
 		ctx := h.life
-		if msg.Type == ClientGetGitStatus {
+		if msg.Type == protocol.ClientGetGitStatus {
 			st, err := h.GitStatus(ctx, p, msg.WorkspacePath)
-			out := GitStatusMessage{Type: MsgGitStatus, WorkspacePath: msg.WorkspacePath, OK: err == nil}
+			out := protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: msg.WorkspacePath, OK: err == nil}
 			if err != nil {
 				out.Error = GitErrorText(err)
 			} else {
@@ -182,18 +183,18 @@ func (h *Hub) handleGit(c Client, p *auth.Principal, msg ClientMessage) {
 			h.sendTo(c, out)
 			return
 		}
-		res := GitResultMessage{Type: MsgGitResult, WorkspacePath: msg.WorkspacePath}
+		res := protocol.GitResultMessage{Type: protocol.MsgGitResult, WorkspacePath: msg.WorkspacePath}
 		var err error
 		switch msg.Type {
-		case ClientGitCreateBranch:
+		case protocol.ClientGitCreateBranch:
 			res.Action, res.Branch = GitActionBranch, msg.Branch
 			err = h.GitCreateBranch(ctx, p, msg.WorkspacePath, msg.Branch)
-		case ClientGitCommit:
+		case protocol.ClientGitCommit:
 			res.Action = GitActionCommit
 			var cr gitops.CommitResult
 			cr, err = h.GitCommit(ctx, p, msg.WorkspacePath, gitops.CommitRequest{Message: msg.Message, Mode: msg.Mode, Files: msg.Files})
 			res.SHA, res.Branch = cr.SHA, cr.Branch
-		case ClientGitPush:
+		case protocol.ClientGitPush:
 			res.Action = GitActionPush
 			var pr gitops.PushResult
 			pr, err = h.GitPush(ctx, p, msg.WorkspacePath)
@@ -201,7 +202,7 @@ func (h *Hub) handleGit(c Client, p *auth.Principal, msg ClientMessage) {
 				res.Push = &pr
 				res.Branch = pr.Branch
 			}
-		case ClientGitCreatePR:
+		case protocol.ClientGitCreatePR:
 			res.Action = GitActionPR
 			var pr gitops.PullRequest
 			pr, err = h.GitCreatePR(ctx, p, msg.WorkspacePath, gitops.PRInput{Title: msg.Title, Body: msg.Body, Base: msg.Base, Draft: msg.Draft})
@@ -230,7 +231,7 @@ func GitErrorText(err error) string {
 	case errors.Is(err, ErrSessionEnded):
 		return "the session has ended"
 	case errors.Is(err, ErrNotOwner):
-		return ReasonNotOwner
+		return protocol.ReasonNotOwner
 	case errors.Is(err, gitops.ErrNothingToCommit), errors.Is(err, gitops.ErrInvalidPath),
 		errors.Is(err, gitops.ErrInvalidRequest), errors.Is(err, gitops.ErrDetached),
 		errors.Is(err, gitops.ErrBusy), errors.Is(err, gitops.ErrNotRepo),

@@ -16,6 +16,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -76,7 +77,7 @@ func TestGitOperationsThroughTheHub(t *testing.T) {
 		testenv.Eventually(t, 10*time.Second, "git_result "+action, func() bool {
 			got = nil
 			for _, f := range c.all() {
-				if f["type"] == hub.MsgGitResult && f["action"] == action {
+				if f["type"] == protocol.MsgGitResult && f["action"] == action {
 					got = append(got, f)
 				}
 			}
@@ -86,7 +87,7 @@ func TestGitOperationsThroughTheHub(t *testing.T) {
 	}
 
 	send(owner, `{"type":"get_git_status","workspace_path":"widget"}`)
-	c.wait(t, hub.MsgGitStatus, func(f map[string]any) bool {
+	c.wait(t, protocol.MsgGitStatus, func(f map[string]any) bool {
 		st, _ := f["status"].(map[string]any)
 		return f["ok"] == true && st["branch"] == "main" && st["clean"] == true
 	})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -179,7 +180,7 @@ func (c *recClient) count(typ string) int {
 func (c *recClient) tokens() string {
 	var sb strings.Builder
 	for _, f := range c.all() {
-		if f["type"] == hub.MsgToken {
+		if f["type"] == protocol.MsgToken {
 			sb.WriteString(f["token"].(string))
 		}
 	}

@@ -10,7 +10,7 @@
 // provision the runtime, stream SSE or run tools. If a renewal fails, or the
 // time since the last successful renewal exceeds OwnerTTL (the process was
 // stalled long enough that another instance may have taken over), the hub
-// terminates itself: clients are closed with CloseOwnershipLost, SSE stops,
+// terminates itself: clients are closed with protocol.CloseOwnershipLost, SSE stops,
 // the hub leaves the manager. lease:runtime:{session} (RuntimeTTL) is a
 // liveness heartbeat for orphan detection, written only by the owner;
 // alive:sandbox:{sandbox} (RuntimeTTL) is renewed by the owner only while
@@ -18,7 +18,7 @@
 // a session's sandbox lives (leases.go Liveness, used by the compute meter).
 //
 // Backpressure: each client has a bounded outbound queue (MaxBufferedBytes);
-// a client whose queue overflows is disconnected with CloseSlowClient rather
+// a client whose queue overflows is disconnected with protocol.CloseSlowClient rather
 // than slowing the session down. Text deltas are coalesced per part and sent
 // as one token message per TokenBatch interval.
 //
@@ -195,22 +195,11 @@ type Deps struct {
 
 // Client is one attached WebSocket connection (or any frame sink). Send
 // must not block: it enqueues and returns an error when the client cannot
-// keep up (the hub then closes it with CloseSlowClient). Close must not
+// keep up (the hub then closes it with protocol.CloseSlowClient). Close must not
 // block either (the hub may call it while streaming). NewSocketClient
 // builds one with a bounded queue (Deps.MaxBufferedBytes) over any frame
 // writer; the WebSocket handler should use it.
 type Client interface {
 	Send(msg []byte) error
 	Close(code int, reason string)
-}
-
-// Status is a point-in-time view of a hub.
-type Status struct {
-	SessionID    string `json:"session_id"`
-	Status       string `json:"status"`        // DB session status
-	Agent        string `json:"agent"`         // idle | busy | unknown
-	RuntimeReady bool   `json:"runtime_ready"` // sandbox + OpenCode + SSE up
-	Clients      int    `json:"clients"`
-	Owner        bool   `json:"owner"` // this instance holds the owner lease
-	SandboxID    string `json:"sandbox_id,omitempty"`
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -28,7 +29,7 @@ func TestOwnerLeaseAcrossManagers(t *testing.T) {
 	if owner, _ := hub.OwnerOf(ctx, e.rdb, id); owner != a.InstanceID() {
 		t.Fatalf("owner = %q, want %q", owner, a.InstanceID())
 	}
-	ca.wait(t, hub.MsgInit, nil)
+	ca.wait(t, protocol.MsgInit, nil)
 
 	hb, err := b.Hub(ctx, id)
 	if err != nil {
@@ -59,11 +60,11 @@ func TestOwnerLeaseAcrossManagers(t *testing.T) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	a.Shutdown(sctx)
 	cancel()
-	if closed, code, _ := ca.closedWith(); !closed || code != hub.CloseOwnershipLost {
+	if closed, code, _ := ca.closedWith(); !closed || code != protocol.CloseOwnershipLost {
 		t.Fatalf("client after shutdown closed=%v code=%d", closed, code)
 	}
 	_, cb := attach(t, b, id, e.principal())
-	cb.wait(t, hub.MsgInit, nil)
+	cb.wait(t, protocol.MsgInit, nil)
 	if owner, _ := hub.OwnerOf(ctx, e.rdb, id); owner != b.InstanceID() {
 		t.Fatalf("owner after takeover = %q", owner)
 	}
@@ -100,13 +101,13 @@ func TestRenewalLagBeyondTTLTerminatesHub(t *testing.T) {
 	d.Now = clock.Now
 	m := e.manager(t, d)
 	h, c := attach(t, m, id, e.principal())
-	c.wait(t, hub.MsgStatus, running)
+	c.wait(t, protocol.MsgStatus, running)
 
 	// The process "stalls" longer than the owner TTL between renewals.
 	clock.Advance(d.OwnerTTL + time.Second)
 	testenv.Eventually(t, 10*time.Second, "hub self-terminated", func() bool {
 		closed, code, reason := c.closedWith()
-		return closed && code == hub.CloseOwnershipLost && reason == hub.ReasonOwnershipLost
+		return closed && code == protocol.CloseOwnershipLost && reason == protocol.ReasonOwnershipLost
 	})
 	<-h.Done()
 	if _, ok := m.Get(id); ok {
@@ -121,7 +122,7 @@ func TestRenewalLagBeyondTTLTerminatesHub(t *testing.T) {
 	// A fresh hub (here or elsewhere) can take over.
 	other := e.manager(t, e.deps(unique("gw-")))
 	_, c2 := attach(t, other, id, e.principal())
-	c2.wait(t, hub.MsgInit, nil)
+	c2.wait(t, protocol.MsgInit, nil)
 }
 
 func TestStolenLeaseTerminatesHub(t *testing.T) {
@@ -135,7 +136,7 @@ func TestStolenLeaseTerminatesHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-h.Done()
-	if closed, code, _ := c.closedWith(); !closed || code != hub.CloseOwnershipLost {
+	if closed, code, _ := c.closedWith(); !closed || code != protocol.CloseOwnershipLost {
 		t.Fatalf("client closed=%v code=%d", closed, code)
 	}
 	if owner, _ := hub.OwnerOf(ctx, e.rdb, id); owner != "someone-else" {
@@ -151,12 +152,12 @@ func TestPromptTranslatesEventsInOrder(t *testing.T) {
 	d.TelemetryEvery = 50 * time.Millisecond
 	m := e.manager(t, d)
 	h, c := attach(t, m, id, e.principal())
-	c.wait(t, hub.MsgStatus, running)
+	c.wait(t, protocol.MsgStatus, running)
 
 	if err := h.Prompt(ctx, e.principal(), "[[tokens:30]][[tool:bash]][[pr:https://github.com/acme/app/pull/7]]"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgMessageComplete, nil)
+	c.wait(t, protocol.MsgMessageComplete, nil)
 
 	var want strings.Builder
 	for i := 0; i < 30; i++ {
@@ -169,34 +170,34 @@ func TestPromptTranslatesEventsInOrder(t *testing.T) {
 	// Order of the protocol messages (tokens collapsed).
 	var seqTypes []string
 	for _, typ := range c.types() {
-		if typ == hub.MsgStatus || typ == hub.MsgInit {
+		if typ == protocol.MsgStatus || typ == protocol.MsgInit {
 			continue
 		}
-		if n := len(seqTypes); typ == hub.MsgToken && n > 0 && seqTypes[n-1] == hub.MsgToken {
+		if n := len(seqTypes); typ == protocol.MsgToken && n > 0 && seqTypes[n-1] == protocol.MsgToken {
 			continue
 		}
 		seqTypes = append(seqTypes, typ)
 	}
-	wantSeq := []string{hub.MsgMessage, hub.MsgMessage, hub.MsgToken, hub.MsgTextPartComplete, hub.MsgToolStart, hub.MsgToolMetadata,
-		hub.MsgToolEnd, hub.MsgToken, hub.MsgTextPartComplete, hub.MsgMessageComplete}
+	wantSeq := []string{protocol.MsgMessage, protocol.MsgMessage, protocol.MsgToken, protocol.MsgTextPartComplete, protocol.MsgToolStart, protocol.MsgToolMetadata,
+		protocol.MsgToolEnd, protocol.MsgToken, protocol.MsgTextPartComplete, protocol.MsgMessageComplete}
 	if strings.Join(seqTypes, ",") != strings.Join(wantSeq, ",") {
 		t.Fatalf("message sequence\n got %v\nwant %v", seqTypes, wantSeq)
 	}
-	if !c.has(hub.MsgMessage, func(f map[string]any) bool {
+	if !c.has(protocol.MsgMessage, func(f map[string]any) bool {
 		msg := f["message"].(map[string]any)
 		return msg["role"] == "user" && strings.HasPrefix(msg["content"].(string), "[[tokens:30]]")
 	}) {
 		t.Fatal("no user message broadcast")
 	}
-	if !c.has(hub.MsgToolEnd, func(f map[string]any) bool {
+	if !c.has(protocol.MsgToolEnd, func(f map[string]any) bool {
 		return f["tool"] == "bash" && f["status"] == "completed" && f["result"] == "bash done\n"
 	}) {
 		t.Fatal("tool_end lacks status/result")
 	}
-	if n := c.count(hub.MsgToken); n >= 31 {
+	if n := c.count(protocol.MsgToken); n >= 31 {
 		t.Fatalf("%d token frames for 31 deltas: not batched", n)
 	}
-	c.wait(t, hub.MsgStatus, agentIdle)
+	c.wait(t, protocol.MsgStatus, agentIdle)
 
 	// get_messages answers the requester only, with history from the agent.
 	other := &recClient{}
@@ -205,14 +206,14 @@ func TestPromptTranslatesEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach()
-	other.wait(t, hub.MsgInit, func(f map[string]any) bool { return len(f["messages"].([]any)) == 2 })
+	other.wait(t, protocol.MsgInit, func(f map[string]any) bool { return len(f["messages"].([]any)) == 2 })
 	h.HandleClientMessage(ctx, other, e.principal(), []byte(`{"type":"ping"}`))
-	other.wait(t, hub.MsgPong, nil)
-	if c.has(hub.MsgPong, nil) {
+	other.wait(t, protocol.MsgPong, nil)
+	if c.has(protocol.MsgPong, nil) {
 		t.Fatal("pong was broadcast to another client")
 	}
 	h.HandleClientMessage(ctx, other, e.principal(), []byte(`{"type":"bogus"}`))
-	other.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "invalid_message" })
+	other.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == "invalid_message" })
 
 	// Telemetry reaches the session row periodically ...
 	testenv.Eventually(t, 5*time.Second, "telemetry flushed", func() bool {
@@ -231,7 +232,7 @@ func TestPromptTranslatesEventsInOrder(t *testing.T) {
 	if s.Status != sessions.StatusStopped || s.ToolCalls != 1 || s.MessagesExchanged != 2 || len(s.PRURLs) != 1 {
 		t.Fatalf("after terminate: status=%s tools=%d msgs=%d prs=%v task=%v", s.Status, s.ToolCalls, s.MessagesExchanged, s.PRURLs, s.LatestTask)
 	}
-	if closed, code, _ := c.closedWith(); !closed || code != hub.CloseSessionEnded {
+	if closed, code, _ := c.closedWith(); !closed || code != protocol.CloseSessionEnded {
 		t.Fatalf("client closed=%v code=%d after terminate", closed, code)
 	}
 	if alive, _ := hub.RuntimeAlive(ctx, e.rdb, id); alive {
@@ -251,9 +252,9 @@ func TestTokenBatching(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[tokens:200]]"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgMessageComplete, nil)
+	c.wait(t, protocol.MsgMessageComplete, nil)
 	elapsed := time.Since(start)
-	n := c.count(hub.MsgToken)
+	n := c.count(protocol.MsgToken)
 	// At most one frame per batch window (plus the final flush).
 	maxFrames := int(elapsed/d.TokenBatch) + 2
 	if n < 1 || n > maxFrames {
@@ -294,10 +295,10 @@ func TestSlowClientIsDisconnected(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[tokens:3000]]"); err != nil {
 		t.Fatal(err)
 	}
-	fast.wait(t, hub.MsgMessageComplete, nil)
+	fast.wait(t, protocol.MsgMessageComplete, nil)
 	select {
 	case code := <-w.closed:
-		if code != hub.CloseSlowClient {
+		if code != protocol.CloseSlowClient {
 			t.Fatalf("slow client closed with %d", code)
 		}
 	case <-time.After(10 * time.Second):
@@ -320,21 +321,21 @@ func TestCancelAndAgentErrors(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[tokens:3]][[hang]]"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgStatus, func(f map[string]any) bool { return f["agent"] == "busy" })
-	testenv.Eventually(t, 5*time.Second, "status busy", func() bool { return h.Status().Agent == hub.AgentBusy })
+	c.wait(t, protocol.MsgStatus, func(f map[string]any) bool { return f["agent"] == "busy" })
+	testenv.Eventually(t, 5*time.Second, "status busy", func() bool { return h.Status().Agent == protocol.AgentBusy })
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"cancel"}`))
-	c.wait(t, hub.MsgMessageCancelled, nil)
-	c.wait(t, hub.MsgStatus, agentIdle)
-	if c.has(hub.MsgMessageComplete, nil) {
+	c.wait(t, protocol.MsgMessageCancelled, nil)
+	c.wait(t, protocol.MsgStatus, agentIdle)
+	if c.has(protocol.MsgMessageComplete, nil) {
 		t.Fatal("cancelled turn also reported message_complete")
 	}
-	if c.has(hub.MsgError, nil) {
+	if c.has(protocol.MsgError, nil) {
 		t.Fatal("abort surfaced as an error")
 	}
 	if err := h.Prompt(ctx, e.principal(), "[[error:rate limited]]"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "agent_error" && f["message"] == "rate limited" })
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == "agent_error" && f["message"] == "rate limited" })
 
 	// Only the creator (or a service) may prompt; sandbox tokens may not attach.
 	stranger := &auth.Principal{Kind: auth.KindUser, UserID: "00000000-0000-0000-0000-000000000001", OrgID: e.org}
@@ -345,7 +346,7 @@ func TestCancelAndAgentErrors(t *testing.T) {
 		t.Fatalf("stranger cancel = %v", err)
 	}
 	h.HandleClientMessage(ctx, c, stranger, []byte(`{"type":"prompt","content":"x"}`))
-	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
 	if _, err := h.Attach(ctx, &recClient{}, &auth.Principal{Kind: auth.KindSandbox, SessionID: id}); !errors.Is(err, hub.ErrForbidden) {
 		t.Fatalf("sandbox attach = %v", err)
 	}
@@ -435,7 +436,7 @@ func TestSSEReconnectAndSandboxLoss(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "after blip"); err != nil {
 		t.Fatal(err)
 	}
-	c.wait(t, hub.MsgMessageComplete, nil)
+	c.wait(t, protocol.MsgMessageComplete, nil)
 	if c.tokens() != "Echo: after blip" {
 		t.Fatalf("tokens after reconnect = %q", c.tokens())
 	}
@@ -456,7 +457,7 @@ func TestPauseAndResumeFromSnapshot(t *testing.T) {
 	h, c := attach(t, m, id, e.principal())
 	sandboxID := h.Status().SandboxID
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"save_snapshot"}`))
-	c.wait(t, hub.MsgSnapshotResult, func(f map[string]any) bool { return f["success"] == true })
+	c.wait(t, protocol.MsgSnapshotResult, func(f map[string]any) bool { return f["success"] == true })
 	if err := h.Pause(ctx, "manual"); err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +465,7 @@ func TestPauseAndResumeFromSnapshot(t *testing.T) {
 	if s.Status != sessions.StatusPaused || s.SnapshotID == nil {
 		t.Fatalf("after pause: %s snapshot=%v", s.Status, s.SnapshotID)
 	}
-	if closed, code, _ := c.closedWith(); !closed || code != hub.CloseSessionEnded {
+	if closed, code, _ := c.closedWith(); !closed || code != protocol.CloseSessionEnded {
 		t.Fatalf("client closed=%v code=%d", closed, code)
 	}
 	if ok, _ := e.prov.Alive(ctx, sandboxID); ok || sandboxID == "" {
@@ -475,7 +476,7 @@ func TestPauseAndResumeFromSnapshot(t *testing.T) {
 	if h2 == h {
 		t.Fatal("paused hub reused")
 	}
-	c2.wait(t, hub.MsgStatus, running)
+	c2.wait(t, protocol.MsgStatus, running)
 	specs := e.prov.Specs()
 	if last := specs[len(specs)-1]; last.SnapshotID != *s.SnapshotID {
 		t.Fatalf("resume spec snapshot = %q, want %q", last.SnapshotID, *s.SnapshotID)

@@ -54,6 +54,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -260,7 +261,7 @@ func (h *Hub) snapshotAndPause(ctx context.Context, lock *Lock, rt *runtimeState
 		h.log.Warn("hub: drop runtime lease", "err", err)
 	}
 	h.log.Info("hub: sandbox snapshotted and stopped", "reason", reason, "kind", kind, "snapshot_id", snapID, "sandbox_id", rt.sb.ID)
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusPaused, Agent: AgentUnknown, Message: reason})
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusPaused, Agent: protocol.AgentUnknown, Message: reason})
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -75,13 +76,13 @@ func promptAndWait(t testing.TB, e *env, h *hub.Hub, text string) {
 	}
 	testenv.Eventually(t, 10*time.Second, "the agent's turn to end", func() bool {
 		st := h.Status()
-		return st.RuntimeReady && st.Agent == hub.AgentIdle
+		return st.RuntimeReady && st.Agent == protocol.AgentIdle
 	})
 }
 
 func historyHas(c *recClient, text string) bool {
 	for _, f := range c.all() {
-		if f["type"] != hub.MsgInit {
+		if f["type"] != protocol.MsgInit {
 			continue
 		}
 		msgs, _ := f["messages"].([]any)
@@ -153,7 +154,7 @@ func TestIdleSnapshotKeepsHubThenEvicts(t *testing.T) {
 	if err := h2.Prompt(context.Background(), e.principal(), "[[tokens:1]]"); err != nil {
 		t.Fatal(err)
 	}
-	c2.wait(t, hub.MsgMessageComplete, nil)
+	c2.wait(t, protocol.MsgMessageComplete, nil)
 	c2.send(t, h2, e, `{"type":"get_messages"}`)
 	testenv.Eventually(t, 5*time.Second, "history with the first prompt", func() bool { return historyHas(c2, "pelican") })
 }
@@ -213,7 +214,7 @@ func TestPromptDuringSnapshotResumes(t *testing.T) {
 		t.Fatalf("prompt during snapshot: %v", err)
 	}
 	c := <-attached
-	c.wait(t, hub.MsgStatus, running)
+	c.wait(t, protocol.MsgStatus, running)
 	srv, ok := e.prov.Server(id)
 	if !ok {
 		t.Fatal("no sandbox after the resume")
@@ -249,7 +250,7 @@ func TestGraceCountsFromAgentDone(t *testing.T) {
 	if err := h.Prompt(context.Background(), e.principal(), "[[hang]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 5*time.Second, "agent busy", func() bool { return h.Status().Agent == hub.AgentBusy })
+	testenv.Eventually(t, 5*time.Second, "agent busy", func() bool { return h.Status().Agent == protocol.AgentBusy })
 	mark := h.LastActivity()
 	checks := m.IdleChecks()
 	testenv.Eventually(t, 5*time.Second, "idle checks while busy", func() bool { return m.IdleChecks() >= checks+10 })
@@ -396,7 +397,7 @@ func TestUnrestorableSnapshotStartsFresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach()
-	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == hub.CodeSnapshotLost })
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == hub.CodeSnapshotLost })
 	if s := e.get(t, id); s.SnapshotID != nil || s.Status != sessions.StatusPaused {
 		t.Fatalf("after a lost snapshot: status %s snapshot %v", s.Status, s.SnapshotID)
 	}

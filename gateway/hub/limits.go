@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -56,7 +57,7 @@ func (h *Hub) limitHit(ev sandbox.LimitEvent) {
 	if !ev.AgentAlive {
 		msg += " The agent was stopped with it and is being restarted."
 	}
-	h.Broadcast(ErrorMessage{Type: MsgError, Code: CodeSandboxLimit, Message: msg})
+	h.Broadcast(protocol.ErrorMessage{Type: protocol.MsgError, Code: CodeSandboxLimit, Message: msg})
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.life), 10*time.Second)
 	defer cancel()
 	if err := h.m.d.Sessions.RecordLimit(ctx, h.id, schemas.SandboxLimit{Kind: ev.Kind, Detail: ev.Detail, AgentAlive: ev.AgentAlive}); err != nil {

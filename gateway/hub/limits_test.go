@@ -11,6 +11,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -73,7 +74,7 @@ func TestSandboxLimitBecomesAnErrorFrame(t *testing.T) {
 
 	lp.emit(sandbox.LimitEvent{SessionID: id, SandboxID: first, Kind: sandbox.LimitPids,
 		Detail: "the sandbox reached its limit of 512 processes and threads: a fork was refused", AgentAlive: true})
-	c.wait(t, hub.MsgError, func(f map[string]any) bool {
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool {
 		msg, _ := f["message"].(string)
 		return f["code"] == hub.CodeSandboxLimit && strings.Contains(msg, "process limit") && strings.Contains(msg, "512")
 	})
@@ -106,7 +107,7 @@ func TestSandboxLimitBecomesAnErrorFrame(t *testing.T) {
 	e.prov.Kill(id)
 	lp.emit(sandbox.LimitEvent{SessionID: id, SandboxID: first, Kind: sandbox.LimitMemory,
 		Detail: "the sandbox ran out of memory (limit 2 GiB): the kernel killed one of its processes", AgentAlive: false})
-	c.wait(t, hub.MsgError, func(f map[string]any) bool {
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool {
 		msg, _ := f["message"].(string)
 		return f["code"] == hub.CodeSandboxLimit && strings.Contains(msg, "memory limit") && strings.Contains(msg, "restarted")
 	})

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/proliferate/proliferate/gateway/protocol"
 )
 
 // Manager is the per-instance registry of hubs, keyed by session id.
@@ -303,7 +305,7 @@ func (m *Manager) all() []*Hub {
 }
 
 // Shutdown flushes every hub's telemetry, closes its clients with
-// CloseOwnershipLost (they reconnect to another instance), stops its SSE
+// protocol.CloseOwnershipLost (they reconnect to another instance), stops its SSE
 // bridge and releases its leases — runtimes keep running so another
 // instance can adopt them at once. Bounded by ctx.
 func (m *Manager) Shutdown(ctx context.Context) {
@@ -318,7 +320,7 @@ func (m *Manager) Shutdown(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			h.flushTelemetry(ctx)
-			h.close(ctx, CloseOwnershipLost, ReasonShutdown, false)
+			h.close(ctx, protocol.CloseOwnershipLost, protocol.ReasonShutdown, false)
 		}()
 	}
 	done := make(chan struct{})
@@ -372,7 +374,7 @@ func (m *Manager) evictIdle(h *Hub) {
 	ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
 	defer cancel()
 	h.flushTelemetry(ctx)
-	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, false)
+	h.close(ctx, protocol.CloseSessionEnded, protocol.ReasonSessionEnded, false)
 }
 
 // evictLRU closes the least recently used hub without a runtime to stay

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -71,20 +72,20 @@ func TestRealOpenCodeThroughLocalSandbox(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "message_complete from the real agent", func() bool { return c.has(hub.MsgMessageComplete, nil) })
+	testenv.Eventually(t, 90*time.Second, "message_complete from the real agent", func() bool { return c.has(protocol.MsgMessageComplete, nil) })
 	want := "Hello! I am the Proliferate scripted model."
 	if got := c.tokens(); !strings.HasPrefix(got, want) {
 		t.Fatalf("streamed text = %q, want it to start with %q", got, want)
 	}
-	if !c.has(hub.MsgTextPartComplete, func(f map[string]any) bool { return f["text"] == c.tokens() }) {
+	if !c.has(protocol.MsgTextPartComplete, func(f map[string]any) bool { return f["text"] == c.tokens() }) {
 		t.Fatal("text_part_complete does not match the streamed tokens")
 	}
-	if c.has(hub.MsgError, nil) {
+	if c.has(protocol.MsgError, nil) {
 		t.Fatalf("unexpected error frames: %v", c.types())
 	}
 	// History comes back from OpenCode on get_messages.
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"get_messages"}`))
-	c.wait(t, hub.MsgInit, func(f map[string]any) bool { return len(f["messages"].([]any)) >= 2 })
+	c.wait(t, protocol.MsgInit, func(f map[string]any) bool { return len(f["messages"].([]any)) >= 2 })
 
 	if err := h.Terminate(ctx, "completed", "success", ""); err != nil {
 		t.Fatal(err)
@@ -120,7 +121,7 @@ func TestIdleSnapshotFullCycleWithTheRealAgent(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[script:slow]] Tell me a long story about a pelican"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "the agent working", func() bool { return h.Status().Agent == hub.AgentBusy })
+	testenv.Eventually(t, 90*time.Second, "the agent working", func() bool { return h.Status().Agent == protocol.AgentBusy })
 	detach() // the person closes the tab while the agent works
 	first := e.get(t, id)
 	s := e.waitStatusWithin(t, id, sessions.StatusPaused, 120*time.Second)
@@ -141,7 +142,7 @@ func TestIdleSnapshotFullCycleWithTheRealAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach2()
-	c2.wait(t, hub.MsgStatus, running)
+	c2.wait(t, protocol.MsgStatus, running)
 	s2 := e.get(t, id)
 	if s2.Status != sessions.StatusRunning || s2.SandboxID == nil || *s2.SandboxID == *first.SandboxID {
 		t.Fatalf("resumed: status %s sandbox %v (was %v)", s2.Status, s2.SandboxID, first.SandboxID)
@@ -154,5 +155,5 @@ func TestIdleSnapshotFullCycleWithTheRealAgent(t *testing.T) {
 	if err := h.Prompt(ctx, e.principal(), "[[script:hello]] Say hello"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "a reply after resume", func() bool { return c2.has(hub.MsgMessageComplete, nil) })
+	testenv.Eventually(t, 90*time.Second, "a reply after resume", func() bool { return c2.has(protocol.MsgMessageComplete, nil) })
 }

@@ -19,24 +19,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
-
-// MsgPreviewURL announces a port listening in the session's sandbox.
-const MsgPreviewURL = "preview_url"
-
-// PreviewURLMessage is the preview_url frame.
-type PreviewURLMessage struct {
-	Type string `json:"type"`
-	Port int    `json:"port"`
-	// URL is the preview (/proliferate/{session}/preview/{port}/), for a
-	// client with a bearer credential.
-	URL string `json:"url"`
-	// OpenURL is, for a person, the preview with a short-lived token for
-	// them alone, to open in a browser (it becomes a preview cookie).
-	OpenURL string `json:"open_url,omitempty"`
-}
 
 // PreviewDeps configure the announcements.
 type PreviewDeps struct {
@@ -180,5 +166,5 @@ func (h *Hub) sendPreview(c Client, p *auth.Principal, port int) {
 	ctx, cancel := context.WithTimeout(h.life, 5*time.Second)
 	defer cancel()
 	u, open := h.m.d.Previews.URL(ctx, p, h.id, port)
-	h.sendTo(c, PreviewURLMessage{Type: MsgPreviewURL, Port: port, URL: u, OpenURL: open})
+	h.sendTo(c, protocol.PreviewURLMessage{Type: protocol.MsgPreviewURL, Port: port, URL: u, OpenURL: open})
 }

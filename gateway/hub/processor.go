@@ -1,11 +1,13 @@
 package hub
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 )
 
@@ -147,7 +149,7 @@ func (p *processor) process(ev opencode.Event) {
 		if ev.Error != nil && ev.Error.Name == "MessageAbortedError" {
 			if !p.cancelled {
 				p.cancelled = true
-				p.emit(MessageCancelledMessage{Type: MsgMessageCancelled, MessageID: p.currentMsg})
+				p.emit(protocol.MessageCancelledMessage{Type: protocol.MsgMessageCancelled, MessageID: p.currentMsg})
 			}
 			return
 		}
@@ -158,7 +160,7 @@ func (p *processor) process(ev opencode.Event) {
 				msg = m
 			}
 		}
-		p.emit(ErrorMessage{Type: MsgError, Code: "agent_error", Message: msg})
+		p.emit(protocol.ErrorMessage{Type: protocol.MsgError, Code: "agent_error", Message: msg})
 	}
 }
 
@@ -176,7 +178,7 @@ func (p *processor) messageUpdated(m *opencode.MessageInfo) {
 	p.flushLocked()
 	p.currentMsg = m.ID
 	p.setBusyLocked(true)
-	p.emit(MessageMessage{Type: MsgMessage, Message: ChatMessage{ID: m.ID, Role: "assistant", CreatedAt: m.Time.Created}})
+	p.emit(protocol.MessageMessage{Type: protocol.MsgMessage, Message: protocol.ChatMessage{ID: m.ID, Role: "assistant", CreatedAt: m.Time.Created}})
 }
 
 func (p *processor) partUpdated(part *opencode.Part) {
@@ -201,7 +203,7 @@ func (p *processor) partUpdated(part *opencode.Part) {
 		if part.Time != nil && part.Time.End != 0 {
 			p.flushLocked()
 			ts.complete = true
-			p.emit(TextPartCompleteMessage{Type: MsgTextPartComplete, MessageID: part.MessageID, PartID: part.ID, Text: part.Text})
+			p.emit(protocol.TextPartCompleteMessage{Type: protocol.MsgTextPartComplete, MessageID: part.MessageID, PartID: part.ID, Text: part.Text})
 			for _, u := range ExtractPRURLs(part.Text) {
 				p.counters.RecordPRURL(u)
 			}
@@ -217,13 +219,13 @@ func (p *processor) partUpdated(part *opencode.Part) {
 			p.tools[part.CallID] = ts
 			p.flushLocked()
 			p.counters.RecordToolCall(part.CallID)
-			p.emit(ToolStartMessage{Type: MsgToolStart, MessageID: part.MessageID, PartID: part.ID, ToolCallID: part.CallID, Tool: part.Tool, Args: st.Input})
+			p.emit(protocol.ToolStartMessage{Type: protocol.MsgToolStart, MessageID: part.MessageID, PartID: part.ID, ToolCallID: part.CallID, Tool: part.Tool, Args: st.Input})
 		}
 		if st.Title != "" && st.Title != ts.title && !ts.ended {
 			ts.title = st.Title
 			p.flushLocked()
 			p.counters.SetLatestTask(st.Title)
-			p.emit(ToolMetadataMessage{Type: MsgToolMetadata, MessageID: part.MessageID, ToolCallID: part.CallID, Tool: part.Tool, Title: st.Title, Metadata: st.Metadata})
+			p.emit(protocol.ToolMetadataMessage{Type: protocol.MsgToolMetadata, MessageID: part.MessageID, ToolCallID: part.CallID, Tool: part.Tool, Title: st.Title, Metadata: st.Metadata})
 		}
 		if (st.Status == opencode.ToolCompleted || st.Status == opencode.ToolError) && !ts.ended {
 			ts.ended = true
@@ -232,10 +234,20 @@ func (p *processor) partUpdated(part *opencode.Part) {
 			if st.Time.End > st.Time.Start && st.Time.Start > 0 {
 				dur = st.Time.End - st.Time.Start
 			}
-			p.emit(ToolEndMessage{Type: MsgToolEnd, MessageID: part.MessageID, ToolCallID: part.CallID, Tool: part.Tool,
-				Status: st.Status, Result: st.Output, Error: st.Error, DurationMS: dur, input: st.Input, title: ts.title, partID: part.ID})
+			p.emit(toolEnd{ToolEndMessage: protocol.ToolEndMessage{Type: protocol.MsgToolEnd, MessageID: part.MessageID, ToolCallID: part.CallID,
+				Tool: part.Tool, Status: st.Status, Result: st.Output, Error: st.Error, DurationMS: dur}, input: st.Input, title: ts.title, partID: part.ID})
 		}
 	}
+}
+
+// toolEnd is a tool_end frame with what the transcript records of the call
+// but the frame does not carry: its final input, its title and its part.
+// It encodes as the frame.
+type toolEnd struct {
+	protocol.ToolEndMessage
+	input  json.RawMessage
+	title  string
+	partID string
 }
 
 func (p *processor) text(messageID, partID string) *textState {
@@ -286,7 +298,7 @@ func (p *processor) flushLocked() {
 		p.timer = nil
 	}
 	for _, pt := range p.pending {
-		p.emit(TokenMessage{Type: MsgToken, MessageID: pt.messageID, PartID: pt.partID, Token: pt.sb.String()})
+		p.emit(protocol.TokenMessage{Type: protocol.MsgToken, MessageID: pt.messageID, PartID: pt.partID, Token: pt.sb.String()})
 	}
 	clear(p.pending)
 	p.pending = p.pending[:0]
@@ -299,7 +311,7 @@ func (p *processor) completeTurnLocked() {
 	}
 	if p.currentMsg != "" {
 		if !p.cancelled {
-			p.emit(MessageCompleteMessage{Type: MsgMessageComplete, MessageID: p.currentMsg})
+			p.emit(protocol.MessageCompleteMessage{Type: protocol.MsgMessageComplete, MessageID: p.currentMsg})
 		}
 		p.counters.RecordMessage()
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -154,7 +155,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	if err := h.gateBoot(ctx, sess); err != nil {
 		return nil, err
 	}
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "preparing sandbox"})
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusStarting, Agent: protocol.AgentUnknown, Message: "preparing sandbox"})
 
 	llm, issued, err := h.llmFor(ctx, sess)
 	if err != nil {
@@ -416,11 +417,11 @@ func (h *Hub) runtimeLost(rt *runtimeState) {
 	h.stopIdleMonitor()
 	h.log.Warn("hub: sandbox is gone", "sandbox_id", rt.sb.ID)
 	h.proc.process(opencode.Event{Type: opencode.EventSessionIdle})
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStarting, Agent: AgentUnknown, Message: "sandbox lost; restarting"})
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusStarting, Agent: protocol.AgentUnknown, Message: "sandbox lost; restarting"})
 	if watched {
 		go func() {
 			if err := h.ensureRuntime(h.life, true); err != nil && h.life.Err() == nil && !errors.Is(err, ErrSessionPaused) && !isDenial(err) {
-				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be restarted."})
+				h.Broadcast(protocol.ErrorMessage{Type: protocol.MsgError, Code: "runtime_unavailable", Message: "The agent could not be restarted."})
 			}
 		}()
 	}
@@ -481,7 +482,7 @@ func (h *Hub) snapshotLost(ctx context.Context, snapshotID string, cause error) 
 	h.mu.Lock()
 	h.sess.SnapshotID = nil
 	h.mu.Unlock()
-	h.Broadcast(ErrorMessage{Type: MsgError, Code: CodeSnapshotLost,
+	h.Broadcast(protocol.ErrorMessage{Type: protocol.MsgError, Code: CodeSnapshotLost,
 		Message: "The session's saved state could not be restored, so its previous conversation has been reset. Reconnect or send a message to start again from the repository."})
 	return fmt.Errorf("%w: %w", ErrSnapshotLost, cause)
 }

@@ -25,6 +25,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -32,10 +33,6 @@ import (
 )
 
 const (
-	// MsgAutoStartOutput reports the services started by auto-start.
-	MsgAutoStartOutput = "auto_start_output"
-	// ClientRunAutoStart (re)starts the configuration's service commands.
-	ClientRunAutoStart = "run_auto_start"
 	// AutoStartOutputBytes bounds each service's output in a frame.
 	AutoStartOutputBytes = 4096
 	// AutoStartWatch is how long the gateway reports on services after
@@ -87,28 +84,6 @@ func (r RepoServices) ServiceCommands(ctx context.Context, s sessions.Session) (
 	return out, nil
 }
 
-// AutoStartService is one service in an auto_start_output frame.
-type AutoStartService struct {
-	Name     string `json:"name"`
-	Command  string `json:"command"`
-	Cwd      string `json:"cwd,omitempty"`
-	Status   string `json:"status"` // running | exited | failed | stopped
-	ExitCode *int   `json:"exit_code,omitempty"`
-	// Output is the end of the service's log (AutoStartOutputBytes).
-	Output string `json:"output"`
-}
-
-// AutoStartOutputMessage is the auto_start_output frame.
-type AutoStartOutputMessage struct {
-	Type string `json:"type"`
-	// Trigger is boot (a new or restored sandbox) or run_auto_start.
-	Trigger  string             `json:"trigger"`
-	Services []AutoStartService `json:"services"`
-	// Done marks the last frame of this run.
-	Done  bool   `json:"done"`
-	Error string `json:"error,omitempty"`
-}
-
 // svcState is a service as `proliferate services list --json` prints it.
 type svcState struct {
 	Name     string `json:"name"`
@@ -125,8 +100,8 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 	d := h.m.d
 	ex, ok := d.Provider.(sandbox.Executor)
 	if d.Services == nil || !ok {
-		if trigger == ClientRunAutoStart {
-			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
+		if trigger == protocol.ClientRunAutoStart {
+			h.broadcastAutoStart(protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: []protocol.AutoStartService{}, Done: true,
 				Error: "this sandbox cannot run services"})
 		}
 		return
@@ -134,13 +109,13 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 	cmds, err := d.Services.ServiceCommands(ctx, sess)
 	if err != nil {
 		h.log.Warn("hub: service commands", "err", err)
-		h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true,
+		h.broadcastAutoStart(protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: []protocol.AutoStartService{}, Done: true,
 			Error: "the configuration's service commands could not be read"})
 		return
 	}
 	if len(cmds) == 0 {
-		if trigger == ClientRunAutoStart {
-			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: []AutoStartService{}, Done: true})
+		if trigger == protocol.ClientRunAutoStart {
+			h.broadcastAutoStart(protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: []protocol.AutoStartService{}, Done: true})
 		}
 		return
 	}
@@ -149,7 +124,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		names[c.Name] = true
 	}
 	stdin, _ := json.Marshal(cmds)
-	run := func(args []string, in []byte) ([]AutoStartService, error) {
+	run := func(args []string, in []byte) ([]protocol.AutoStartService, error) {
 		res, err := ex.Exec(ctx, sb.ID, sandbox.ExecCommand{Args: args, Stdin: in, Timeout: time.Minute})
 		if err != nil {
 			return nil, err
@@ -161,10 +136,10 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		if err := json.Unmarshal(bytes.TrimSpace(res.Stdout), &out); err != nil {
 			return nil, fmt.Errorf("services: exit %d: %s", res.ExitCode, bytes.TrimSpace(res.Stderr))
 		}
-		svcs := []AutoStartService{}
+		svcs := []protocol.AutoStartService{}
 		for _, s := range out.Services {
 			if names[s.Name] {
-				svcs = append(svcs, AutoStartService{Name: s.Name, Command: s.Command, Cwd: s.Cwd, Status: s.Status, ExitCode: s.ExitCode, Output: s.Tail})
+				svcs = append(svcs, protocol.AutoStartService{Name: s.Name, Command: s.Command, Cwd: s.Cwd, Status: s.Status, ExitCode: s.ExitCode, Output: s.Tail})
 			}
 		}
 		if out.Error != "" {
@@ -175,9 +150,9 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 	start := time.Now()
 	svcs, err := run([]string{"proliferate", "services", "load"}, stdin)
 	h.log.Info("hub: service commands started", "trigger", trigger, "services", len(cmds), "ms", time.Since(start).Milliseconds())
-	msg := AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: svcs}
+	msg := protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: svcs}
 	if msg.Services == nil {
-		msg.Services = []AutoStartService{}
+		msg.Services = []protocol.AutoStartService{}
 	}
 	if err != nil {
 		h.log.Warn("hub: auto-start", "err", err)
@@ -204,7 +179,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 		now, err := run([]string{"proliferate", "services", "list", "--json", "--tail", fmt.Sprint(AutoStartOutputBytes)}, nil)
 		if err != nil {
 			h.log.Warn("hub: auto-start watch", "err", err)
-			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: last, Done: true})
+			h.broadcastAutoStart(protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: last, Done: true})
 			return
 		}
 		settled := true
@@ -212,7 +187,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 			settled = settled && s.Status != "running"
 		}
 		if final || settled || !reflect.DeepEqual(now, last) {
-			h.broadcastAutoStart(AutoStartOutputMessage{Type: MsgAutoStartOutput, Trigger: trigger, Services: now, Done: final || settled})
+			h.broadcastAutoStart(protocol.AutoStartOutputMessage{Type: protocol.MsgAutoStartOutput, Trigger: trigger, Services: now, Done: final || settled})
 			last = now
 		}
 		if final || settled {
@@ -224,7 +199,7 @@ func (h *Hub) autoStart(ctx context.Context, sess sessions.Session, sb sandbox.S
 // broadcastAutoStart sends an auto_start_output frame to the session's
 // clients and keeps it: a client attaching later (a page opened after the
 // boot) gets the latest state of the services right after init.
-func (h *Hub) broadcastAutoStart(msg AutoStartOutputMessage) {
+func (h *Hub) broadcastAutoStart(msg protocol.AutoStartOutputMessage) {
 	b, err := json.Marshal(msg)
 	if err != nil {
 		h.log.Error("hub: marshal message", "err", err)
@@ -243,7 +218,7 @@ func (h *Hub) sendLastAutoStart(c Client) {
 	h.mu.Unlock()
 	if b != nil {
 		if err := c.Send(b); err != nil {
-			h.drop(c, CloseSlowClient, ReasonSlowClient)
+			h.drop(c, protocol.CloseSlowClient, protocol.ReasonSlowClient)
 		}
 	}
 }
@@ -266,7 +241,7 @@ func (h *Hub) RunAutoStart(ctx context.Context, p *auth.Principal) error {
 	done := h.ToolCallStarted() // keeps the hub from being evicted meanwhile
 	go func() {
 		defer done()
-		h.autoStart(h.life, h.Session(), rt.sb, ClientRunAutoStart)
+		h.autoStart(h.life, h.Session(), rt.sb, protocol.ClientRunAutoStart)
 	}()
 	return nil
 }

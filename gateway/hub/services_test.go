@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -97,7 +98,7 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 	}, trigger string) {
 		t.Helper()
 		testenv.Eventually(t, 90*time.Second, "auto_start_output: web running, oneshot failed with exit 3", func() bool {
-			return c.has(hub.MsgAutoStartOutput, func(f map[string]any) bool {
+			return c.has(protocol.MsgAutoStartOutput, func(f map[string]any) bool {
 				w, o := service(f, "web"), service(f, "oneshot")
 				return f["trigger"] == trigger && w != nil && o != nil && w["status"] == "running" &&
 					o["status"] == "failed" && o["exit_code"] == float64(3) && strings.Contains(o["output"].(string), "oneshot-ran")
@@ -124,14 +125,14 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 
 	// run_auto_start restarts them; only for who may change the session.
 	h.HandleClientMessage(ctx, c, &auth.Principal{Kind: auth.KindUser, UserID: e.user, OrgID: unique("other-org-")}, []byte(`{"type":"run_auto_start"}`))
-	c.wait(t, hub.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
+	c.wait(t, protocol.MsgError, func(f map[string]any) bool { return f["code"] == "forbidden" })
 	h.HandleClientMessage(ctx, c, e.principal(), []byte(`{"type":"run_auto_start"}`))
-	waitServices(c, hub.ClientRunAutoStart)
+	waitServices(c, protocol.ClientRunAutoStart)
 	// A client that attaches later gets the services' latest state right
 	// after init, without waiting for the next change.
 	_, late := attach(t, m, id, e.principal())
-	if !late.has(hub.MsgAutoStartOutput, func(f map[string]any) bool {
-		return f["trigger"] == hub.ClientRunAutoStart && service(f, "web") != nil
+	if !late.has(protocol.MsgAutoStartOutput, func(f map[string]any) bool {
+		return f["trigger"] == protocol.ClientRunAutoStart && service(f, "web") != nil
 	}) {
 		t.Fatalf("a client attaching after auto-start got no auto_start_output with init: %v", late.all())
 	}

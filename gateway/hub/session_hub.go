@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
@@ -206,7 +207,7 @@ func (h *Hub) renewLoop(ctx context.Context) {
 		h.mu.Unlock()
 		if lag := now.Sub(last); lag > h.m.d.OwnerTTL {
 			h.log.Error("hub: owner lease renewal lagged beyond its TTL; terminating hub", "lag", lag, "ttl", h.m.d.OwnerTTL)
-			go h.close(context.Background(), CloseOwnershipLost, ReasonOwnershipLost, false)
+			go h.close(context.Background(), protocol.CloseOwnershipLost, protocol.ReasonOwnershipLost, false)
 			return
 		}
 		ok, err := h.m.leases.renewOwner(ctx, h.id)
@@ -219,7 +220,7 @@ func (h *Hub) renewLoop(ctx context.Context) {
 		}
 		if !ok {
 			h.log.Error("hub: owner lease lost; terminating hub")
-			go h.close(context.Background(), CloseOwnershipLost, ReasonOwnershipLost, false)
+			go h.close(context.Background(), protocol.CloseOwnershipLost, protocol.ReasonOwnershipLost, false)
 			return
 		}
 		h.mu.Lock()
@@ -338,7 +339,7 @@ func (h *Hub) Attach(ctx context.Context, c Client, p *auth.Principal) (detach f
 					return // the boot told the clients why (denialMessage)
 				}
 				h.log.Warn("hub: runtime not ready", "err", err)
-				h.Broadcast(ErrorMessage{Type: MsgError, Code: "runtime_unavailable", Message: "The agent could not be started; retrying on the next request."})
+				h.Broadcast(protocol.ErrorMessage{Type: protocol.MsgError, Code: "runtime_unavailable", Message: "The agent could not be started; retrying on the next request."})
 			}
 		}()
 	}
@@ -364,7 +365,7 @@ func (h *Hub) publishClientsLocked() {
 }
 
 // Broadcast sends msg (marshalled to JSON) to every attached client; a
-// client that cannot keep up is disconnected with CloseSlowClient.
+// client that cannot keep up is disconnected with protocol.CloseSlowClient.
 func (h *Hub) Broadcast(msg any) {
 	h.recordTranscript(msg)
 	b, err := json.Marshal(msg)
@@ -379,7 +380,7 @@ func (h *Hub) Broadcast(msg any) {
 func (h *Hub) BroadcastRaw(b []byte) {
 	for _, c := range *h.clientsSnap.Load() {
 		if err := c.Send(b); err != nil {
-			h.drop(c, CloseSlowClient, ReasonSlowClient)
+			h.drop(c, protocol.CloseSlowClient, protocol.ReasonSlowClient)
 		}
 	}
 }
@@ -391,7 +392,7 @@ func (h *Hub) sendTo(c Client, msg any) {
 		return
 	}
 	if err := c.Send(b); err != nil {
-		h.drop(c, CloseSlowClient, ReasonSlowClient)
+		h.drop(c, protocol.CloseSlowClient, protocol.ReasonSlowClient)
 	}
 }
 
@@ -412,27 +413,27 @@ func (h *Hub) drop(c Client, code int, reason string) {
 // ---- status ----
 
 // Status reports the hub's state.
-func (h *Hub) Status() Status {
+func (h *Hub) Status() protocol.RuntimeStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := Status{SessionID: h.id, Status: h.sess.Status, Agent: AgentUnknown, RuntimeReady: h.rt != nil, Clients: len(h.clients), Owner: h.owner}
+	st := protocol.RuntimeStatus{SessionID: h.id, Status: h.sess.Status, Agent: protocol.AgentUnknown, RuntimeReady: h.rt != nil, Clients: len(h.clients), Owner: h.owner}
 	if h.rt != nil {
 		st.SandboxID = h.rt.sb.ID
-		st.Agent = AgentIdle
+		st.Agent = protocol.AgentIdle
 		if h.proc.Busy() {
-			st.Agent = AgentBusy
+			st.Agent = protocol.AgentBusy
 		}
 	}
 	return st
 }
 
-func (h *Hub) statusMessage() StatusMessage {
+func (h *Hub) statusMessage() protocol.StatusMessage {
 	st := h.Status()
 	s := st.Status
 	if !st.RuntimeReady && !ended(s) && s != sessions.StatusPaused {
 		s = sessions.StatusStarting
 	}
-	return StatusMessage{Type: MsgStatus, Status: s, Agent: st.Agent}
+	return protocol.StatusMessage{Type: protocol.MsgStatus, Status: s, Agent: st.Agent}
 }
 
 // agentChanged is called (under the processor lock) when the agent turns
@@ -450,9 +451,9 @@ func (h *Hub) agentChanged(busy bool) {
 	go h.Broadcast(h.statusMessage())
 }
 
-func (h *Hub) initMessage(ctx context.Context) InitMessage {
+func (h *Hub) initMessage(ctx context.Context) protocol.InitMessage {
 	sess := h.Session()
-	msg := InitMessage{Type: MsgInit, Session: sessionInfo(sess), Messages: []ChatMessage{}, Status: h.statusMessage()}
+	msg := protocol.InitMessage{Type: protocol.MsgInit, Session: sessionInfo(sess), Messages: []protocol.ChatMessage{}, Status: h.statusMessage()}
 	h.mu.Lock()
 	rt := h.rt
 	h.mu.Unlock()
@@ -477,27 +478,27 @@ func (h *Hub) initMessage(ctx context.Context) InitMessage {
 	return msg
 }
 
-func sessionInfo(s sessions.Session) SessionInfo {
+func sessionInfo(s sessions.Session) protocol.SessionInfo {
 	prs := s.PRURLs
 	if prs == nil {
 		prs = []string{}
 	}
-	return SessionInfo{ID: s.ID, OrgID: s.OrgID, Title: s.Title, Status: s.Status, SessionType: s.SessionType, ClientType: s.ClientType,
+	return protocol.SessionInfo{ID: s.ID, OrgID: s.OrgID, Title: s.Title, Status: s.Status, SessionType: s.SessionType, ClientType: s.ClientType,
 		ModelID: s.ModelID, CreatedBy: s.CreatedBy, SandboxID: s.SandboxID, AutomationID: s.AutomationID, RunID: s.RunID,
 		LatestTask: s.LatestTask, PRURLs: prs, StartedAt: s.StartedAt, LastActivityAt: s.LastActivityAt, EndedAt: s.EndedAt}
 }
 
-func chatHistory(hist []opencode.MessageWithParts) []ChatMessage {
-	out := make([]ChatMessage, 0, len(hist))
+func chatHistory(hist []opencode.MessageWithParts) []protocol.ChatMessage {
+	out := make([]protocol.ChatMessage, 0, len(hist))
 	for _, m := range hist {
-		cm := ChatMessage{ID: m.Info.ID, Role: m.Info.Role, Content: m.Text(), CreatedAt: m.Info.Time.Created,
+		cm := protocol.ChatMessage{ID: m.Info.ID, Role: m.Info.Role, Content: m.Text(), CreatedAt: m.Info.Time.Created,
 			Completed: m.Info.Role == "user" || m.Info.Time.Completed != 0}
 		for _, p := range m.Parts {
 			switch p.Type {
 			case opencode.PartText:
-				cm.Parts = append(cm.Parts, ChatPart{ID: p.ID, Type: p.Type, Text: p.Text})
+				cm.Parts = append(cm.Parts, protocol.ChatPart{ID: p.ID, Type: p.Type, Text: p.Text})
 			case opencode.PartTool:
-				cp := ChatPart{ID: p.ID, Type: p.Type, Tool: p.Tool, ToolCallID: p.CallID}
+				cp := protocol.ChatPart{ID: p.ID, Type: p.Type, Tool: p.Tool, ToolCallID: p.CallID}
 				if p.State != nil {
 					cp.Status, cp.Input, cp.Output, cp.Error, cp.Title = p.State.Status, p.State.Input, p.State.Output, p.State.Error, p.State.Title
 				}
@@ -521,67 +522,67 @@ func ended(status string) bool {
 // effects (new messages, snapshot_result) are broadcast. A prompt may block
 // until the runtime is ready; callers run it off their read loop if needed.
 func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Principal, raw []byte) {
-	var msg ClientMessage
+	var msg protocol.ClientMessage
 	if err := json.Unmarshal(raw, &msg); err != nil || msg.Type == "" {
-		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "message must be a JSON object with a type"})
+		h.sendTo(c, protocol.ErrorMessage{Type: protocol.MsgError, Code: "invalid_message", Message: "message must be a JSON object with a type"})
 		return
 	}
 	h.TouchActivity()
 	switch msg.Type {
-	case ClientPing:
-		h.sendTo(c, PongMessage{Type: MsgPong})
-	case ClientGetStatus:
+	case protocol.ClientPing:
+		h.sendTo(c, protocol.PongMessage{Type: protocol.MsgPong})
+	case protocol.ClientGetStatus:
 		h.sendTo(c, h.statusMessage())
-	case ClientGetMessages:
+	case protocol.ClientGetMessages:
 		h.sendTo(c, h.initMessage(ctx))
-	case ClientPrompt:
+	case protocol.ClientPrompt:
 		if err := h.Prompt(ctx, p, msg.Content); err != nil {
 			h.sendTo(c, requestError("prompt_failed", err))
 		}
-	case ClientCancel:
+	case protocol.ClientCancel:
 		if err := h.Cancel(ctx, p); err != nil {
 			h.sendTo(c, requestError("cancel_failed", err))
 		}
-	case ClientSaveSnapshot:
+	case protocol.ClientSaveSnapshot:
 		go func() {
 			id, err := h.SaveSnapshot(h.life)
-			res := SnapshotResultMessage{Type: MsgSnapshotResult, Success: err == nil, SnapshotID: id}
+			res := protocol.SnapshotResultMessage{Type: protocol.MsgSnapshotResult, Success: err == nil, SnapshotID: id}
 			if err != nil {
 				h.log.Warn("hub: snapshot failed", "err", err)
 				res.Error = "snapshot failed"
 			}
 			h.Broadcast(res)
 		}()
-	case ClientGetGitStatus, ClientGitCreateBranch, ClientGitCommit, ClientGitPush, ClientGitCreatePR:
+	case protocol.ClientGetGitStatus, protocol.ClientGitCreateBranch, protocol.ClientGitCommit, protocol.ClientGitPush, protocol.ClientGitCreatePR:
 		h.handleGit(c, p, msg)
-	case ClientSubmitEnv:
+	case protocol.ClientSubmitEnv:
 		h.handleSubmitEnv(ctx, c, p, raw)
-	case ClientRunAutoStart:
+	case protocol.ClientRunAutoStart:
 		go func() {
 			if err := h.RunAutoStart(h.life, p); err != nil {
 				h.sendTo(c, requestError("run_auto_start_failed", err))
 			}
 		}()
 	default:
-		h.sendTo(c, ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
+		h.sendTo(c, protocol.ErrorMessage{Type: protocol.MsgError, Code: "invalid_message", Message: "unknown message type " + msg.Type})
 	}
 }
 
-func requestError(code string, err error) ErrorMessage {
+func requestError(code string, err error) protocol.ErrorMessage {
 	if d, ok := billing.AsDenial(err); ok {
 		return denialMessage(d)
 	}
 	switch {
 	case errors.Is(err, ErrForbidden):
-		return ErrorMessage{Type: MsgError, Code: "forbidden", Message: "only the session's creator can do this"}
+		return protocol.ErrorMessage{Type: protocol.MsgError, Code: "forbidden", Message: "only the session's creator can do this"}
 	case errors.Is(err, ErrEmptyPrompt):
-		return ErrorMessage{Type: MsgError, Code: "invalid_message", Message: "prompt content is empty"}
+		return protocol.ErrorMessage{Type: protocol.MsgError, Code: "invalid_message", Message: "prompt content is empty"}
 	case errors.Is(err, ErrSessionEnded):
-		return ErrorMessage{Type: MsgError, Code: "session_ended", Message: "the session has ended"}
+		return protocol.ErrorMessage{Type: protocol.MsgError, Code: "session_ended", Message: "the session has ended"}
 	case errors.Is(err, ErrNotOwner):
-		return ErrorMessage{Type: MsgError, Code: "not_owner", Message: ReasonNotOwner}
+		return protocol.ErrorMessage{Type: protocol.MsgError, Code: "not_owner", Message: protocol.ReasonNotOwner}
 	}
-	return ErrorMessage{Type: MsgError, Code: code, Message: "the request failed; please retry"}
+	return protocol.ErrorMessage{Type: protocol.MsgError, Code: code, Message: "the request failed; please retry"}
 }
 
 // canMutate: service principals and the session's creator (any member of
@@ -633,7 +634,7 @@ func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error
 	if rt == nil {
 		return fmt.Errorf("hub: runtime of %s went away", h.id)
 	}
-	h.Broadcast(MessageMessage{Type: MsgMessage, Message: ChatMessage{ID: "usr_" + randomID(), Role: "user", Content: text,
+	h.Broadcast(protocol.MessageMessage{Type: protocol.MsgMessage, Message: protocol.ChatMessage{ID: "usr_" + randomID(), Role: "user", Content: text,
 		CreatedAt: h.m.d.Now().UnixMilli(), Completed: true}})
 	h.mu.Lock()
 	h.lastKnownIdle = time.Time{} // new work: the agent is no longer known idle
@@ -791,7 +792,7 @@ func (h *Hub) waitBoot(ctx context.Context) {
 }
 
 // Pause snapshots and stops the sandbox, marks the session paused and
-// closes the hub (clients get CloseSessionEnded). The next attach resumes
+// closes the hub (clients get protocol.CloseSessionEnded). The next attach resumes
 // from the snapshot.
 func (h *Hub) Pause(ctx context.Context, reason string) error {
 	if err := h.ensureOwner(ctx); err != nil {
@@ -839,8 +840,8 @@ func (h *Hub) Pause(ctx context.Context, reason string) error {
 	if err == nil {
 		h.setSession(paused)
 	}
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusPaused, Agent: AgentUnknown, Message: reason})
-	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, true)
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusPaused, Agent: protocol.AgentUnknown, Message: reason})
+	h.close(ctx, protocol.CloseSessionEnded, protocol.ReasonSessionEnded, true)
 	return nil
 }
 
@@ -871,8 +872,8 @@ func (h *Hub) Terminate(ctx context.Context, reason, outcome, summary string) er
 	if err == nil {
 		h.setSession(sess)
 	}
-	h.Broadcast(StatusMessage{Type: MsgStatus, Status: sessions.StatusStopped, Agent: AgentIdle, Message: reason})
-	h.close(ctx, CloseSessionEnded, ReasonSessionEnded, true)
+	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusStopped, Agent: protocol.AgentIdle, Message: reason})
+	h.close(ctx, protocol.CloseSessionEnded, protocol.ReasonSessionEnded, true)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/transcript"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -63,23 +64,23 @@ func (h *Hub) recordTranscript(msg any) {
 	}
 	e := transcript.Entry{SessionID: h.id, At: h.m.d.Now()}
 	switch m := msg.(type) {
-	case MessageMessage:
+	case protocol.MessageMessage:
 		if m.Message.Role != "user" {
 			return
 		}
 		e.Kind, e.MessageID, e.Role, e.Text = schemas.TranscriptUserMessage, m.Message.ID, "user", m.Message.Content
-	case TextPartCompleteMessage:
+	case protocol.TextPartCompleteMessage:
 		if m.Text == "" {
 			return
 		}
 		e.Kind, e.MessageID, e.PartID, e.Role, e.Text = schemas.TranscriptAgentMessage, m.MessageID, m.PartID, "assistant", m.Text
 		e.IDKey = "part:" + m.PartID
-	case ToolEndMessage:
+	case toolEnd:
 		e.Kind, e.MessageID, e.PartID, e.Role = schemas.TranscriptToolCallKind, m.MessageID, m.partID, "assistant"
 		e.Tool = &transcript.Tool{CallID: m.ToolCallID, Name: m.Tool, Status: m.Status, Title: m.title, Input: m.input,
 			Output: m.Result, Error: m.Error, DurationMS: m.DurationMS}
 		e.IDKey = "tool:" + m.ToolCallID
-	case StatusMessage:
+	case protocol.StatusMessage:
 		h.tr.mu.Lock()
 		changed := m.Status != h.tr.lastStatus
 		h.tr.lastStatus = m.Status
@@ -88,7 +89,7 @@ func (h *Hub) recordTranscript(msg any) {
 			return
 		}
 		e.Kind, e.Status, e.Text = schemas.TranscriptStatus, m.Status, m.Message
-	case ErrorMessage:
+	case protocol.ErrorMessage:
 		e.Kind, e.Code, e.Text = schemas.TranscriptError, m.Code, m.Message
 	default:
 		return
@@ -102,7 +103,7 @@ func (h *Hub) recordTranscript(msg any) {
 
 // historyMessages returns the session's materialized history as chat
 // messages (user prompts; agent messages with their text and tool parts).
-func (h *Hub) historyMessages(ctx context.Context) ([]ChatMessage, error) {
+func (h *Hub) historyMessages(ctx context.Context) ([]protocol.ChatMessage, error) {
 	if h.m.d.History == nil {
 		return nil, nil
 	}
@@ -118,8 +119,8 @@ func (h *Hub) historyMessages(ctx context.Context) ([]ChatMessage, error) {
 // messages: a user message per prompt, an assistant message per agent
 // message id holding its text and tool parts in order. Status and error
 // entries are not chat messages.
-func ChatFromHistory(rows []transcript.Message) []ChatMessage {
-	out := []ChatMessage{}
+func ChatFromHistory(rows []transcript.Message) []protocol.ChatMessage {
+	out := []protocol.ChatMessage{}
 	index := map[string]int{} // assistant message id → position in out
 	for _, r := range rows {
 		at := r.OccurredAt.UnixMilli()
@@ -129,7 +130,7 @@ func ChatFromHistory(rows []transcript.Message) []ChatMessage {
 			if r.MessageID != nil {
 				id = *r.MessageID
 			}
-			out = append(out, ChatMessage{ID: id, Role: "user", Content: deref(r.Text), CreatedAt: at, Completed: true})
+			out = append(out, protocol.ChatMessage{ID: id, Role: "user", Content: deref(r.Text), CreatedAt: at, Completed: true})
 		case schemas.TranscriptAgentMessage, schemas.TranscriptToolCallKind:
 			mid := r.ID
 			if r.MessageID != nil {
@@ -137,14 +138,14 @@ func ChatFromHistory(rows []transcript.Message) []ChatMessage {
 			}
 			i, ok := index[mid]
 			if !ok {
-				out = append(out, ChatMessage{ID: mid, Role: "assistant", CreatedAt: at, Completed: true})
+				out = append(out, protocol.ChatMessage{ID: mid, Role: "assistant", CreatedAt: at, Completed: true})
 				i = len(out) - 1
 				index[mid] = i
 			}
 			cm := &out[i]
 			if r.Kind == schemas.TranscriptAgentMessage {
 				text := deref(r.Text)
-				cm.Parts = append(cm.Parts, ChatPart{ID: deref(r.PartID), Type: "text", Text: text})
+				cm.Parts = append(cm.Parts, protocol.ChatPart{ID: deref(r.PartID), Type: "text", Text: text})
 				if cm.Content != "" {
 					cm.Content += "\n"
 				}
@@ -152,7 +153,7 @@ func ChatFromHistory(rows []transcript.Message) []ChatMessage {
 				continue
 			}
 			if t := r.Tool; t != nil {
-				cm.Parts = append(cm.Parts, ChatPart{ID: deref(r.PartID), Type: "tool", Tool: t.Name, ToolCallID: t.ToolCallID,
+				cm.Parts = append(cm.Parts, protocol.ChatPart{ID: deref(r.PartID), Type: "tool", Tool: t.Name, ToolCallID: t.ToolCallID,
 					Status: t.Status, Input: t.Input, Output: t.Output, Error: deref(t.Error), Title: deref(t.Title)})
 			}
 		}

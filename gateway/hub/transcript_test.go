@@ -9,8 +9,8 @@ import (
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
-	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
@@ -69,11 +69,11 @@ func TestTranscriptOfARealAgentSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 90*time.Second, "the agent's answer", func() bool {
-		return c.has(hub.MsgMessageComplete, nil) && c.has(hub.MsgTextPartComplete, func(f map[string]any) bool {
+		return c.has(protocol.MsgMessageComplete, nil) && c.has(protocol.MsgTextPartComplete, func(f map[string]any) bool {
 			return strings.Contains(f["text"].(string), "pelican")
 		})
 	})
-	if !c.has(hub.MsgToolEnd, func(f map[string]any) bool { return strings.Contains(f["result"].(string), secret) }) {
+	if !c.has(protocol.MsgToolEnd, func(f map[string]any) bool { return strings.Contains(f["result"].(string), secret) }) {
 		t.Fatal("the agent's bash did not read the secret (the test would prove nothing)")
 	}
 	if err := h.Terminate(ctx, "completed", "success", ""); err != nil {
@@ -142,13 +142,13 @@ func TestTranscriptOfARealAgentSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer detach()
-	c3.wait(t, hub.MsgInit, nil)
+	c3.wait(t, protocol.MsgInit, nil)
 	init := c3.all()[0]
 	raw, _ := json.Marshal(init)
 	if strings.Contains(string(raw), secret) {
 		t.Fatal("the secret is in the init frame")
 	}
-	var im hub.InitMessage
+	var im protocol.InitMessage
 	if err := json.Unmarshal(raw, &im); err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +162,5 @@ func TestTranscriptOfARealAgentSession(t *testing.T) {
 		t.Fatalf("tool part = %+v", im.Messages[1].Parts)
 	}
 	h3.HandleClientMessage(ctx, c3, e.principal(), []byte(`{"type":"get_messages"}`))
-	testenv.Eventually(t, 10*time.Second, "get_messages", func() bool { return c3.count(hub.MsgInit) == 2 })
+	testenv.Eventually(t, 10*time.Second, "get_messages", func() bool { return c3.count(protocol.MsgInit) == 2 })
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/gateway/sweeper"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -124,7 +125,7 @@ func crashChild() {
 		fail(err)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for c.count(hub.MsgMessageComplete, nil) == 0 {
+	for c.count(protocol.MsgMessageComplete, nil) == 0 {
 		if time.Now().After(deadline) {
 			fail(fmt.Errorf("no message_complete"))
 		}
@@ -258,8 +259,8 @@ func TestGatewayKilledSessionIsOrphanedAndResumesElsewhere(t *testing.T) {
 	if err := h.Prompt(ctx, p, "[[script:hello]] Say hello after the crash"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 90*time.Second, "message_complete after the resume", func() bool { return c.count(hub.MsgMessageComplete, nil) > 0 })
-	if n := c.count(hub.MsgError, nil); n != 0 {
+	testenv.Eventually(t, 90*time.Second, "message_complete after the resume", func() bool { return c.count(protocol.MsgMessageComplete, nil) > 0 })
+	if n := c.count(protocol.MsgError, nil); n != 0 {
 		t.Fatalf("%d error frames after the resume", n)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -240,7 +241,7 @@ func (d Deps) requestEnvVariables(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("environment request: %w", err)
 	}
-	if ans.Status != hub.EnvSubmitted {
+	if ans.Status != protocol.EnvSubmitted {
 		return Result{Success: false, Result: fmt.Sprintf(
 			"Nobody provided %s within %s: the request timed out. Continue without them if you can, "+
 				"or tell the user what is missing and why, and ask again later.", strings.Join(names, ", "), ans.Timeout),

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/llmsim"
@@ -128,15 +128,15 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(protocol.MsgInit) > 0 })
 	if err := conn.Prompt("File a Linear issue. [[script:linear-action]]"); err != nil {
 		t.Fatal(err)
 	}
 
 	// The person's client hears the request; nothing ran yet.
-	testenv.Eventually(t, 120*time.Second, "action_approval_request", func() bool { return got.count(hub.MsgActionApprovalRequest) > 0 })
-	var req hub.ActionApprovalRequestMessage
-	if err := got.first(hub.MsgActionApprovalRequest).Decode(&req); err != nil {
+	testenv.Eventually(t, 120*time.Second, "action_approval_request", func() bool { return got.count(protocol.MsgActionApprovalRequest) > 0 })
+	var req protocol.ActionApprovalRequestMessage
+	if err := got.first(protocol.MsgActionApprovalRequest).Decode(&req); err != nil {
 		t.Fatal(err)
 	}
 	inv := req.Invocation
@@ -149,7 +149,7 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 	if n := lin.MutationCount(); n != 0 {
 		t.Fatalf("%d Linear mutations before the approval", n)
 	}
-	if got.count(hub.MsgMessageComplete) != 0 {
+	if got.count(protocol.MsgMessageComplete) != 0 {
 		t.Fatal("the agent's turn ended while its action awaited approval")
 	}
 
@@ -160,7 +160,7 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("approve: %d %s", status, body)
 	}
-	testenv.Eventually(t, 120*time.Second, "the agent's turn to end", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
+	testenv.Eventually(t, 120*time.Second, "the agent's turn to end", func() bool { return got.count(protocol.MsgMessageComplete) > 0 })
 
 	if n := lin.MutationCount(); n != 1 {
 		t.Fatalf("%d Linear mutations, want exactly 1", n)
@@ -174,9 +174,9 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 		t.Fatalf("Linear issues %+v", issues)
 	}
 	// The bash tool's output is the CLI's: the created issue, exit 0.
-	var end hub.ToolEndMessage
-	for _, m := range got.all(hub.MsgToolEnd) {
-		var e hub.ToolEndMessage
+	var end protocol.ToolEndMessage
+	for _, m := range got.all(protocol.MsgToolEnd) {
+		var e protocol.ToolEndMessage
 		if m.Decode(&e) == nil && e.Tool == "bash" {
 			end = e
 		}
@@ -184,7 +184,7 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 	if end.Status != "completed" || !strings.Contains(end.Result, issues[0].Identifier) || strings.Contains(end.Result, "lin_tok_e2e") {
 		t.Fatalf("bash tool end %+v (issue %s)", end, issues[0].Identifier)
 	}
-	testenv.Eventually(t, 30*time.Second, "action_completed", func() bool { return got.count(hub.MsgActionCompleted) > 0 })
+	testenv.Eventually(t, 30*time.Second, "action_completed", func() bool { return got.count(protocol.MsgActionCompleted) > 0 })
 
 	var dbStatus, approvedBy string
 	if err := dev.app.Pool.QueryRow(ctx, `SELECT status, coalesce(approved_by::text, '') FROM action_invocations WHERE id = $1`,

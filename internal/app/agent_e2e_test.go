@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -127,49 +127,49 @@ func TestWebSocketPromptToolsAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(protocol.MsgInit) > 0 })
 
 	if err := conn.Prompt("Make a file. [[script:bash]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 120*time.Second, "the answer to complete", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
-	if got.count(hub.MsgToolStart) == 0 || got.count(hub.MsgToolEnd) == 0 || got.count(hub.MsgToken) == 0 {
-		t.Fatalf("frames: %d tool_start, %d tool_end, %d token", got.count(hub.MsgToolStart), got.count(hub.MsgToolEnd), got.count(hub.MsgToken))
+	testenv.Eventually(t, 120*time.Second, "the answer to complete", func() bool { return got.count(protocol.MsgMessageComplete) > 0 })
+	if got.count(protocol.MsgToolStart) == 0 || got.count(protocol.MsgToolEnd) == 0 || got.count(protocol.MsgToken) == 0 {
+		t.Fatalf("frames: %d tool_start, %d tool_end, %d token", got.count(protocol.MsgToolStart), got.count(protocol.MsgToolEnd), got.count(protocol.MsgToken))
 	}
 	testenv.Eventually(t, 10*time.Second, "hello.txt in the workspace", func() bool {
 		matches, _ := filepath.Glob(filepath.Join(cfg.SandboxDataDir, "sandboxes", sess.ID, "workspace", "hello.txt"))
 		return len(matches) == 1
 	})
 
-	before := got.count(hub.MsgToken)
+	before := got.count(protocol.MsgToken)
 	if err := conn.Prompt("Tell me a long story. [[script:slow]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 60*time.Second, "the slow answer to stream", func() bool { return got.count(hub.MsgToken) > before })
+	testenv.Eventually(t, 60*time.Second, "the slow answer to stream", func() bool { return got.count(protocol.MsgToken) > before })
 	if err := conn.Cancel(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 60*time.Second, "message_cancelled", func() bool { return got.count(hub.MsgMessageCancelled) > 0 })
+	testenv.Eventually(t, 60*time.Second, "message_cancelled", func() bool { return got.count(protocol.MsgMessageCancelled) > 0 })
 
 	// The agent works on after a cancel, and nothing of the cancelled
 	// answer is streamed again (OpenCode sends the aborted part's final text
 	// after the abort).
-	completes := got.count(hub.MsgMessageComplete)
+	completes := got.count(protocol.MsgMessageComplete)
 	if err := conn.Prompt("Say hello. [[script:hello]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 60*time.Second, "the next answer", func() bool { return got.count(hub.MsgMessageComplete) > completes })
+	testenv.Eventually(t, 60*time.Second, "the next answer", func() bool { return got.count(protocol.MsgMessageComplete) > completes })
 	got.mu.Lock()
 	defer got.mu.Unlock()
 	cancelled := ""
 	for _, m := range got.list {
 		switch m.Type {
-		case hub.MsgMessageCancelled:
-			var mc hub.MessageCancelledMessage
+		case protocol.MsgMessageCancelled:
+			var mc protocol.MessageCancelledMessage
 			_ = m.Decode(&mc)
 			cancelled = mc.MessageID
-		case hub.MsgToken, hub.MsgTextPartComplete:
-			var tok hub.TokenMessage
+		case protocol.MsgToken, protocol.MsgTextPartComplete:
+			var tok protocol.TokenMessage
 			_ = m.Decode(&tok)
 			if cancelled != "" && tok.MessageID == cancelled {
 				t.Fatalf("%s of the cancelled message %s after message_cancelled", m.Type, cancelled)

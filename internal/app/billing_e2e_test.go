@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn/autumnfake"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -92,11 +92,11 @@ func TestOrgReachingZeroIsPausedAndResumesAfterBuyingCredits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(protocol.MsgInit) > 0 })
 	if err := conn.Prompt("Say hello. [[script:hello]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 120*time.Second, "the answer", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
+	testenv.Eventually(t, 120*time.Second, "the answer", func() bool { return got.count(protocol.MsgMessageComplete) > 0 })
 	testenv.Eventually(t, 60*time.Second, "the LLM spend of the session on the balance", func() bool {
 		apiCall(t, base, "GET", "/billing", tok, nil, &info)
 		for _, s := range info.UsageBySession {
@@ -159,17 +159,17 @@ func TestOrgReachingZeroIsPausedAndResumesAfterBuyingCredits(t *testing.T) {
 	// The pause ended the stream; the client connects again (resume gate:
 	// allowed now) and prompts.
 	conn.Close()
-	inits, completes := got.count(hub.MsgInit), got.count(hub.MsgMessageComplete)
+	inits, completes := got.count(protocol.MsgInit), got.count(protocol.MsgMessageComplete)
 	conn, err = gw.Connect(ctx, sess.ID, client.Handler{OnMessage: got.add})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 60*time.Second, "init after resuming", func() bool { return got.count(hub.MsgInit) > inits })
+	testenv.Eventually(t, 60*time.Second, "init after resuming", func() bool { return got.count(protocol.MsgInit) > inits })
 	if err := conn.Prompt("Say hello again. [[script:hello]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 120*time.Second, "the resumed session's answer", func() bool { return got.count(hub.MsgMessageComplete) > completes })
+	testenv.Eventually(t, 120*time.Second, "the resumed session's answer", func() bool { return got.count(protocol.MsgMessageComplete) > completes })
 	apiCall(t, base, "GET", "/sessions/"+sess.ID, tok, nil, &view)
 	if view.Status != "running" {
 		t.Fatalf("after resuming: %+v", view)

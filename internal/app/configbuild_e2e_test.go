@@ -14,7 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -109,7 +109,7 @@ func TestConfigurationRebuild(t *testing.T) {
 			var s struct {
 				Status string `json:"status"`
 			}
-			return got.count(hub.MsgInit) > 0 &&
+			return got.count(protocol.MsgInit) > 0 &&
 				apiCall(t, w.base, "GET", "/sessions/"+sess.ID, w.token, nil, &s) == 200 && s.Status == "running"
 		})
 		return sess.ID

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gorilla/websocket"
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
@@ -235,15 +235,15 @@ func TestAgentPushesAndOpensAPullRequestFromTheSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	testenv.Eventually(t, 120*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 120*time.Second, "init", func() bool { return got.count(protocol.MsgInit) > 0 })
 	if err := conn.Prompt("Fix the README and open a pull request. [[script:git-push-pr]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 240*time.Second, "the agent's turn to end", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
+	testenv.Eventually(t, 240*time.Second, "the agent's turn to end", func() bool { return got.count(protocol.MsgMessageComplete) > 0 })
 
 	var results []string
-	for _, m := range got.all(hub.MsgToolEnd) {
-		var e hub.ToolEndMessage
+	for _, m := range got.all(protocol.MsgToolEnd) {
+		var e protocol.ToolEndMessage
 		if m.Decode(&e) == nil && e.Tool == "bash" {
 			results = append(results, e.Result)
 		}

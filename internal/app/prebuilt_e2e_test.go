@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -44,7 +44,7 @@ func TestFinalizedSetupSessionIsTheNextSessionsStart(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
-		testenv.Eventually(t, 120*time.Second, "the session's sandbox", func() bool { return got.count(hub.MsgInit) > 0 })
+		testenv.Eventually(t, 120*time.Second, "the session's sandbox", func() bool { return got.count(protocol.MsgInit) > 0 })
 		testenv.Eventually(t, 120*time.Second, "the session running", func() bool {
 			var s struct {
 				Status string `json:"status"`

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -48,11 +48,11 @@ func TestTranscriptThroughThePlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 60*time.Second, "init", func() bool { return got.count(protocol.MsgInit) > 0 })
 	if err := conn.Prompt("Say hello to the wandering albatross. [[script:hello]]"); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 120*time.Second, "the answer", func() bool { return got.count(hub.MsgMessageComplete) > 0 })
+	testenv.Eventually(t, 120*time.Second, "the answer", func() bool { return got.count(protocol.MsgMessageComplete) > 0 })
 	done := time.Now()
 
 	type message struct {
@@ -108,11 +108,11 @@ func TestTranscriptThroughThePlatform(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn2.Close()
-	testenv.Eventually(t, 60*time.Second, "init after pause", func() bool { return again.count(hub.MsgInit) > 0 })
+	testenv.Eventually(t, 60*time.Second, "init after pause", func() bool { return again.count(protocol.MsgInit) > 0 })
 	again.mu.Lock()
-	var init hub.InitMessage
+	var init protocol.InitMessage
 	for _, m := range again.list {
-		if m.Type == hub.MsgInit {
+		if m.Type == protocol.MsgInit {
 			_ = m.Decode(&init)
 			break
 		}

@@ -20,7 +20,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/client"
-	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secretbox"
@@ -249,17 +249,17 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 	} else {
 		bodies = append(bodies, "gateway GET /proliferate/"+sessionID+": "+b)
 	}
-	if got.count(hub.MsgInit) == 0 {
+	if got.count(protocol.MsgInit) == 0 {
 		t.Fatal("no init frame from the run's session")
 	}
 	// The member saw the agent's bash output streamed (so the frames
 	// checked hold what the agent printed).
 	streamed := false
-	for _, m := range got.all(hub.MsgToolEnd) {
+	for _, m := range got.all(protocol.MsgToolEnd) {
 		streamed = streamed || strings.Contains(string(m.Raw), "secret-sha="+sha(secret))
 	}
 	if !streamed {
-		t.Fatalf("no tool_end frame with the agent's bash output among %d frames", got.count(hub.MsgToolEnd))
+		t.Fatalf("no tool_end frame with the agent's bash output among %d frames", got.count(protocol.MsgToolEnd))
 	}
 	got.mu.Lock()
 	for _, m := range got.list {

@@ -1,18 +1,12 @@
-package hub
+package protocol
 
-import (
-	"encoding/json"
-	"time"
+import "encoding/json"
 
-	"github.com/proliferate/proliferate/gateway/gitops"
-)
+// Every frame of a session stream is one JSON object with a "type" field.
+// Server → client structs carry it in their Type field: set it to the
+// matching Msg* constant.
 
-// WebSocket protocol (sessions-gateway.md §6.4). Every frame is one JSON
-// object with a "type" field. Server → client structs embed their type
-// constant through the Type field; constructors are not needed: set Type to
-// the matching Msg* constant (the hub always does).
-
-// Server → client message types.
+// Server → client frame types.
 const (
 	MsgInit             = "init"
 	MsgStatus           = "status"
@@ -30,9 +24,17 @@ const (
 	MsgPong             = "pong"
 	MsgGitStatus        = "git_status"
 	MsgGitResult        = "git_result"
+	// MsgEnvResolved ends an env_request.
+	MsgEnvResolved = "env_resolved"
+	// MsgEnvSubmitResult answers the submitting client (ok, or the error).
+	MsgEnvSubmitResult = "submit_env_result"
+	// MsgAutoStartOutput reports the services started by auto-start.
+	MsgAutoStartOutput = "auto_start_output"
+	// MsgPreviewURL announces a port listening in the session's sandbox.
+	MsgPreviewURL = "preview_url"
 )
 
-// Client → server message types.
+// Client → server frame types.
 const (
 	ClientPing         = "ping"
 	ClientPrompt       = "prompt"
@@ -40,20 +42,25 @@ const (
 	ClientGetStatus    = "get_status"
 	ClientGetMessages  = "get_messages"
 	ClientSaveSnapshot = "save_snapshot"
-	// Git operations (git.go); mutations need canMutate.
+	// Git operations; mutations need the right to change the session.
 	ClientGetGitStatus    = "get_git_status"
 	ClientGitCreateBranch = "git_create_branch"
 	ClientGitCommit       = "git_commit"
 	ClientGitPush         = "git_push"
 	ClientGitCreatePR     = "git_create_pr"
+	// ClientSubmitEnv answers an env_request (EnvSubmission fields).
+	ClientSubmitEnv = "submit_env"
+	// ClientRunAutoStart (re)starts the configuration's service commands.
+	ClientRunAutoStart = "run_auto_start"
 )
 
-// WebSocket close codes the hub uses (4000–4999 are application codes).
+// WebSocket close codes of the session stream (4000–4999 are application
+// codes).
 const (
 	// CloseNotOwner: another gateway instance owns the session; reconnect
 	// (the load balancer should route to the owner).
 	CloseNotOwner = 4009
-	// CloseSlowClient: the client's outbound buffer exceeded MaxBufferedBytes.
+	// CloseSlowClient: the client's outbound buffer exceeded its budget.
 	CloseSlowClient = 4008
 	// CloseOwnershipLost: this instance lost the owner lease (split-brain
 	// guard) or shut down; reconnect.
@@ -80,7 +87,8 @@ const (
 )
 
 // ClientMessage is any client → server frame. Only the fields of its Type
-// are read; identity never comes from the payload (it comes from auth).
+// are read; identity never comes from the payload (it comes from auth). A
+// submit_env frame carries EnvSubmission's fields instead.
 type ClientMessage struct {
 	Type    string `json:"type"`
 	Content string `json:"content,omitempty"` // prompt
@@ -96,26 +104,6 @@ type ClientMessage struct {
 	Body          string   `json:"body,omitempty"`    // git_create_pr
 	Base          string   `json:"base,omitempty"`    // git_create_pr
 	Draft         bool     `json:"draft,omitempty"`   // git_create_pr
-}
-
-// SessionInfo describes the session in init.
-type SessionInfo struct {
-	ID             string     `json:"id"`
-	OrgID          string     `json:"org_id"`
-	Title          string     `json:"title"`
-	Status         string     `json:"status"`
-	SessionType    string     `json:"session_type"`
-	ClientType     string     `json:"client_type"`
-	ModelID        string     `json:"model_id"`
-	CreatedBy      *string    `json:"created_by,omitempty"`
-	SandboxID      *string    `json:"sandbox_id,omitempty"`
-	AutomationID   *string    `json:"automation_id,omitempty"`
-	RunID          *string    `json:"run_id,omitempty"`
-	LatestTask     *string    `json:"latest_task,omitempty"`
-	PRURLs         []string   `json:"pr_urls"`
-	StartedAt      time.Time  `json:"started_at"`
-	LastActivityAt time.Time  `json:"last_activity_at"`
-	EndedAt        *time.Time `json:"ended_at,omitempty"`
 }
 
 // ChatMessage is one history entry (user or assistant) with its parts.
@@ -167,7 +155,7 @@ type MessageMessage struct {
 	Message ChatMessage `json:"message"`
 }
 
-// TokenMessage carries streamed text, batched (Deps.TokenBatch).
+// TokenMessage carries streamed text, batched.
 type TokenMessage struct {
 	Type      string `json:"type"`
 	MessageID string `json:"message_id"`
@@ -213,12 +201,6 @@ type ToolEndMessage struct {
 	Result     string `json:"result,omitempty"`
 	Error      string `json:"error,omitempty"`
 	DurationMS int64  `json:"duration_ms,omitempty"`
-
-	// For the transcript (transcript.go), not sent: the call's final
-	// input, its title and part.
-	input  json.RawMessage
-	title  string
-	partID string
 }
 
 // MessageCompleteMessage: the assistant turn finished.
@@ -253,38 +235,41 @@ type SnapshotResultMessage struct {
 	Error      string `json:"error,omitempty"`
 }
 
-// EnvRequestMessage surfaces the agent's request_env_variables call.
-type EnvRequestMessage struct {
-	Type       string          `json:"type"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-	Request    json.RawMessage `json:"request"`
-}
-
 // PongMessage answers ping.
 type PongMessage struct {
 	Type string `json:"type"`
 }
 
-// GitStatusMessage answers get_git_status.
-type GitStatusMessage struct {
-	Type          string         `json:"type"`
-	WorkspacePath string         `json:"workspace_path"`
-	OK            bool           `json:"ok"`
-	Error         string         `json:"error,omitempty"`
-	Status        *gitops.Status `json:"status,omitempty"`
+// PreviewURLMessage is the preview_url frame.
+type PreviewURLMessage struct {
+	Type string `json:"type"`
+	Port int    `json:"port"`
+	// URL is the preview (/proliferate/{session}/preview/{port}/), for a
+	// client with a bearer credential.
+	URL string `json:"url"`
+	// OpenURL is, for a person, the preview with a short-lived token for
+	// them alone, to open in a browser (it becomes a preview cookie).
+	OpenURL string `json:"open_url,omitempty"`
 }
 
-// GitResultMessage answers git_create_branch, git_commit, git_push and
-// git_create_pr (Action: create_branch | commit | push | create_pr).
-type GitResultMessage struct {
-	Type          string             `json:"type"`
-	Action        string             `json:"action"`
-	WorkspacePath string             `json:"workspace_path"`
-	OK            bool               `json:"ok"`
-	Error         string             `json:"error,omitempty"`
-	Branch        string             `json:"branch,omitempty"`
-	SHA           string             `json:"sha,omitempty"`
-	Push          *gitops.PushResult `json:"push,omitempty"`
-	PRURL         string             `json:"pr_url,omitempty"`
-	PRNumber      int                `json:"pr_number,omitempty"`
+// AutoStartService is one service in an auto_start_output frame.
+type AutoStartService struct {
+	Name     string `json:"name"`
+	Command  string `json:"command"`
+	Cwd      string `json:"cwd,omitempty"`
+	Status   string `json:"status"` // running | exited | failed | stopped
+	ExitCode *int   `json:"exit_code,omitempty"`
+	// Output is the end of the service's log (bounded per service).
+	Output string `json:"output"`
+}
+
+// AutoStartOutputMessage is the auto_start_output frame.
+type AutoStartOutputMessage struct {
+	Type string `json:"type"`
+	// Trigger is boot (a new or restored sandbox) or run_auto_start.
+	Trigger  string             `json:"trigger"`
+	Services []AutoStartService `json:"services"`
+	// Done marks the last frame of this run.
+	Done  bool   `json:"done"`
+	Error string `json:"error,omitempty"`
 }

@@ -9,14 +9,14 @@ STACK_ENV = eval "$$($(STACK) env)"
 # The test-only npm package (avsc) the schemas interop tests run.
 AVSC_DIR := schemas/testdata/avsc
 
-.PHONY: run test bench lint docs sqlc build tools stack-up stack-down stack-status clean clean-data
+.PHONY: run test bench lint docs sqlc build web tools stack-up stack-down stack-status clean clean-data
 
-## run: start Postgres and Redis, then the whole platform (`proliferate dev`)
+## run: start Postgres and Redis, then the whole platform (`proliferate dev`) with the dashboard at http://127.0.0.1:8080/
 run: build stack-up tools
 	@$(STACK_ENV); exec bin/proliferate dev
 
 ## test: every test, with the race detector, against real Postgres, Redis and Kafka
-test: stack-up tools
+test: stack-up tools web
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	@$(STACK_ENV); $(GO) test -race -count=1 -timeout 15m ./...
@@ -43,8 +43,17 @@ docs:
 sqlc:
 	CGO_ENABLED=0 $(GO) tool sqlc generate
 
-build:
+build: web
 	$(GO) build -o bin/proliferate ./cmd/proliferate
+
+## web: build the dashboard (web/, TypeScript + Preact + Vite; npm from the registry, pinned by its lockfile) into web/dist, which the binary embeds
+WEB_SRC := $(shell find web/src -type f 2>/dev/null) web/index.html web/vite.config.ts web/tsconfig.json
+web: web/dist/index.html
+web/dist/index.html: web/node_modules/.installed $(WEB_SRC)
+	npm run --prefix web --silent build
+web/node_modules/.installed: web/package.json web/package-lock.json
+	npm ci --prefix web --no-audit --no-fund --loglevel=error
+	@touch $@
 
 stack-up:
 	@$(STACK) up

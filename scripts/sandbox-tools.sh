@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# sandbox-tools.sh installs what the local sandbox provider's isolation
-# (SANDBOX_ISOLATION=bwrap) runs: bubblewrap (the namespaces jail) and socat
-# (the Unix-socket forwarders inside each sandbox), from Debian, only when
-# they are missing.
+# sandbox-tools.sh installs, from Debian and only when they are missing,
+# what the local sandbox provider's isolation (SANDBOX_ISOLATION=bwrap)
+# runs: bubblewrap (the namespaces jail) and socat (the Unix-socket
+# forwarders inside each sandbox); and the browser the dashboard's tests
+# drive: Debian's chromium (headless, never a downloaded browser).
 #
 #   scripts/sandbox-tools.sh [install]   install what is missing (idempotent, instant when done)
-#   scripts/sandbox-tools.sh check       exit 0 only if both are installed
+#   scripts/sandbox-tools.sh check       exit 0 only if all are installed
 #
 # Concurrent invocations are serialised by apt's own lock (waited for up to
 # five minutes).
 set -euo pipefail
 
-readonly TOOLS=(bwrap:bubblewrap socat:socat)
+readonly TOOLS=(bwrap:bubblewrap socat:socat chromium:chromium)
 
 warn() { printf 'sandbox-tools: %s\n' "$*" >&2; }
 die() {

@@ -43,6 +43,7 @@ for a in "$@"; do
 	case $a in
 	bubblewrap) printf '#!/bin/sh\n' >`+bin+`/bwrap && chmod +x `+bin+`/bwrap ;;
 	socat) printf '#!/bin/sh\n' >`+bin+`/socat && chmod +x `+bin+`/socat ;;
+	chromium) printf '#!/bin/sh\n' >`+bin+`/chromium && chmod +x `+bin+`/chromium ;;
 	esac
 done
 `)
@@ -62,8 +63,8 @@ func runTools(t *testing.T, bin string, args ...string) (string, error) {
 }
 
 func TestSandboxToolsInstallsOnlyWhatIsMissing(t *testing.T) {
-	// Both present: nothing to do, apt is never called.
-	bin, aptLog := toolsPath(t, "bwrap", "socat")
+	// All present: nothing to do, apt is never called.
+	bin, aptLog := toolsPath(t, "bwrap", "socat", "chromium")
 	if out, err := runTools(t, bin, "install"); err != nil {
 		t.Fatalf("install with both present: %v\n%s", err, out)
 	}
@@ -76,7 +77,7 @@ func TestSandboxToolsInstallsOnlyWhatIsMissing(t *testing.T) {
 
 	// socat missing: check fails, install asks apt for socat alone, then
 	// check passes.
-	bin, aptLog = toolsPath(t, "bwrap")
+	bin, aptLog = toolsPath(t, "bwrap", "chromium")
 	if _, err := runTools(t, bin, "check"); err == nil {
 		t.Fatal("check passed without socat")
 	}
@@ -101,7 +102,7 @@ func TestSandboxToolsFailsWhenAptCannotInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := runTools(t, bin, "install")
-	if err == nil || !strings.Contains(out, "apt-get install bubblewrap socat failed") {
+	if err == nil || !strings.Contains(out, "apt-get install bubblewrap socat chromium failed") {
 		t.Fatalf("install with a failing apt: %v\n%s", err, out)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/web"
 )
 
 // apiModules are the feature packages of the REST API, registered in order.
@@ -102,8 +103,13 @@ func (a *App) APIRole(ctx context.Context) (Role, error) {
 	a.readyPostgres()
 	a.readyRedis()
 	a.apiAddr.Store(new(ln.Addr().String()))
-	a.Log.Info("api listening", "addr", ln.Addr().String(), "openapi", "http://"+ln.Addr().String()+api.Prefix+"/openapi.json")
-	return serveRole("api", ln, s.Handler(), a.Cfg.ShutdownTimeout), nil
+	a.Log.Info("api listening", "addr", ln.Addr().String(), "dashboard", "http://"+ln.Addr().String()+"/", "dashboard_built", web.Built(),
+		"openapi", "http://"+ln.Addr().String()+api.Prefix+"/openapi.json")
+	h, err := a.frontDoor(s.Handler())
+	if err != nil {
+		return Role{}, err
+	}
+	return serveRole("api", ln, h, a.Cfg.ShutdownTimeout), nil
 }
 
 // APIAddr is where the API listens once APIRole started ("" before).

@@ -65,25 +65,26 @@ type Config struct {
 	OutboxRetention     time.Duration `env:"OUTBOX_RETENTION" default:"24h" check:"positive" doc:"how long published outbox rows are kept for inspection"`
 	OutboxMaxPendingAge time.Duration `env:"OUTBOX_MAX_PENDING_AGE" default:"30s" check:"positive" doc:"the relay's /readyz fails while the oldest unpublished outbox row is older than this (rows set aside as dead letters do not count)"`
 
-	APIAddr           string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
-	APICORSOrigins    []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
-	APIMaxBodyBytes   int           `env:"API_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted request body; larger ones get 413"`
-	AuthSigningKeys   []string      `env:"AUTH_SIGNING_KEYS" default:"dev:ZGV2LW9ubHktc2lnbmluZy1rZXktZG8tbm90LXVzZS1pbi1wcm9kdWN0aW9u" check:"keys=32" secret:"true" doc:"access-token HMAC keys as kid:base64 (≥32 bytes), comma-separated; the first signs, all verify (rotation)"`
-	AccessTokenTTL    time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
-	SessionTTL        time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
-	EncryptionKeys    []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
-	ServiceToken      string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles (signs their service tokens); sandboxes never see it and nothing of theirs derives from it"`
-	SuperAdminEmails  []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
-	PublicURL         string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
-	Mailer            string        `env:"MAILER" default:"log" check:"oneof=log|smtp" doc:"email delivery: smtp (SMTP_HOST…; required with PROLIFERATE_ENV=production) or log (development: writes each message, one-time links included, to the log; refused in production, where emails must arrive)"`
-	SMTPHost          string        `env:"SMTP_HOST" doc:"SMTP server for MAILER=smtp (your provider's submission host)"`
-	SMTPPort          int           `env:"SMTP_PORT" default:"587" check:"min=1,max=65535" doc:"SMTP port: 587 (submission with STARTTLS) or 465 (SMTP_TLS=tls)"`
-	SMTPUsername      string        `env:"SMTP_USERNAME" doc:"SMTP AUTH user; empty sends without authenticating"`
-	SMTPPassword      string        `env:"SMTP_PASSWORD" secret:"true" doc:"SMTP AUTH password (sent only over TLS)"`
-	SMTPFrom          string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
-	SMTPTLS           string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
-	SMTPTimeout       time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
-	APITrustedProxies []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
+	APIAddr             string        `env:"API_ADDR" default:"127.0.0.1:8080" check:"hostport" doc:"listen address of the REST API (/api/v1)"`
+	APICORSOrigins      []string      `env:"API_CORS_ORIGINS" doc:"comma-separated browser origins allowed by CORS; empty allows none"`
+	DashboardGatewayURL string        `env:"DASHBOARD_GATEWAY_URL" check:"url=http|https" doc:"where the API role forwards the dashboard's session traffic (/proliferate/…: the gateway's HTTP routes and WebSocket) so the dashboard needs one origin; empty uses GATEWAY_PUBLIC_URL. Previews are not forwarded: they stay on the gateway's own origin"`
+	APIMaxBodyBytes     int           `env:"API_MAX_BODY_BYTES" default:"1048576" check:"min=1024,max=67108864" doc:"largest accepted request body; larger ones get 413"`
+	AuthSigningKeys     []string      `env:"AUTH_SIGNING_KEYS" default:"dev:ZGV2LW9ubHktc2lnbmluZy1rZXktZG8tbm90LXVzZS1pbi1wcm9kdWN0aW9u" check:"keys=32" secret:"true" doc:"access-token HMAC keys as kid:base64 (≥32 bytes), comma-separated; the first signs, all verify (rotation)"`
+	AccessTokenTTL      time.Duration `env:"ACCESS_TOKEN_TTL" default:"1h" check:"positive" doc:"lifetime of an access token"`
+	SessionTTL          time.Duration `env:"SESSION_TTL" default:"168h" check:"positive" doc:"lifetime of a login session (refresh)"`
+	EncryptionKeys      []string      `env:"ENCRYPTION_KEYS" default:"dev:ZGV2LW9ubHktMzItYnl0ZS1lbmNyeXB0aW9uLWtleSE=" check:"keys=32exact" secret:"true" doc:"AES-256-GCM keys for secrets at rest as kid:base64 (32 bytes), comma-separated; the first encrypts, all decrypt (rotation)"`
+	ServiceToken        string        `env:"SERVICE_TOKEN" default:"dev-service-token-change-me-in-production" check:"min_len=16" secret:"true" doc:"shared secret for the platform's own roles (signs their service tokens); sandboxes never see it and nothing of theirs derives from it"`
+	SuperAdminEmails    []string      `env:"SUPER_ADMIN_EMAILS" doc:"comma-separated emails of super-admins (list all users/orgs, impersonate)"`
+	PublicURL           string        `env:"PUBLIC_URL" default:"http://127.0.0.1:8080" check:"url=http|https" doc:"base URL users reach the platform at (links in emails)"`
+	Mailer              string        `env:"MAILER" default:"log" check:"oneof=log|smtp" doc:"email delivery: smtp (SMTP_HOST…; required with PROLIFERATE_ENV=production) or log (development: writes each message, one-time links included, to the log; refused in production, where emails must arrive)"`
+	SMTPHost            string        `env:"SMTP_HOST" doc:"SMTP server for MAILER=smtp (your provider's submission host)"`
+	SMTPPort            int           `env:"SMTP_PORT" default:"587" check:"min=1,max=65535" doc:"SMTP port: 587 (submission with STARTTLS) or 465 (SMTP_TLS=tls)"`
+	SMTPUsername        string        `env:"SMTP_USERNAME" doc:"SMTP AUTH user; empty sends without authenticating"`
+	SMTPPassword        string        `env:"SMTP_PASSWORD" secret:"true" doc:"SMTP AUTH password (sent only over TLS)"`
+	SMTPFrom            string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
+	SMTPTLS             string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
+	SMTPTimeout         time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
+	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
 	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`

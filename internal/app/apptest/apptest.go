@@ -1,0 +1,109 @@
+// Package apptest starts the whole platform (`proliferate dev`) in a test:
+// every listener on a free loopback port, the test's Postgres database and
+// Redis, an embedded broker under a temporary directory. Tests outside
+// internal/app (the dashboard's browser tests) and inside it share it.
+package apptest
+
+import (
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/testenv"
+)
+
+// Config is the configuration of a test's dev stack: every listener on a
+// free port, data under dataDir, and sessions recorded (RUN_SESSIONS=record)
+// unless overrides (name, value pairs) say otherwise.
+func Config(t testing.TB, dataDir string, overrides ...string) *config.Config {
+	t.Helper()
+	gw := FreeAddr(t)
+	env := map[string]string{
+		"DATABASE_URL":         testenv.DatabaseURL(t),
+		"REDIS_URL":            testenv.RedisURL(t),
+		"BROKER_ADDR":          "127.0.0.1:0",
+		"BROKER_DATA_DIR":      dataDir,
+		"OPS_ADDR":             "127.0.0.1:0",
+		"API_ADDR":             "127.0.0.1:0",
+		"INGEST_ADDR":          "127.0.0.1:0",
+		"GATEWAY_ADDR":         gw,
+		"GATEWAY_PUBLIC_URL":   "http://" + gw,
+		"SANDBOX_DATA_DIR":     filepath.Join(dataDir, "sandboxes"),
+		"RUN_SESSIONS":         "record",
+		"OUTBOX_POLL_INTERVAL": "50ms",
+		"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
+		"LLM_PROXY_ADDR":       "127.0.0.1:0",
+		// Billing has its own end-to-end tests; the others run with every
+		// session allowed.
+		"BILLING_ENABLED": "false",
+	}
+	for i := 0; i+1 < len(overrides); i += 2 {
+		env[overrides[i]] = overrides[i+1]
+	}
+	cfg, err := config.LoadFrom(func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// FreeAddr returns a loopback address with a port free right now (for
+// listeners whose public URL must be known before they start).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Running is a started platform.
+type Running struct {
+	App *app.App
+	// Stop stops it (once; the test's cleanup calls it too).
+	Stop func() error
+}
+
+// Start runs `dev` with cfg until the test ends; logs go to logs (nil:
+// discarded, errors only).
+func Start(t testing.TB, cfg *config.Config, logs io.Writer) Running {
+	t.Helper()
+	level := "debug"
+	if logs == nil {
+		logs, level = io.Discard, "error"
+	}
+	a := app.New(cfg, obs.NewLogger(logs, level, "text"))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Dev(ctx) }()
+	testenv.Eventually(t, 30*time.Second, "dev to start its ops endpoints", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited early: %v", err)
+		default:
+		}
+		return a.OpsAddr() != ""
+	})
+	var stopped bool
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		return <-done
+	}
+	t.Cleanup(func() { _ = stop() })
+	return Running{App: a, Stop: stop}
+}

@@ -1,0 +1,70 @@
+package app
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/web"
+)
+
+// previewPath matches the gateway's preview routes, which serve what a
+// sandbox's web server answers: they are never forwarded onto the
+// dashboard's origin, where a page of the agent's could read the signed-in
+// person's tokens. The dashboard links to them on the gateway's origin.
+var previewPath = regexp.MustCompile(`^/proliferate/[^/]+/(preview|previews)(/|$)`)
+
+// frontDoor is what the API role serves on its one origin: the REST API
+// at /api/v1, the session gateway's routes and WebSocket at /proliferate/
+// (forwarded to DASHBOARD_GATEWAY_URL, else GATEWAY_PUBLIC_URL), and the
+// dashboard at every other path.
+func (a *App) frontDoor(apiHandler http.Handler) (http.Handler, error) {
+	target := a.Cfg.DashboardGatewayURL
+	if target == "" {
+		target = a.Cfg.GatewayPublicURL
+	}
+	gw, err := url.Parse(target)
+	if err != nil {
+		return nil, err
+	}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(gw)
+			// The gateway checks a WebSocket's Origin against the Host the
+			// browser used: keep it.
+			pr.Out.Host = pr.In.Host
+			pr.SetXForwarded()
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			a.Log.Warn("dashboard: the gateway is unreachable", "error", err, "path", r.URL.Path)
+			writeFrontDoorError(w, http.StatusBadGateway, "upstream_error", "the session gateway is unreachable; try again shortly")
+		},
+	}
+	ui := web.Handler()
+	mux := http.NewServeMux()
+	mux.Handle(api.Prefix+"/", apiHandler)
+	mux.Handle(api.Prefix, apiHandler)
+	mux.HandleFunc("/proliferate/", func(w http.ResponseWriter, r *http.Request) {
+		if previewPath.MatchString(r.URL.Path) || strings.Contains(r.URL.Path, "..") {
+			writeFrontDoorError(w, http.StatusNotFound, api.CodeNotFound,
+				"previews are served on the gateway's own origin ("+a.Cfg.GatewayPublicURL+")")
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	mux.Handle("/", ui)
+	return mux, nil
+}
+
+// writeFrontDoorError answers in the API's error shape.
+func writeFrontDoorError(w http.ResponseWriter, status int, code, msg string) {
+	var b api.ErrorBody
+	b.Error.Code, b.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(b)
+}

@@ -1,0 +1,140 @@
+// Package browser drives Debian's headless Chromium (installed by `make
+// tools`) through the DevTools protocol with chromedp, for the dashboard's
+// tests. A missing browser fails the test: it is part of the toolchain,
+// like bubblewrap.
+package browser
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Executable is the Chromium the tests drive: $CHROMIUM, or chromium on
+// PATH.
+func Executable(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no chromium on PATH: run `make tools` (installs Debian's chromium)")
+	return ""
+}
+
+// Options of a browser.
+type Options struct {
+	// Width and Height of the window (default 1280×800).
+	Width, Height int
+}
+
+// New starts a headless Chromium with a fresh profile and returns a
+// context of its first tab; the browser is closed when the test ends.
+// Console errors and uncaught exceptions of the page are logged to t.
+func New(t testing.TB, o Options) context.Context {
+	t.Helper()
+	if o.Width == 0 {
+		o.Width, o.Height = 1280, 800
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(Executable(t)),
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Headless,
+		chromedp.DisableGPU,
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(o.Width, o.Height),
+		// The machine has no internet: without these Chromium floods the
+		// closed network with connections of its own.
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-default-apps", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		// chromedp logs protocol messages it does not know; only real
+		// errors matter to a test.
+		if msg := strings.TrimSpace(format); !strings.Contains(msg, "unhandled") && !strings.Contains(msg, "could not unmarshal") {
+			t.Logf("chromedp: "+format, args...)
+		}
+	}))
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		cancel()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cancelAlloc()
+	})
+	return ctx
+}
+
+// Do runs actions with a deadline (a hung page fails the test instead
+// of the whole suite).
+func Do(t testing.TB, ctx context.Context, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := chromedp.Do(c, actions...); err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+}
+
+// Get runs one action with a deadline and returns its value.
+func Get[T any](t testing.TB, ctx context.Context, timeout time.Duration, action chromedp.Action[T]) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	v, err := chromedp.Run(c, action)
+	if err != nil {
+		t.Fatalf("browser: %v", err)
+	}
+	return v
+}
+
+// Screenshot saves a full-page PNG of the current page as a test
+// artifact under $SCREENSHOT_DIR (default: bench/screenshots, git-ignored)
+// and returns its path.
+func Screenshot(t testing.TB, ctx context.Context, name string) string {
+	t.Helper()
+	dir := os.Getenv("SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join(repoRoot(), "bench", "screenshots")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	png := Get(t, ctx, 30*time.Second, chromedp.FullScreenshot(90))
+	p := filepath.Join(dir, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// repoRoot is the directory holding go.mod above the working directory.
+func repoRoot() string {
+	dir, _ := os.Getwd()
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+	}
+	return dir
+}

@@ -1,0 +1,204 @@
+// The app shell: the signed-out screens, and for a signed-in person the
+// navigation, the organization switcher and the screens of the dashboard.
+// Every path that is not a screen shows "not found"; errors from the API
+// are shown in its shape, never as a blank page.
+import type { ComponentChildren } from 'preact'
+import { useEffect, useState } from 'preact/hooks'
+import { ApiError, get, onAuthChange, post, put, signedIn, signOut, type Me, type Page } from './lib/api'
+import { match, navigate, useLocation } from './lib/router'
+import { SessionContext, useSession, type AppSession, type Membership } from './lib/session'
+import { ErrorBanner, Link, Loading, useData } from './lib/ui'
+import { Login, ResetPassword, Signup, VerifyEmail } from './pages/auth'
+import { Invite, Onboarding } from './pages/onboarding'
+import { routes } from './routes'
+
+const publicRoutes: Partial<Record<string, () => preact.JSX.Element>> = {
+  '/login': Login,
+  '/signup': Signup,
+  '/reset-password': ResetPassword,
+  '/verify-email': VerifyEmail,
+}
+
+export function App() {
+  const [authed, setAuthed] = useState(signedIn())
+  useEffect(() => onAuthChange(() => setAuthed(signedIn())), [])
+  const { path } = useLocation()
+  const Public = publicRoutes[path]
+  if (Public && (!authed || path === '/verify-email')) return <Public />
+  if (!authed) {
+    const next = path === '/' ? '' : '?next=' + encodeURIComponent(location.pathname + location.search)
+    queueMicrotask(() => navigate('/login' + next, { replace: true }))
+    return null
+  }
+  if (Public) {
+    queueMicrotask(() => navigate('/', { replace: true }))
+    return null
+  }
+  return <SignedIn />
+}
+
+function SignedIn() {
+  const { data, error, reload } = useData(async (signal) => {
+    const me = await get<Me>('/me', { signal })
+    const orgs = await get<Page<Membership>>('/orgs', { signal, query: { limit: 100 } })
+    return { me, orgs: orgs.items }
+  }, [])
+  if (error) {
+    return (
+      <main class="auth">
+        <ErrorBanner error={error} onRetry={reload} />
+        {error instanceof ApiError && error.status === 401 && (
+          <button class="link" onClick={() => signOut()}>
+            Log in again
+          </button>
+        )}
+      </main>
+    )
+  }
+  if (!data) return <Loading />
+  const session: AppSession = { me: data.me, orgs: data.orgs, reload }
+  return (
+    <SessionContext.Provider value={session}>
+      <Shell />
+    </SessionContext.Provider>
+  )
+}
+
+const nav = [
+  { href: '/sessions', label: 'Sessions' },
+  { href: '/inbox', label: 'Inbox' },
+  { href: '/automations', label: 'Automations' },
+  { href: '/settings', label: 'Settings' },
+]
+
+function Shell() {
+  const s = useSession()
+  const { path } = useLocation()
+  const [menuOpen, setMenuOpen] = useState(false)
+  useEffect(() => setMenuOpen(false), [path])
+
+  if (path === '/onboarding') return <Frame>{<Onboarding />}</Frame>
+  if (path === '/invite') return <Frame>{<Invite />}</Frame>
+  if (path === '/') {
+    queueMicrotask(() => navigate(s.me.active_org_id ? '/sessions' : '/onboarding', { replace: true }))
+    return null
+  }
+  let page: ComponentChildren = null
+  for (const r of routes) {
+    const params = match(r.path, path)
+    if (params) {
+      page = <r.component {...params} />
+      break
+    }
+  }
+  if (!page) page = <NotFound />
+  return (
+    <div class="shell">
+      <header class="topbar">
+        <button class="icon menu-toggle" aria-label="Menu" aria-expanded={menuOpen} onClick={() => setMenuOpen(!menuOpen)}>
+          ☰
+        </button>
+        <Link href="/sessions" class="brand">
+          Proliferate
+        </Link>
+        <OrgSwitcher />
+        <div class="spacer" />
+        <span class="muted small hide-narrow">{s.me.email}</span>
+        <button class="link" onClick={() => signOut()}>
+          Log out
+        </button>
+      </header>
+      {s.me.impersonator_id && <ImpersonationBanner />}
+      <div class="body">
+        <nav class={'sidenav' + (menuOpen ? ' open' : '')} aria-label="Main">
+          {nav.map((n) => (
+            <Link key={n.href} href={n.href} aria-current={path.startsWith(n.href) ? 'page' : undefined}>
+              {n.label}
+            </Link>
+          ))}
+        </nav>
+        <main class="content">{page}</main>
+      </div>
+    </div>
+  )
+}
+
+function Frame(props: { children: ComponentChildren }) {
+  return (
+    <div class="shell">
+      <header class="topbar">
+        <span class="brand">Proliferate</span>
+        <div class="spacer" />
+        <button class="link" onClick={() => signOut()}>
+          Log out
+        </button>
+      </header>
+      <main class="content narrow">{props.children}</main>
+    </div>
+  )
+}
+
+function OrgSwitcher() {
+  const s = useSession()
+  const [err, setErr] = useState<unknown>(null)
+  if (s.orgs.length === 0) return null
+  const active = s.orgs.find((o) => o.id === s.me.active_org_id)
+  return (
+    <>
+      <label class="sr-only" for="org-switcher">
+        Organization
+      </label>
+      <select
+        id="org-switcher"
+        class="org-switcher"
+        value={active?.id ?? ''}
+        onChange={async (e) => {
+          try {
+            await put('/me/active-org', { org_id: e.currentTarget.value })
+            navigate('/sessions')
+            s.reload()
+          } catch (e) {
+            setErr(e)
+          }
+        }}
+      >
+        {!active && <option value="">Choose an organization</option>}
+        {s.orgs.map((o) => (
+          <option key={o.id} value={o.id}>
+            {o.name}
+          </option>
+        ))}
+      </select>
+      {err ? <ErrorBanner error={err} /> : null}
+    </>
+  )
+}
+
+function ImpersonationBanner() {
+  const s = useSession()
+  return (
+    <div class="banner warn" role="status">
+      You are impersonating {s.me.email}.{' '}
+      <button
+        class="link"
+        onClick={async () => {
+          await post('/admin/impersonation/stop')
+          await signOut()
+        }}
+      >
+        Stop impersonating
+      </button>
+    </div>
+  )
+}
+
+function NotFound() {
+  return (
+    <div>
+      <h1>Not found</h1>
+      <p>
+        There is no page here. <Link href="/sessions">Go to sessions</Link>
+      </p>
+    </div>
+  )
+}

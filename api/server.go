@@ -35,6 +35,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
@@ -340,17 +341,12 @@ func (s *Server) limitBody(c *gin.Context) {
 
 // writeError writes the one error shape and aborts.
 func (s *Server) writeError(c *gin.Context, err error) {
-	e := asError(err)
+	e := httpapi.AsError(err)
 	if e.Status >= 500 {
 		s.Log.Error("api error", "request_id", c.GetString(requestIDKey), "route", c.FullPath(), "error", err)
 	}
-	var body ErrorBody
-	body.Error.Code, body.Error.Message, body.Error.Details = e.Code, e.Message, e.Details
-	body.Error.RequestID = c.GetString(requestIDKey)
-	if e.Status == http.StatusUnauthorized {
-		c.Header("WWW-Authenticate", `Bearer realm="proliferate"`)
-	}
-	c.AbortWithStatusJSON(e.Status, body)
+	httpapi.SetErrorHeaders(c.Writer.Header(), e)
+	c.AbortWithStatusJSON(e.Status, httpapi.NewErrorBody(e, c.GetString(requestIDKey)))
 }
 
 // SetRetryAfter sets the Retry-After header in whole seconds (at least 1).

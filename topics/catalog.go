@@ -3,15 +3,20 @@
 // catalog is the single source for `proliferate topics ensure` (creating and
 // checking topics on a cluster), for the consumer runner's dead-letter topics and
 // for docs/topics.md, the page analytics teams read.
+//
+// Consumer groups are not declared here: each consumers/<group> package
+// describes its own (consumers/group.Define), and the catalog derives a
+// topic's consuming groups, its producing groups and the dead-letter topics
+// from those descriptions.
 package topics
 
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"time"
 
+	"github.com/proliferate/proliferate/consumers/group"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -27,19 +32,6 @@ const (
 	LLMSpend           = "llm.spend"
 	BillingUsage       = "billing.usage"
 	BillingState       = "billing.state"
-)
-
-// Consumer group names.
-const (
-	GroupTriggerProcessor    = "trigger-processor"
-	GroupRunEnricher         = "run-enricher"
-	GroupRunExecutor         = "run-executor"
-	GroupRunArtifacts        = "run-artifacts"
-	GroupNotifier            = "notifier"
-	GroupSessionMaterializer = "session-materializer"
-	GroupBillingRater        = "billing-rater"
-	GroupBillingLedger       = "billing-ledger"
-	GroupEnforcer            = "enforcer"
 )
 
 // Cleanup policies.
@@ -64,8 +56,12 @@ type Topic struct {
 	// EventTypes lists the schemas (schemas.Type…) of its records; empty for
 	// dead-letter topics, which hold the original record bytes unchanged.
 	EventTypes []string
-	Producers  []string
-	Consumers  []string
+	// Producers are the roles that write the topic; All adds the consumer
+	// groups whose Outputs name it.
+	Producers []string
+	// Consumers are the consumer groups whose Inputs name it (filled in by
+	// All).
+	Consumers []string
 	// DeadLetterOf names the consumer group whose dead letters it holds.
 	DeadLetterOf string
 	// ContentBearing marks topics whose records hold what people and agents
@@ -91,36 +87,7 @@ const (
 	BrokerMaxRecordBytes = 960_000
 )
 
-// Group describes one consumer group of the platform.
-//
-// Only groups that code runs are listed (a test in internal/app compares
-// them with the worker role's groups): a group planned but not built (a
-// tool-call or audit materializer) joins the catalog with its code.
-type Group struct {
-	Name        string
-	Description string
-	Topics      []string
-	// Owns lists the Postgres tables the group alone writes and that are a
-	// pure function of its topics: `proliferate replay --group NAME`
-	// truncates exactly these and rebuilds them by consuming Topics from
-	// the beginning. A group that owns none cannot be replayed.
-	Owns []string
-}
-
 const day = 24 * time.Hour
-
-// groups lists every consumer group; a group's dead-letter topic is derived.
-var groups = []Group{
-	{GroupTriggerProcessor, "parses raw webhooks and poll results into trigger events, matches triggers, queues runs", []string{WebhooksRaw}, nil},
-	{GroupRunEnricher, "enriches queued runs with context (stage queued → enriching → ready)", []string{RunsLifecycle}, nil},
-	{GroupRunExecutor, "starts a session for ready runs (ready → running)", []string{RunsLifecycle}, nil},
-	{GroupRunArtifacts, "writes run enrichment and completion JSON to the blob store (apart from notifications, so a storage outage never delays them)", []string{RunsLifecycle}, nil},
-	{GroupNotifier, "posts run and session outcomes to Slack", []string{RunsLifecycle, SessionsEvents}, nil},
-	{GroupSessionMaterializer, "materializes session transcripts into the searchable history in Postgres (session_messages), and drops a deleted session's history", []string{SessionsTranscript, SessionsEvents}, []string{"session_messages", "session_message_tombstones"}},
-	{GroupBillingRater, "prices LLM spend into billable usage", []string{LLMSpend}, nil},
-	{GroupBillingLedger, "applies usage to org credit balances and drives the billing state machine", []string{BillingUsage}, nil},
-	{GroupEnforcer, "pauses the sessions of exhausted or suspended orgs", []string{BillingState}, nil},
-}
 
 var topics = []Topic{
 	{
@@ -139,7 +106,7 @@ var topics = []Topic{
 		Key:         "trigger id",
 		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
 		EventTypes: []string{schemas.TypeTriggerEvent},
-		Producers:  []string{GroupTriggerProcessor, "pollers", "scheduler"},
+		Producers:  []string{"pollers", "scheduler"},
 	},
 	{
 		Name:        RunsLifecycle,
@@ -147,7 +114,7 @@ var topics = []Topic{
 		Key:         "run id",
 		Partitions:  12, Cleanup: Delete, Retention: 30 * day,
 		EventTypes: []string{schemas.TypeRunLifecycle},
-		Producers:  []string{"outbox-relay (trigger-processor, run stages, api)"},
+		Producers:  []string{"api", "pollers", "scheduler", "run-finalizer"},
 	},
 	{
 		Name:        SessionsEvents,
@@ -196,7 +163,7 @@ var topics = []Topic{
 		Key:         "org id",
 		Partitions:  12, Cleanup: Delete, Retention: 90 * day,
 		EventTypes: []string{schemas.TypeBillingUsage},
-		Producers:  []string{"compute-meter", GroupBillingRater},
+		Producers:  []string{"compute-meter"},
 	},
 	{
 		Name:        BillingState,
@@ -204,46 +171,41 @@ var topics = []Topic{
 		Key:         "org id",
 		Partitions:  12, Cleanup: Compact, Retention: Forever,
 		EventTypes: []string{schemas.TypeBillingState},
-		Producers:  []string{GroupBillingLedger},
 	},
 }
 
 // DeadLetterTopic is the dead-letter topic of a consumer group.
-func DeadLetterTopic(group string) string { return "dlq." + group }
+func DeadLetterTopic(name string) string { return group.DeadLetterTopic(name) }
 
 // LookupGroup finds a consumer group by name.
-func LookupGroup(name string) (Group, bool) {
-	for _, g := range groups {
-		if g.Name == name {
-			return g, true
-		}
-	}
-	return Group{}, false
-}
+func LookupGroup(name string) (group.Group, bool) { return group.Lookup(name) }
 
-// Groups lists every consumer group, sorted by name.
-func Groups() []Group {
-	out := slices.Clone(groups)
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
+// Groups lists every consumer group, sorted by name: the groups the
+// consumers/<group> packages linked into this binary define.
+func Groups() []group.Group { return group.All() }
 
 // All lists every topic: the event topics in pipeline order, then one
-// dead-letter topic per consumer group. Consumers are filled in from Groups.
+// dead-letter topic per consumer group. Consumers, and the producing
+// groups after the other producers, are filled in from Groups.
 func All() []Topic {
+	groups := Groups()
 	out := make([]Topic, 0, len(topics)+len(groups))
 	for _, t := range topics {
 		t.Consumers = nil
-		for _, g := range Groups() {
-			if slices.Contains(g.Topics, t.Name) {
+		t.Producers = slices.Clone(t.Producers)
+		for _, g := range groups {
+			if slices.Contains(g.Inputs, t.Name) {
 				t.Consumers = append(t.Consumers, g.Name)
+			}
+			if slices.Contains(g.Outputs, t.Name) {
+				t.Producers = append(t.Producers, g.Name)
 			}
 		}
 		out = append(out, t)
 	}
-	for _, g := range Groups() {
+	for _, g := range groups {
 		out = append(out, Topic{
-			Name:         DeadLetterTopic(g.Name),
+			Name:         g.DeadLetter(),
 			Description:  "Records the " + g.Name + " group could not process after its retries: the original key, value and headers, plus dlq.* headers with the error, the attempts and the source coordinates.",
 			Key:          "the original record's key",
 			Partitions:   3,

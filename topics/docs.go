@@ -93,7 +93,7 @@ materializer: its tables are a pure function of its topics, and
 | --- | --- | --- | --- |
 `)
 	for _, g := range Groups() {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Name, codeList(g.Topics, ""), codeList(g.Owns, "—"), g.Description)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Name, codeList(g.Inputs, ""), codeList(g.Owns, "—"), g.Description)
 	}
 	if err := fingerprintSection(&b); err != nil {
 		return "", err

@@ -26,7 +26,7 @@ func TestDocsAreCurrent(t *testing.T) {
 		t.Fatalf("%v (generate it with `make docs`)", err)
 	}
 	if string(have) != want {
-		t.Fatal("docs/topics.md is stale: run `make docs` and commit the result")
+		t.Fatal("docs/topics.md is stale: run `make docs` and commit the result (a consumer group package missing from groups_test.go also shows here)")
 	}
 }
 
@@ -55,14 +55,20 @@ func TestCatalogIsComplete(t *testing.T) {
 			t.Errorf("missing topic %s", n)
 		}
 	}
-	// Every group has a dead-letter topic and consumes only catalog topics.
+	// Every group has a dead-letter topic and consumes and produces only
+	// catalog topics.
 	for _, g := range topics.Groups() {
 		if !names[topics.DeadLetterTopic(g.Name)] {
 			t.Errorf("group %s has no dead-letter topic", g.Name)
 		}
-		for _, tn := range g.Topics {
+		for _, tn := range g.Inputs {
 			if !names[tn] {
 				t.Errorf("group %s consumes unknown topic %s", g.Name, tn)
+			}
+		}
+		for _, tn := range g.Outputs {
+			if !names[tn] {
+				t.Errorf("group %s produces unknown topic %s", g.Name, tn)
 			}
 		}
 	}

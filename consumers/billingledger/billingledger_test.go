@@ -67,7 +67,7 @@ func crashChild() {
 		fail(err)
 	}
 	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupBillingLedger, Topics: []string{topics.BillingUsage}, Codec: codec,
+		Group: billingledger.Group.Name, Topics: []string{topics.BillingUsage}, Codec: codec,
 		BatchHandler: countingHandler(pool, codec),
 		// Smaller batches than the default: the killed processes reach
 		// their random kill points sooner (the batch logic is the same).
@@ -345,7 +345,7 @@ func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
 	seeds := testenv.Kafka(t, kfake.SeedTopics(partitions, topics.BillingUsage), kfake.SeedTopics(1, topics.BillingState),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupBillingLedger)),
+		kfake.SeedTopics(1, billingledger.Group.DeadLetter()),
 		// Real Kafka's 6 s minimum session timeout would only slow the test down.
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
 	began := time.Now()
@@ -384,14 +384,14 @@ func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
 		}
 		<-exited
 	}
-	committedAtLastKill := committed(t, seeds, topics.GroupBillingLedger, topics.BillingUsage)
+	committedAtLastKill := committed(t, seeds, billingledger.Group.Name, topics.BillingUsage)
 	t.Logf("after %d kills (%s): %d usages delivered, %d offsets committed", kills, time.Since(began).Round(time.Millisecond), deliveries(), committedAtLastKill)
 	if committedAtLastKill >= total {
 		t.Fatal("the killed consumers finished everything: the test must kill them before the end")
 	}
 
 	began = time.Now()
-	runToCompletion(t, seeds, pool, codec, topics.GroupBillingLedger, total)
+	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, total)
 	t.Logf("run to completion in %s", time.Since(began).Round(time.Millisecond))
 	verifyLedger(t, seeds, pool, data, 0)
 	// The kills really interrupted work: usages applied by a process that
@@ -433,7 +433,7 @@ func verifyLedger(t *testing.T, seeds []string, pool *pgxpool.Pool, data *usageS
 	if got.reconciliations != 0 || got.outboxEvents != 0 {
 		t.Errorf("%d reconciliations and %d billing.state events: usage alone must not change state here", got.reconciliations, got.outboxEvents)
 	}
-	if dl := endOffsets(t, seeds, topics.DeadLetterTopic(topics.GroupBillingLedger)); dl != deadLetters {
+	if dl := endOffsets(t, seeds, billingledger.Group.DeadLetter()); dl != deadLetters {
 		t.Errorf("%d records were dead-lettered, want %d", dl, deadLetters)
 	}
 	return got
@@ -454,12 +454,12 @@ func TestReplayFromOffsetZeroChangesNothing(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	seeds := testenv.Kafka(t, kfake.SeedTopics(partitions, topics.BillingUsage), kfake.SeedTopics(1, topics.BillingState),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupBillingLedger)))
+		kfake.SeedTopics(1, billingledger.Group.DeadLetter()))
 	data := makeUsage(t, pool, codec, rng, 10, 10_000)
 	produceAll(t, seeds, data.records)
 	total := int64(len(data.records))
 
-	runToCompletion(t, seeds, pool, codec, topics.GroupBillingLedger, total)
+	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, total)
 	before := verifyLedger(t, seeds, pool, data, 0)
 	if t.Failed() {
 		return
@@ -480,7 +480,7 @@ func TestInvalidUsageAndDeletedOrgAreDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
-	dlq := topics.DeadLetterTopic(topics.GroupBillingLedger)
+	dlq := billingledger.Group.DeadLetter()
 	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.BillingUsage), kfake.SeedTopics(1, dlq))
 	data := makeUsage(t, pool, codec, rng, 2, 400)
 	org := data.orgs[0]
@@ -498,7 +498,7 @@ func TestInvalidUsageAndDeletedOrgAreDeadLettered(t *testing.T) {
 	recs = append(recs, data.records[150:]...)
 	produceAll(t, seeds, recs)
 
-	runToCompletion(t, seeds, pool, codec, topics.GroupBillingLedger, int64(len(recs)))
+	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, int64(len(recs)))
 	verifyLedger(t, seeds, pool, data, 2) // the good records all applied, exactly
 	dls := readDeadLetters(t, seeds, dlq, 2)
 	want := []string{"llm:negative", "llm:deleted-org"}

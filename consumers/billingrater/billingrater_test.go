@@ -29,7 +29,7 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	seeds := testenv.Kafka(t,
-		kfake.SeedTopics(3, topics.LLMSpend, topics.BillingUsage, topics.DeadLetterTopic(topics.GroupBillingRater)),
+		kfake.SeedTopics(3, topics.LLMSpend, topics.BillingUsage, billingrater.Group.DeadLetter()),
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
 	codec, err := schemas.NewCodec()
 	if err != nil {
@@ -54,7 +54,7 @@ func (w *world) client(opts ...kgo.Opt) *kgo.Client {
 func (w *world) start() {
 	w.t.Helper()
 	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupBillingRater, Topics: []string{topics.LLMSpend}, Codec: w.codec,
+		Group: billingrater.Group.Name, Topics: []string{topics.LLMSpend}, Codec: w.codec,
 		Handler:        billingrater.Handler(billingrater.Deps{Producer: w.cl, Codec: w.codec}),
 		Retry:          consumers.RetryOptions{MaxAttempts: 3, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		CommitInterval: 100 * time.Millisecond,
@@ -214,7 +214,7 @@ func TestSpendBecomesOneUsageKeyedByRequest(t *testing.T) {
 func TestMalformedSpendIsDeadLettered(t *testing.T) {
 	w := newWorld(t)
 	usages := w.collect(topics.BillingUsage)
-	dlq := w.collect(topics.DeadLetterTopic(topics.GroupBillingRater))
+	dlq := w.collect(billingrater.Group.DeadLetter())
 	w.start()
 	org := uuid.NewString()
 

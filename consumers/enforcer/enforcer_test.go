@@ -160,10 +160,10 @@ func creditPaused(s sessions.Session) bool {
 // returns a producer.
 func (w *world) runGroup(t *testing.T) *kgo.Client {
 	t.Helper()
-	seeds := testenv.Kafka(t, kfake.SeedTopics(3, topics.BillingState, topics.DeadLetterTopic(topics.GroupEnforcer)),
+	seeds := testenv.Kafka(t, kfake.SeedTopics(3, topics.BillingState, enforcer.Group.DeadLetter()),
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
 	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupEnforcer, Topics: []string{topics.BillingState}, Codec: w.codec,
+		Group: enforcer.Group.Name, Topics: []string{topics.BillingState}, Codec: w.codec,
 		Handler:        enforcer.Handler(w.deps),
 		Retry:          consumers.RetryOptions{MaxAttempts: 3, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		CommitInterval: 100 * time.Millisecond,
@@ -330,7 +330,7 @@ func committed(t *testing.T, cl *kgo.Client) bool {
 	if err != nil {
 		return false
 	}
-	offs, err := adm.FetchOffsets(ctx, topics.GroupEnforcer)
+	offs, err := adm.FetchOffsets(ctx, enforcer.Group.Name)
 	if err != nil {
 		return false
 	}

@@ -79,7 +79,7 @@ func newEnv(t *testing.T) *env {
 	e.inst = e.installSlack(e.team, e.token)
 	e.slack.AddChannel(e.team, "C-RUNS")
 	e.seeds = testenv.Kafka(t, kfake.SeedTopics(2, topics.RunsLifecycle, topics.SessionsEvents),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupNotifier)))
+		kfake.SeedTopics(1, notifier.Group.DeadLetter()))
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), e.token) {
 			t.Errorf("the bot token was logged")
@@ -278,7 +278,7 @@ func TestChannelPost(t *testing.T) {
 	if len(recs) != 5 {
 		t.Fatalf("%d lifecycle records", len(recs))
 	}
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(recs...)
 	e.await(5)
 
@@ -307,7 +307,7 @@ func TestDirectMessage(t *testing.T) {
 	e := newEnv(t)
 	e.destination(notifier.DestinationDM, "", "U123")
 	run := e.runTo(runs.StatusNeedsHuman, "Which environment should I deploy to?")
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(e.lifecycle(run)...)
 	e.await(5)
 	if opens := e.slack.Opens(); len(opens) != 1 || opens[0].User != "U123" {
@@ -335,7 +335,7 @@ func TestNoneAndResolvedPostNothing(t *testing.T) {
 	// The quiet run's records are read while its automation says channel
 	// now; make it none again for them.
 	e.destination(notifier.DestinationNone, "", "")
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(e.lifecycle(quiet)...)
 	e.await(5)
 	if len(e.slack.Posts()) != 0 || e.slack.Calls("chat.postMessage") != 0 {
@@ -356,7 +356,7 @@ func TestSlack5xxRetriedPostsOnce(t *testing.T) {
 	e.destination(notifier.DestinationDM, "", "U9")
 	run := e.runTo(runs.StatusTimedOut, "")
 	e.slack.FailNext(1, 500) // conversations.open
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(e.lifecycle(run)...)
 	e.await(5)
 	if len(e.slack.Posts()) != 1 || e.slack.Calls("conversations.open") != 2 {
@@ -367,7 +367,7 @@ func TestSlack5xxRetriedPostsOnce(t *testing.T) {
 	e2.destination(notifier.DestinationChannel, "C-RUNS", "")
 	run2 := e2.runTo(runs.StatusSucceeded, "ok")
 	e2.slack.FailNext(2, 502)
-	e2.start(topics.GroupNotifier)
+	e2.start(notifier.Group.Name)
 	e2.produce(e2.lifecycle(run2)...)
 	e2.await(5)
 	if len(e2.slack.Posts()) != 1 || e2.slack.Calls("chat.postMessage") != 3 {
@@ -385,7 +385,7 @@ func TestDuplicateAndReplayPostOnce(t *testing.T) {
 	e.destination(notifier.DestinationDM, "", "U77")
 	run := e.runTo(runs.StatusSucceeded, "done")
 	recs := e.lifecycle(run)
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(recs...)
 	e.produce(e.lifecycle(run)...) // duplicate delivery
 	e.await(10)
@@ -405,7 +405,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	e := newEnv(t)
 	e.destination(notifier.DestinationChannel, "C-GONE", "") // not a channel of the workspace
 	run := e.runTo(runs.StatusFailed, "x")
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(e.lifecycle(run)...)
 	e.await(5)
 	if calls := e.slack.Calls("chat.postMessage"); calls != 1 {
@@ -461,7 +461,7 @@ func TestSessionCompletionSubscriptions(t *testing.T) {
 	if ok, err := sessionnotify.Unsubscribe(ctx, e.pool, e.org, session, users[2]); err != nil || !ok {
 		t.Fatalf("unsubscribe: %v %v", ok, err)
 	}
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(e.sessionStopped(session, schemas.SessionKindRunning), e.sessionStopped(session, schemas.SessionKindStopped),
 		e.sessionStopped(session, schemas.SessionKindStopped))
 	e.await(3)
@@ -497,7 +497,7 @@ func TestRunMessageLinksThePullRequests(t *testing.T) {
 		[]string{"https://github.com/acme/web/pull/12"})
 	e.exec(`UPDATE automation_runs SET session_id = $2 WHERE id = $1`, run, sid)
 	recs := e.lifecycle(run)
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(recs...)
 	e.await(int64(len(recs)))
 	posts := e.slack.Posts()
@@ -526,7 +526,7 @@ func TestRunMessageCountsTheEvidence(t *testing.T) {
 			VALUES ($1, $2, $3, 'v-1', $4, $5, 'text/plain', 1, repeat('a', 64), 'file:x')`, e.org, sid, run, i, p)
 	}
 	recs := e.lifecycle(run)
-	e.start(topics.GroupNotifier)
+	e.start(notifier.Group.Name)
 	e.produce(recs...)
 	e.await(int64(len(recs)))
 	posts := e.slack.Posts()

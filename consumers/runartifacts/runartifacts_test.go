@@ -55,7 +55,7 @@ func newEnv(t *testing.T, store blobstore.Store) *env {
 	e.auto = runstest.Automation(t, pool, e.org)
 	e.trig = runstest.NewTrigger(t, pool, runstest.Trigger{OrgID: e.org, AutomationID: e.auto})
 	e.seeds = testenv.Kafka(t, kfake.SeedTopics(2, topics.RunsLifecycle),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupRunArtifacts)))
+		kfake.SeedTopics(1, runartifacts.Group.DeadLetter()))
 	return e
 }
 
@@ -223,7 +223,7 @@ func TestFilesystemAndReplay(t *testing.T) {
 	e := newEnv(t, fs)
 	run := e.run()
 	n := int64(e.publish(run))
-	e.start(topics.GroupRunArtifacts, 3)
+	e.start(runartifacts.Group.Name, 3)
 	e.await(n)
 	s := e.state(run)
 	e.check(run, s)
@@ -257,7 +257,7 @@ func TestS3WithTransientFailures(t *testing.T) {
 	run := e.run()
 	fake.FailNext(2)
 	n := int64(e.publish(run))
-	e.start(topics.GroupRunArtifacts, 5)
+	e.start(runartifacts.Group.Name, 5)
 	e.await(n)
 	s := e.state(run)
 	e.check(run, s)
@@ -291,7 +291,7 @@ func TestOutageDeadLettersAndEmptyRunsWriteNothing(t *testing.T) {
 		return err
 	})
 	e.move(early, runs.StatusFailed) // queued → failed: no enrichment, no completion
-	e.start(topics.GroupRunArtifacts, 2)
+	e.start(runartifacts.Group.Name, 2)
 	e.await(int64(e.publish(early)))
 	if s := e.state(early); s.EnrichmentRef != nil || s.CompletionRef != nil || s.Written != 0 || fake.Puts() != 0 {
 		t.Fatalf("empty run: %+v, %d puts", s, fake.Puts())

@@ -9,7 +9,6 @@ import (
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/topics"
 )
 
 func (h *harness) finalizer() *runstages.Finalizer {
@@ -87,7 +86,7 @@ func TestFinalizerBranches(t *testing.T) {
 	// outage) is left alone within its deadline, and timed out past it.
 	waiting := h.running(auto).ID
 	late := h.running(auto).ID
-	testenv.Eventually(t, 10*time.Second, "executor caught up", func() bool { return h.caughtUp(topics.GroupRunExecutor) })
+	testenv.Eventually(t, 10*time.Second, "executor caught up", func() bool { return h.caughtUp(runstages.ExecutorGroup.Name) })
 	// Rewound by hand once the executor has seen every record, so no
 	// delivery moves them on again.
 	h.exec(`UPDATE automation_runs SET status = 'ready', updated_at = now() - interval '1 hour' WHERE id = ANY($1)`, []string{waiting, late})

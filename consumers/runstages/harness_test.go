@@ -50,7 +50,7 @@ func newHarness(t testing.TB) *harness {
 	}
 	seeds := testenv.Kafka(t,
 		kfake.SeedTopics(3, topics.RunsLifecycle, topics.TriggersEvents,
-			topics.DeadLetterTopic(topics.GroupRunEnricher), topics.DeadLetterTopic(topics.GroupRunExecutor)),
+			runstages.EnricherGroup.DeadLetter(), runstages.ExecutorGroup.DeadLetter()),
 		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
 	h := &harness{t: t, pool: pool, seeds: seeds, codec: codec, sessions: runs.NewRecordingSessions(nil)}
 	h.deps = runstages.Deps{Pool: pool, Codec: codec, Sessions: h.sessions}
@@ -113,8 +113,8 @@ func (h *harness) group(name string, handler consumers.Handler) (stop func()) {
 
 // stages starts the enricher and executor groups.
 func (h *harness) stages() {
-	h.group(topics.GroupRunEnricher, runstages.Enricher(h.deps))
-	h.group(topics.GroupRunExecutor, runstages.Executor(h.deps))
+	h.group(runstages.EnricherGroup.Name, runstages.Enricher(h.deps))
+	h.group(runstages.ExecutorGroup.Name, runstages.Executor(h.deps))
 }
 
 // automation inserts an automation of the harness's org; sql (optional)

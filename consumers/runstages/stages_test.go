@@ -222,8 +222,8 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 			return true
 		}
 	}
-	h.crash(topics.GroupRunEnricher, runstages.Enricher(h.deps), all(runs.StatusReady))
-	h.crash(topics.GroupRunExecutor, runstages.Executor(h.deps), func() bool {
+	h.crash(runstages.EnricherGroup.Name, runstages.Enricher(h.deps), all(runs.StatusReady))
+	h.crash(runstages.ExecutorGroup.Name, runstages.Executor(h.deps), func() bool {
 		for _, id := range ids {
 			if h.run1(id).PromptSentAt == nil {
 				return false
@@ -231,7 +231,7 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 		}
 		return true
 	})
-	for _, g := range []string{topics.GroupRunEnricher, topics.GroupRunExecutor} {
+	for _, g := range []string{runstages.EnricherGroup.Name, runstages.ExecutorGroup.Name} {
 		if adm, err := kadm.NewClient(h.client()).FetchOffsetsForTopics(context.Background(), g, topics.RunsLifecycle); err == nil {
 			adm.Each(func(o kadm.OffsetResponse) {
 				if o.At > 0 {
@@ -249,14 +249,14 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 			return hd(ctx, m)
 		}
 	}
-	h.group(topics.GroupRunEnricher, counting(runstages.Enricher(h.deps)))
-	h.group(topics.GroupRunExecutor, counting(runstages.Executor(h.deps)))
+	h.group(runstages.EnricherGroup.Name, counting(runstages.Enricher(h.deps)))
+	h.group(runstages.ExecutorGroup.Name, counting(runstages.Executor(h.deps)))
 	for _, id := range ids {
 		if _, err := h.complete(runs.Completion{RunID: id, CompletionID: runstages.CompletionID(id), Outcome: "needs_human"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, g := range []string{topics.GroupRunEnricher, topics.GroupRunExecutor} {
+	for _, g := range []string{runstages.EnricherGroup.Name, runstages.ExecutorGroup.Name} {
 		testenv.Eventually(t, 30*time.Second, g+" caught up after the restart", func() bool { return h.caughtUp(g) })
 	}
 	// Each group saw at least the 4 events per run it had before the crash.

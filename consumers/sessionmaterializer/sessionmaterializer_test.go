@@ -41,7 +41,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	seeds := testenv.Kafka(t, kfake.SeedTopics(4, topics.SessionsTranscript, topics.SessionsEvents),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupSessionMaterializer)))
+		kfake.SeedTopics(1, sessionmaterializer.Group.DeadLetter()))
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
 	if err != nil {
 		t.Fatal(err)
@@ -162,9 +162,9 @@ func TestReplayAndDuplicatesChangeNothing(t *testing.T) {
 	}
 	e.produce(recs...)
 	e.produce(recs[100:200]...) // duplicates, later in the partitions
-	e.run(topics.GroupSessionMaterializer)
+	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "the group to commit everything", func() bool {
-		return e.committed(topics.GroupSessionMaterializer, topics.SessionsTranscript)
+		return e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	first := e.rows()
 	if len(first) != 300 {
@@ -192,7 +192,7 @@ func TestReplayAndDuplicatesChangeNothing(t *testing.T) {
 	e.run("session-materializer-replay")
 	testenv.Eventually(t, 30*time.Second, "the replaying group to commit everything", func() bool {
 		return e.committed("session-materializer-replay", topics.SessionsTranscript) &&
-			e.committed(topics.GroupSessionMaterializer, topics.SessionsTranscript)
+			e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	if after := e.rows(); fmt.Sprint(after) != fmt.Sprint(first) {
 		t.Fatalf("replay changed rows: %d before, %d after", len(first), len(after))
@@ -211,9 +211,9 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	garbage := &kgo.Record{Topic: topics.SessionsTranscript, Key: []byte(sess), Value: []byte("not avro")}
 	good := e.record(org, sess, schemas.TranscriptUserMessage, "after the poison", 1)
 	e.produce(garbage, bad, good)
-	e.run(topics.GroupSessionMaterializer)
+	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "the good record to apply", func() bool { return len(e.rows()) == 1 })
-	dl := readAll(t, e.seeds, topics.DeadLetterTopic(topics.GroupSessionMaterializer), 2)
+	dl := readAll(t, e.seeds, sessionmaterializer.Group.DeadLetter(), 2)
 	if len(dl) != 2 || string(dl[0].Value) != "not avro" {
 		t.Fatalf("dead letters: %d", len(dl))
 	}
@@ -228,7 +228,7 @@ func TestDeletedSessionHistoryGone(t *testing.T) {
 	a := e.record(org, sess, schemas.TranscriptUserMessage, "to be deleted", 0)
 	b := e.record(org, other, schemas.TranscriptUserMessage, "kept", 1)
 	e.produce(a, b)
-	e.run(topics.GroupSessionMaterializer)
+	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "two rows", func() bool { return len(e.rows()) == 2 })
 	del, err := kafka.EventRecord(e.codec, topics.SessionsEvents, sess, schemas.New(org, &schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindDeleted}))
 	if err != nil {
@@ -238,7 +238,7 @@ func TestDeletedSessionHistoryGone(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the deleted session's row to go", func() bool { return len(e.rows()) == 1 })
 	e.produce(a) // replayed after the deletion
 	testenv.Eventually(t, 30*time.Second, "the group to commit everything", func() bool {
-		return e.committed(topics.GroupSessionMaterializer, topics.SessionsTranscript)
+		return e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	if rows := e.rows(); len(rows) != 1 || rows[0].session != other {
 		t.Fatalf("rows after replay: %+v", rows)

@@ -100,7 +100,7 @@ func TestBadBodyRefDeadLettered(t *testing.T) {
 	}
 
 	// Through the runner, on a real broker.
-	dlq := topics.DeadLetterTopic(topics.GroupTriggerProcessor)
+	dlq := triggerprocessor.Group.DeadLetter()
 	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.WebhooksRaw), kfake.SeedTopics(1, dlq))
 	runGroup(t, e, seeds, append(bad, good), func(*consumers.Message) string { return "custom:" + trig },
 		// Permanent errors skip the retries: a long backoff would show.

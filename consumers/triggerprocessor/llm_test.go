@@ -247,7 +247,7 @@ func TestLLMFilterThroughRunner(t *testing.T) {
 	e := newEnv(t)
 	sim, base := scriptedModel(t)
 	e.withModel(base, llmjudge.DefaultTimeout, false)
-	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupTriggerProcessor)))
+	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, triggerprocessor.Group.DeadLetter()))
 	trig := e.trigger("github", e.githubApp(), nil)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "")
 	msgs := []*consumers.Message{e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-2")}

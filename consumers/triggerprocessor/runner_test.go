@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/topics"
@@ -21,7 +22,7 @@ import (
 // the partition, and a second delivery still queues its run.
 func TestThroughRunner(t *testing.T) {
 	e := newEnv(t)
-	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, topics.DeadLetterTopic(topics.GroupTriggerProcessor)))
+	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, triggerprocessor.Group.DeadLetter()))
 	push := e.trigger("github", e.githubApp(), map[string]any{"events": []any{"push"}, "branches": []any{"main"}})
 	custom := e.trigger("custom", "", nil)
 
@@ -71,7 +72,7 @@ func runGroup(t *testing.T, e *env, seeds []string, msgs []*consumers.Message, k
 		t.Fatal(err)
 	}
 	r, err := consumers.New(consumers.Config{
-		Group: topics.GroupTriggerProcessor, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
+		Group: triggerprocessor.Group.Name, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
 		Retry: retry, Kafka: kafka.Options{Seeds: seeds}, Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
 	})
 	if err != nil {

@@ -139,35 +139,31 @@ func (a *App) LLMProxyRole(ctx context.Context) (Role, error) {
 	}}, nil
 }
 
-// billingGroups are the consumer groups of billing.
-func billingGroups() map[string]GroupFactory {
-	return map[string]GroupFactory{
-		topics.GroupEnforcer: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			if !a.Cfg.BillingEnabled {
-				// BILLING_ENABLED=false: usage is recorded, nothing is paused.
-				return func(context.Context, *consumers.Message) error { return nil }, nil
-			}
-			deps, err := a.enforcerDeps(ctx)
-			if err != nil {
-				return nil, err
-			}
-			a.readyPostgres()
-			a.readyLLMKeys(deps.Keys)
-			return enforcer.Handler(deps), nil
-		},
-		topics.GroupBillingRater: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			cl, err := a.NewKafkaClient("billing-rater-producer")
-			if err != nil {
-				return nil, err
-			}
-			a.onClose(cl.Close)
-			if err := a.readyKafka(topics.BillingUsage); err != nil {
-				return nil, err
-			}
-			return billingrater.Handler(billingrater.Deps{Producer: cl, Codec: a.Codec,
-				Log: a.Log.With("group", topics.GroupBillingRater)}), nil
-		},
+func (a *App) enforcerHandler(ctx context.Context) (consumers.Handler, error) {
+	if !a.Cfg.BillingEnabled {
+		// BILLING_ENABLED=false: usage is recorded, nothing is paused.
+		return func(context.Context, *consumers.Message) error { return nil }, nil
 	}
+	deps, err := a.enforcerDeps(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.readyPostgres()
+	a.readyLLMKeys(deps.Keys)
+	return enforcer.Handler(deps), nil
+}
+
+func (a *App) billingRaterHandler(context.Context) (consumers.Handler, error) {
+	cl, err := a.NewKafkaClient("billing-rater-producer")
+	if err != nil {
+		return nil, err
+	}
+	a.onClose(cl.Close)
+	if err := a.readyKafka(topics.BillingUsage); err != nil {
+		return nil, err
+	}
+	return billingrater.Handler(billingrater.Deps{Producer: cl, Codec: a.Codec,
+		Log: a.Log.With("group", billingrater.Group.Name)}), nil
 }
 
 // enforcerDeps pause the sessions of exhausted and suspended organizations
@@ -182,7 +178,7 @@ func (a *App) enforcerDeps(ctx context.Context) (enforcer.Deps, error) {
 		return enforcer.Deps{}, err
 	}
 	return enforcer.Deps{Pool: a.Pool, Pauser: enforcer.GatewayPauser{C: a.gatewayClient("enforcer")},
-		Keys: keys, Log: a.Log.With("group", topics.GroupEnforcer)}, nil
+		Keys: keys, Log: a.Log.With("group", enforcer.Group.Name)}, nil
 }
 
 // BillingJobsRole runs the work around the ledger: the grace clock (on
@@ -256,17 +252,13 @@ func (a *App) BillingJobsRole(ctx context.Context) (Role, error) {
 	}}, nil
 }
 
-// batchGroups are the consumer groups that apply fetched records together.
-func batchGroups() map[string]BatchGroupFactory {
-	return map[string]BatchGroupFactory{
-		// One transaction per organization per fetched batch.
-		topics.GroupBillingLedger: func(ctx context.Context, a *App) (consumers.BatchHandler, error) {
-			l, err := a.Ledger(ctx)
-			if err != nil {
-				return nil, err
-			}
-			a.readyPostgres()
-			return billingledger.BatchHandler(billingledger.Deps{Ledger: l, Log: a.Log.With("group", topics.GroupBillingLedger)}), nil
-		},
+// billingLedgerHandler applies one transaction per organization per
+// fetched batch.
+func (a *App) billingLedgerHandler(ctx context.Context) (consumers.BatchHandler, error) {
+	l, err := a.Ledger(ctx)
+	if err != nil {
+		return nil, err
 	}
+	a.readyPostgres()
+	return billingledger.BatchHandler(billingledger.Deps{Ledger: l, Log: a.Log.With("group", billingledger.Group.Name)}), nil
 }

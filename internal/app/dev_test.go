@@ -15,11 +15,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/consumers/billingledger"
+	"github.com/proliferate/proliferate/consumers/runartifacts"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
-	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -155,7 +158,7 @@ func TestDevRunsTheWholeStackAndRestarts(t *testing.T) {
 		names[c.Name] = true
 	}
 	for _, want := range []string{"postgres", "redis", "kafka", "blobstore", "sandbox",
-		"group:" + topics.GroupTriggerProcessor, "group:" + topics.GroupRunArtifacts, "group:" + topics.GroupBillingLedger} {
+		"group:" + triggerprocessor.Group.Name, "group:" + runartifacts.Group.Name, "group:" + billingledger.Group.Name} {
 		if !names[want] {
 			t.Errorf("dev's readiness lacks %s: %s", want, body)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -198,5 +199,5 @@ func committedAll(t testing.TB, p *pipeline) bool {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	return groupCaughtUp(t, cl, topics.GroupTriggerProcessor, topics.WebhooksRaw)
+	return groupCaughtUp(t, cl, triggerprocessor.Group.Name, topics.WebhooksRaw)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/broker"
 	"github.com/proliferate/proliferate/internal/config"
@@ -213,7 +214,7 @@ func TestWorkerReadinessFollowsItsGroup(t *testing.T) {
 	ensureTopics(t, kb.addr)
 	kb.stop()
 
-	group := topics.GroupTriggerProcessor
+	group := triggerprocessor.Group.Name
 	a := app.New(roleConfig(t, kb.addr), obs.NewLogger(io.Discard, "error", "text"))
 	ctx, cancel := context.WithCancel(context.Background())
 	roles, err := a.WorkerRoles(ctx, []string{group})

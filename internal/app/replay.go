@@ -16,7 +16,7 @@ type ReplayOptions struct {
 	AllowRetentionLoss bool
 }
 
-// Replay rebuilds the tables consumer group name owns (topics.Group.Owns)
+// Replay rebuilds the tables consumer group name owns (its descriptor's Owns)
 // from its topics with the group's own handler, then sets the group's
 // offsets to the replayed point (consumers.Replay). The group must be
 // stopped; a group that owns no tables is refused.
@@ -36,11 +36,11 @@ func (a *App) Replay(ctx context.Context, name string, o ReplayOptions) (consume
 				replayable = append(replayable, g.Name)
 			}
 		}
-		return consumers.ReplayReport{}, fmt.Errorf("consumer group %s owns no tables (topics/catalog.go, Group.Owns): its effects are not a pure function of its topics, so it cannot be replayed (replayable: %s)",
+		return consumers.ReplayReport{}, fmt.Errorf("consumer group %s owns no tables (group.Group.Owns in its package): its effects are not a pure function of its topics, so it cannot be replayed (replayable: %s)",
 			name, strings.Join(replayable, ", "))
 	}
-	known, batch := a.runnableGroups()
-	if _, ok := known[name]; !ok {
+	w, ok := wiring(name)
+	if !ok {
 		return consumers.ReplayReport{}, fmt.Errorf("consumer group %s is not built into this binary", name)
 	}
 	if err := a.OpenPostgres(ctx); err != nil {
@@ -49,17 +49,12 @@ func (a *App) Replay(ctx context.Context, name string, o ReplayOptions) (consume
 	if err := a.OpenCodec(ctx); err != nil {
 		return consumers.ReplayReport{}, err
 	}
-	ro := consumers.ReplayOptions{Group: name, Topics: g.Topics, Tables: g.Owns, Pool: a.Pool,
-		Kafka: a.KafkaOptions("replay/" + name), Codec: a.Codec, AllowRetentionLoss: o.AllowRetentionLoss,
-		Logger: a.Log}
-	var err error
-	if bf, ok := batch[name]; ok {
-		ro.BatchHandler, err = bf(ctx, a)
-	} else {
-		ro.Handler, err = known[name](ctx, a)
-	}
-	if err != nil {
+	var cfg consumers.Config
+	if err := w.handlers(ctx, a, &cfg); err != nil {
 		return consumers.ReplayReport{}, fmt.Errorf("consumer group %s: %w", name, err)
 	}
+	ro := consumers.ReplayOptions{Group: name, Topics: g.Inputs, Tables: g.Owns, Pool: a.Pool,
+		Kafka: a.KafkaOptions("replay/" + name), Codec: a.Codec, AllowRetentionLoss: o.AllowRetentionLoss,
+		Logger: a.Log, Handler: cfg.Handler, BatchHandler: cfg.BatchHandler}
 	return consumers.Replay(ctx, ro)
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/notifier"
+	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/obs"
@@ -31,7 +33,7 @@ import (
 // replayed point so the restarted group continues after it (the poison
 // record is not dead-lettered twice), and refuses while the group runs.
 func TestReplayRebuildsSessionHistory(t *testing.T) {
-	const group = topics.GroupSessionMaterializer
+	group := sessionmaterializer.Group.Name
 	seeds := testenv.Kafka(t, kfake.SeedTopics(4, topics.SessionsTranscript, topics.SessionsEvents),
 		kfake.SeedTopics(1, topics.DeadLetterTopic(group)))
 	a := app.New(devConfig(t, filepath.Join(t.TempDir(), "kafka")), obs.NewLogger(io.Discard, "error", "text"))
@@ -164,8 +166,8 @@ func TestReplayRefusesGroupsItCannotRebuild(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `unknown consumer group "no-such-group"`) {
 		t.Fatalf("unknown group: %v", err)
 	}
-	_, err = a.Replay(context.Background(), topics.GroupNotifier, app.ReplayOptions{})
-	if err == nil || !strings.Contains(err.Error(), "owns no tables") || !strings.Contains(err.Error(), topics.GroupSessionMaterializer) {
+	_, err = a.Replay(context.Background(), notifier.Group.Name, app.ReplayOptions{})
+	if err == nil || !strings.Contains(err.Error(), "owns no tables") || !strings.Contains(err.Error(), sessionmaterializer.Group.Name) {
 		t.Fatalf("group without owned tables: %v", err)
 	}
 }
@@ -267,7 +269,7 @@ func committedToEnd(cl *kgo.Client, group string, topics ...string) bool {
 // oldest records, truncating would lose the rows built from them, so replay
 // refuses (and truncates nothing) unless told to accept the loss.
 func TestReplayRefusesAfterRetentionLoss(t *testing.T) {
-	const group = topics.GroupSessionMaterializer
+	group := sessionmaterializer.Group.Name
 	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.SessionsTranscript, topics.SessionsEvents),
 		kfake.SeedTopics(1, topics.DeadLetterTopic(group)))
 	a := app.New(devConfig(t, filepath.Join(t.TempDir(), "kafka")), obs.NewLogger(io.Discard, "error", "text"))

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/proliferate/proliferate/consumers"
-	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/broker"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/obs"
@@ -131,40 +128,6 @@ func (a *App) RelayRole(ctx context.Context) (Role, error) {
 	return Role{"outbox-relay", relay.Run}, nil
 }
 
-// GroupFactory builds one consumer group's handler from the App. Each consumer
-// group package registers one in Groups as it is built.
-type GroupFactory func(ctx context.Context, a *App) (consumers.Handler, error)
-
-// Groups lists the consumer groups this build can run, by name (the names of
-// topics.Groups). Issues add their groups here.
-func (a *App) Groups() map[string]GroupFactory {
-	groups := map[string]GroupFactory{
-		topics.GroupTriggerProcessor: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			svc, err := a.Integrations(ctx)
-			if err != nil {
-				return nil, err
-			}
-			a.readyPostgres()
-			// Webhook bodies over INGEST_INLINE_BODY_BYTES are in the blob store.
-			store, err := a.BlobStore()
-			if err != nil {
-				return nil, err
-			}
-			a.readyBlobStore(store)
-			gate, err := a.triggerLLM(ctx, topics.GroupTriggerProcessor)
-			if err != nil {
-				return nil, err
-			}
-			return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
-				Log: a.Log.With("group", topics.GroupTriggerProcessor), Integrations: svc, Blobs: store,
-				LLM: gate}), nil
-		},
-	}
-	maps.Copy(groups, runGroups())
-	maps.Copy(groups, billingGroups())
-	return groups
-}
-
 // Integrations is the integrations domain service (token boundary, status),
 // one per process so that every role shares its token caches.
 func (a *App) Integrations(ctx context.Context) (*integrations.Service, error) {
@@ -196,61 +159,31 @@ func (a *App) newIntegrations(ctx context.Context) (*integrations.Service, error
 		SlackClientID: a.Cfg.SlackClientID, SlackClientSecret: a.Cfg.SlackClientSecret})
 }
 
-// runnableGroups is every consumer group this build runs: the one-record
-// groups (known) and the batch groups (batch, also keys of known with a nil
-// factory).
-func (a *App) runnableGroups() (known map[string]GroupFactory, batch map[string]BatchGroupFactory) {
-	known = a.Groups()
-	batch = batchGroups()
-	maps.Copy(batch, historyBatchGroups())
-	for n := range batch {
-		known[n] = nil // a batch group: built by groupRole from batch
-	}
-	return known, batch
-}
-
 // RunnableGroups names, sorted, the consumer groups the worker role runs
-// when given no names (and so `proliferate dev` and `make run`). Every
-// group of topics.Groups must be among them: the catalog lists no group
-// that no code runs.
+// when given no names (and so `proliferate dev` and `make run`): the groups
+// of groupWirings. Every group of topics.Groups must be among them: the
+// catalog lists no group that no code runs.
 func (a *App) RunnableGroups() []string {
-	known, _ := a.runnableGroups()
-	return slices.Sorted(maps.Keys(known))
+	var names []string
+	for _, w := range groupWirings() {
+		names = append(names, w.group.Name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // WorkerRoles returns a role per named consumer group; no names means all.
 func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
-	known, batch := a.runnableGroups()
 	if len(names) == 0 {
-		for n := range known {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		if len(names) == 0 {
-			a.Log.Warn("this build has no consumer groups yet; the worker serves only its ops endpoints")
-		}
+		names = a.RunnableGroups()
 	}
 	var roles []Role
 	for _, name := range names {
-		factory, ok := known[name]
+		w, ok := wiring(name)
 		if !ok {
-			available := make([]string, 0, len(known))
-			for n := range known {
-				available = append(available, n)
-			}
-			slices.Sort(available)
-			if len(available) == 0 {
-				return nil, fmt.Errorf("unknown consumer group %q: this build has no consumer groups yet", name)
-			}
-			return nil, fmt.Errorf("unknown consumer group %q (available: %s)", name, strings.Join(available, ", "))
+			return nil, fmt.Errorf("unknown consumer group %q (available: %s)", name, strings.Join(a.RunnableGroups(), ", "))
 		}
-		var r Role
-		var err error
-		if bf, ok := batch[name]; ok {
-			r, err = a.groupRole(ctx, name, nil, bf)
-		} else {
-			r, err = a.GroupRole(ctx, name, factory)
-		}
+		r, err := a.groupRole(ctx, w)
 		if err != nil {
 			return nil, err
 		}
@@ -259,42 +192,14 @@ func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 	return roles, nil
 }
 
-// GroupRole builds the runner of one consumer group.
-func (a *App) GroupRole(ctx context.Context, name string, factory GroupFactory) (Role, error) {
-	return a.groupRole(ctx, name, factory, nil)
-}
-
-// BatchGroupFactory builds a batch consumer group's handler (a group that
-// applies a partition's fetched records together, like the billing ledger).
-type BatchGroupFactory func(ctx context.Context, a *App) (consumers.BatchHandler, error)
-
-func (a *App) groupRole(ctx context.Context, name string, factory GroupFactory, batchFactory BatchGroupFactory) (Role, error) {
+// groupRole builds the runner of one consumer group.
+func (a *App) groupRole(ctx context.Context, w groupWiring) (Role, error) {
+	name := w.group.Name
 	if err := a.OpenCodec(ctx); err != nil {
 		return Role{}, err
 	}
-	var h consumers.Handler
-	var bh consumers.BatchHandler
-	var err error
-	if batchFactory != nil {
-		bh, err = batchFactory(ctx, a)
-	} else {
-		h, err = factory(ctx, a)
-	}
-	if err != nil {
-		return Role{}, fmt.Errorf("consumer group %s: %w", name, err)
-	}
-	var groupTopics []string
-	for _, g := range topics.Groups() {
-		if g.Name == name {
-			groupTopics = g.Topics
-		}
-	}
-	r, err := consumers.New(consumers.Config{
-		Group:        name,
-		Topics:       groupTopics,
-		Handler:      h,
-		BatchHandler: bh,
-		Codec:        a.Codec,
+	cfg := consumers.Config{
+		Codec: a.Codec,
 		Retry: consumers.RetryOptions{
 			MaxAttempts:    a.Cfg.ConsumerMaxAttempts,
 			InitialBackoff: a.Cfg.ConsumerBackoffInitial,
@@ -305,14 +210,22 @@ func (a *App) groupRole(ctx context.Context, name string, factory GroupFactory, 
 		Kafka:           a.KafkaOptions("consumer/" + name),
 		Metrics:         a.consumerMetrics,
 		Logger:          a.Log,
-	})
+	}
+	if err := w.handlers(ctx, a, &cfg); err != nil {
+		return Role{}, fmt.Errorf("consumer group %s: %w", name, err)
+	}
+	cfg, err := consumers.ForGroup(w.group, cfg)
+	if err != nil {
+		return Role{}, err
+	}
+	r, err := consumers.New(cfg)
 	if err != nil {
 		return Role{}, err
 	}
 	// Ready while its member is in the group, and while its dead-letter
 	// topic can take a record.
 	a.readyGroup(name, r.Ready)
-	if err := a.readyKafka(topics.DeadLetterTopic(name)); err != nil {
+	if err := a.readyKafka(w.group.DeadLetter()); err != nil {
 		return Role{}, err
 	}
 	return Role{"consumer/" + name, r.Run}, nil

@@ -14,7 +14,6 @@ import (
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/slack"
-	"github.com/proliferate/proliferate/topics"
 )
 
 // Sessions is how the run pipeline starts agent sessions: the gateway at
@@ -58,41 +57,41 @@ func (a *App) stageDeps(ctx context.Context, group string) (runstages.Deps, erro
 	return runstages.Deps{Pool: a.Pool, Codec: a.Codec, Sessions: a.Sessions(), Log: a.Log.With("group", group)}, nil
 }
 
-// runGroups are the consumer groups of the run pipeline.
-func runGroups() map[string]GroupFactory {
-	return map[string]GroupFactory{
-		topics.GroupRunEnricher: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			d, err := a.stageDeps(ctx, topics.GroupRunEnricher)
-			a.readyPostgres()
-			return runstages.Enricher(d), err
-		},
-		topics.GroupRunExecutor: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			d, err := a.stageDeps(ctx, topics.GroupRunExecutor)
-			a.readyPostgres()
-			return runstages.Executor(d), err
-		},
-		topics.GroupNotifier: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			svc, err := a.Integrations(ctx)
-			if err != nil {
-				return nil, err
-			}
-			a.readyPostgres() // Slack, an outside service, is not checked
-			return notifier.Handler(notifier.Deps{Pool: a.Pool, Tokens: svc, Log: a.Log.With("group", topics.GroupNotifier),
-				Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL)}), nil
-		},
-		topics.GroupRunArtifacts: func(ctx context.Context, a *App) (consumers.Handler, error) {
-			if err := a.OpenPostgres(ctx); err != nil {
-				return nil, err
-			}
-			store, err := a.BlobStore()
-			if err != nil {
-				return nil, err
-			}
-			a.readyPostgres()
-			a.readyBlobStore(store)
-			return runartifacts.Handler(runartifacts.Deps{Pool: a.Pool, Store: store, Log: a.Log.With("group", topics.GroupRunArtifacts)}), nil
-		},
+// The run pipeline's consumer groups (groupWirings).
+
+func (a *App) runEnricherHandler(ctx context.Context) (consumers.Handler, error) {
+	d, err := a.stageDeps(ctx, runstages.EnricherGroup.Name)
+	a.readyPostgres()
+	return runstages.Enricher(d), err
+}
+
+func (a *App) runExecutorHandler(ctx context.Context) (consumers.Handler, error) {
+	d, err := a.stageDeps(ctx, runstages.ExecutorGroup.Name)
+	a.readyPostgres()
+	return runstages.Executor(d), err
+}
+
+func (a *App) notifierHandler(ctx context.Context) (consumers.Handler, error) {
+	svc, err := a.Integrations(ctx)
+	if err != nil {
+		return nil, err
 	}
+	a.readyPostgres() // Slack, an outside service, is not checked
+	return notifier.Handler(notifier.Deps{Pool: a.Pool, Tokens: svc, Log: a.Log.With("group", notifier.Group.Name),
+		Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL)}), nil
+}
+
+func (a *App) runArtifactsHandler(ctx context.Context) (consumers.Handler, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return nil, err
+	}
+	store, err := a.BlobStore()
+	if err != nil {
+		return nil, err
+	}
+	a.readyPostgres()
+	a.readyBlobStore(store)
+	return runartifacts.Handler(runartifacts.Deps{Pool: a.Pool, Store: store, Log: a.Log.With("group", runartifacts.Group.Name)}), nil
 }
 
 // BlobStore is where run artifacts and webhook bodies too large to travel

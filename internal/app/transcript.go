@@ -8,7 +8,6 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/transcript"
-	"github.com/proliferate/proliferate/topics"
 )
 
 // transcriptPublisher is the gateway's writer of sessions.transcript
@@ -20,17 +19,13 @@ func (a *App) transcriptPublisher(box *secretbox.Box) *transcript.Publisher {
 		Redactors: redaction.NewCache(a.Pool, box, log), Log: log})
 }
 
-// historyBatchGroups are the batch groups of the sessions' history.
-func historyBatchGroups() map[string]BatchGroupFactory {
-	return map[string]BatchGroupFactory{
-		// One statement per fetched batch of a partition.
-		topics.GroupSessionMaterializer: func(ctx context.Context, a *App) (consumers.BatchHandler, error) {
-			if err := a.OpenPostgres(ctx); err != nil {
-				return nil, err
-			}
-			a.readyPostgres()
-			return sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: a.Pool,
-				Log: a.Log.With("group", topics.GroupSessionMaterializer)}), nil
-		},
+// sessionMaterializerHandler applies one statement per fetched batch of a
+// partition.
+func (a *App) sessionMaterializerHandler(ctx context.Context) (consumers.BatchHandler, error) {
+	if err := a.OpenPostgres(ctx); err != nil {
+		return nil, err
 	}
+	a.readyPostgres()
+	return sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: a.Pool,
+		Log: a.Log.With("group", sessionmaterializer.Group.Name)}), nil
 }

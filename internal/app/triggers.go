@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
 	"github.com/proliferate/proliferate/producers/ingest"
@@ -117,6 +119,29 @@ func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
 	return Role{"scheduler", func(ctx context.Context) error {
 		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run})
 	}}, nil
+}
+
+// triggerProcessorHandler is the trigger processor's handler: webhook
+// bodies over INGEST_INLINE_BODY_BYTES are in the blob store.
+func (a *App) triggerProcessorHandler(ctx context.Context) (consumers.Handler, error) {
+	svc, err := a.Integrations(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a.readyPostgres()
+	store, err := a.BlobStore()
+	if err != nil {
+		return nil, err
+	}
+	a.readyBlobStore(store)
+	name := triggerprocessor.Group.Name
+	gate, err := a.triggerLLM(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return triggerprocessor.Handler(triggerprocessor.Deps{Pool: a.Pool, Codec: a.Codec,
+		Log: a.Log.With("group", name), Integrations: svc, Blobs: store,
+		LLM: gate}), nil
 }
 
 // triggerLLM is the gate through which the trigger processor and the poller

@@ -36,9 +36,23 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // countingProvider counts snapshots taken through the simulated provider.
+// When hold is set (before the gateways start), every sandbox creation
+// waits until it is closed.
 type countingProvider struct {
 	*agentsim.Provider
 	snapshots atomic.Int32
+	hold      chan struct{}
+}
+
+func (p *countingProvider) EnsureSandbox(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
+	if p.hold != nil {
+		select {
+		case <-p.hold:
+		case <-ctx.Done():
+			return sandbox.Sandbox{}, ctx.Err()
+		}
+	}
+	return p.Provider.EnsureSandbox(ctx, spec)
 }
 
 func (p *countingProvider) Snapshot(ctx context.Context, sessionID, sandboxID string) (sandbox.SnapshotInfo, error) {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -152,7 +154,18 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	h.WatchPreviews(sc, p)
+	// Frames that may wait run in order on the socket's own goroutine: it
+	// ends once the read loop is done and it has handled what was queued
+	// (a prompt sent just before the client left is still sent).
+	waiting := make(chan []byte, wsWaitingFrames)
+	go func() {
+		wctx := context.WithoutCancel(ctx)
+		for data := range waiting {
+			h.HandleClientMessage(wctx, sc, p, data)
+		}
+	}()
 	defer func() {
+		close(waiting)
 		detach()
 		sc.Close(websocket.CloseNormalClosure, "")
 		<-sc.Done()
@@ -165,6 +178,28 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 		if typ != websocket.TextMessage {
 			continue
 		}
+		if mayWait(data) {
+			waiting <- data
+			continue
+		}
 		h.HandleClientMessage(ctx, sc, p, data)
 	}
+}
+
+// wsWaitingFrames bounds the frames queued behind a waiting one; a client
+// sending more waits (its reads stop) until they are handled.
+const wsWaitingFrames = 16
+
+// mayWait reports whether a client frame may wait: a prompt waits for the
+// sandbox to boot; a cancel must not overtake the prompts sent before it.
+// Such frames run off the socket's read loop, so a ping or get_status is
+// answered meanwhile.
+func mayWait(frame []byte) bool {
+	var head struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(frame, &head) != nil {
+		return false
+	}
+	return head.Type == protocol.ClientPrompt || head.Type == protocol.ClientCancel
 }

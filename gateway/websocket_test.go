@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway/protocol"
+	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
@@ -76,4 +78,33 @@ func TestWebSocketReadLimit(t *testing.T) {
 		}
 		return
 	}
+}
+
+// A prompt sent while the sandbox boots waits for the boot off the
+// socket's read loop: a ping sent after it on the same socket is answered
+// while the boot is still held, and the prompt runs once the boot ends.
+func TestPromptDuringBootDoesNotBlockTheSocket(t *testing.T) {
+	w := newWorld(t)
+	release := make(chan struct{})
+	w.prov.hold = release
+	g := w.start(t, "a")
+	owner := w.api.NewUser(t)
+	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	st, c := dialWS(t, g, sid, owner.Token, false)
+	if st != 101 {
+		t.Fatal(st)
+	}
+	readUntil(t, c, protocol.MsgInit)
+	for _, f := range []string{`{"type":"prompt","content":"hello"}`, `{"type":"ping"}`, `{"type":"get_status"}`} {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	readUntil(t, c, protocol.MsgPong)
+	var status protocol.StatusMessage
+	if err := json.Unmarshal(readUntil(t, c, protocol.MsgStatus), &status); err != nil || status.Status != sessions.StatusStarting {
+		t.Fatalf("status during the boot: %+v %v", status, err)
+	}
+	close(release)
+	readUntil(t, c, protocol.MsgMessageComplete)
 }

@@ -2,12 +2,18 @@
 import type { FunctionComponent } from 'preact'
 import { Placeholder } from './pages/placeholder'
 import { SessionsPage } from './pages/sessions'
+import { AutomationPage, AutomationsPage, NewAutomationPage } from './pages/automations/automations'
+import { RunPage } from './pages/automations/run'
+import { InboxPage } from './pages/inbox/inbox'
 
 export type RouteDef = { path: string; component: FunctionComponent<Record<string, string>> }
 
 export const routes: RouteDef[] = [
   { path: '/sessions', component: SessionsPage },
-  { path: '/inbox', component: () => <Placeholder title="Inbox" /> },
-  { path: '/automations', component: () => <Placeholder title="Automations" /> },
+  { path: '/inbox', component: InboxPage },
+  { path: '/automations', component: AutomationsPage },
+  { path: '/automations/new', component: NewAutomationPage },
+  { path: '/automations/:id', component: (p) => <AutomationPage id={p.id} /> },
+  { path: '/runs/:id', component: (p) => <RunPage id={p.id} /> },
   { path: '/settings', component: () => <Placeholder title="Settings" /> },
 ]

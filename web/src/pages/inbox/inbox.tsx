@@ -1,0 +1,291 @@
+// /inbox: everything that needs a person. Runs that failed, need a human or
+// timed out (GET /runs/attention) with their summaries and sessions, claim,
+// unclaim and resolve; action approvals pending across the organization
+// (GET /actions?status=pending), approved or denied in place through the
+// gateway; sessions blocked until someone acts. ?view=mine is "my work":
+// the runs the caller claimed (GET /runs/claimed).
+import { useEffect, useState } from 'preact/hooks'
+import { accessToken, ApiError, get, type Page } from '../../lib/api'
+import { setQuery, useLocation } from '../../lib/router'
+import { isAdmin, useSession } from '../../lib/session'
+import { Empty, ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
+import { RunActions } from '../automations/run'
+import { statusLabel, type RunSummary } from '../automations/types'
+import './inbox.css'
+
+type Invocation = {
+  id: string
+  session_id: string
+  session_title?: string
+  integration: string
+  action: string
+  risk_level: string
+  mode: string
+  params: unknown
+  status: string
+  expires_at?: string
+  automation_id?: string
+  run_id?: string
+  drifted?: boolean
+  created_at: string
+}
+
+type SessionInfo = { id: string; title: string; display_status: string; status: string; latest_task?: string | null; pr_urls?: string[] | null }
+
+// The inbox polls while open: approvals expire and runs end on their own.
+const POLL_MS = 5000
+
+function usePoll(reload: () => void) {
+  useEffect(() => {
+    const t = setInterval(() => {
+      if (document.visibilityState === 'visible') reload()
+    }, POLL_MS)
+    return () => clearInterval(t)
+  }, [reload])
+}
+
+export function InboxPage() {
+  const { query } = useLocation()
+  const view = query.get('view') === 'mine' ? 'mine' : 'attention'
+  return (
+    <div class="inbox">
+      <div class="page-head">
+        <h1>Inbox</h1>
+      </div>
+      <div class="tabs" role="tablist">
+        <button type="button" role="tab" class={'tab' + (view === 'attention' ? ' active' : '')} aria-selected={view === 'attention'} data-tab="attention" onClick={() => setQuery({ view: null })}>
+          Needs attention
+        </button>
+        <button type="button" role="tab" class={'tab' + (view === 'mine' ? ' active' : '')} aria-selected={view === 'mine'} data-tab="mine" onClick={() => setQuery({ view: 'mine' })}>
+          My work
+        </button>
+      </div>
+      {view === 'attention' ? (
+        <>
+          <Approvals />
+          <AttentionRuns />
+          <BlockedSessions />
+        </>
+      ) : (
+        <MyWork />
+      )}
+    </div>
+  )
+}
+
+function Approvals() {
+  const s = useSession()
+  const admin = isAdmin(s)
+  const list = useData((signal) => get<Page<Invocation>>('/actions', { signal, query: { status: 'pending', limit: 100 } }), [])
+  usePoll(list.reload)
+  const [err, setErr] = useState<unknown>(null)
+  const [busy, setBusy] = useState('')
+  const decide = async (inv: Invocation, verb: 'approve' | 'deny', mode?: 'once' | 'always') => {
+    setErr(null)
+    setBusy(inv.id)
+    try {
+      // Approvals go to the gateway (on this origin), which resumes the
+      // waiting agent.
+      const res = await fetch('/proliferate/' + inv.session_id + '/actions/invocations/' + inv.id + '/' + verb, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (accessToken() ?? '') },
+        body: JSON.stringify(mode ? { mode } : {}),
+      })
+      if (!res.ok) {
+        let msg = res.statusText
+        let code = 'http_' + res.status
+        try {
+          const b = await res.json()
+          msg = b?.error?.message ?? msg
+          code = b?.error?.code ?? code
+        } catch {
+          // not JSON
+        }
+        throw new ApiError(res.status, code, msg)
+      }
+      list.reload()
+    } catch (e) {
+      setErr(e)
+    } finally {
+      setBusy('')
+    }
+  }
+  const items = list.data?.items ?? []
+  return (
+    <section class="inbox-section approvals" aria-labelledby="approvals-h">
+      <h2 id="approvals-h">
+        Action approvals {items.length > 0 && <span class="count">{items.length}</span>}
+      </h2>
+      <ErrorBanner error={err ?? list.error} />
+      {list.loading && !list.data && <Loading />}
+      {list.data && items.length === 0 && <Empty>No actions are waiting for approval.</Empty>}
+      {items.length > 0 && (
+        <ul class="list" aria-label="Pending approvals">
+          {items.map((inv) => (
+            <li key={inv.id} class="list-row approval" data-invocation-id={inv.id}>
+              <div class="grow">
+                <div>
+                  <strong>
+                    {inv.integration}: {inv.action}
+                  </strong>{' '}
+                  <span class={'badge risk-' + inv.risk_level}>{inv.risk_level}</span>
+                  {inv.drifted && <span class="badge warn">definition changed</span>}
+                </div>
+                <div class="small">
+                  in <Link href={'/sessions/' + inv.session_id}>{inv.session_title || 'a session'}</Link>
+                  {inv.run_id && (
+                    <>
+                      {' '}
+                      · <Link href={'/runs/' + inv.run_id}>its run</Link>
+                    </>
+                  )}{' '}
+                  · {relTime(inv.created_at)}
+                  {inv.expires_at && <span class="muted"> · expires {new Date(inv.expires_at).toLocaleTimeString()}</span>}
+                </div>
+                <details>
+                  <summary class="small muted">parameters</summary>
+                  <pre class="json">{JSON.stringify(inv.params, null, 2)}</pre>
+                </details>
+              </div>
+              {admin ? (
+                <div class="row">
+                  <button type="button" class="primary approve" disabled={busy === inv.id} onClick={() => decide(inv, 'approve', 'once')}>
+                    Approve
+                  </button>
+                  <button type="button" class="approve-always" disabled={busy === inv.id} onClick={() => decide(inv, 'approve', 'always')}>
+                    Always allow
+                  </button>
+                  <button type="button" class="danger deny" disabled={busy === inv.id} onClick={() => decide(inv, 'deny')}>
+                    Deny
+                  </button>
+                </div>
+              ) : (
+                <span class="muted small">An admin decides.</span>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  )
+}
+
+// useSessions loads the sessions of runs (their title and live status).
+function useSessions(ids: string[]) {
+  const key = [...new Set(ids)].sort().join(',')
+  return useData(async (signal) => {
+    const out: Record<string, SessionInfo> = {}
+    await Promise.all(
+      key
+        .split(',')
+        .filter(Boolean)
+        .map((id) =>
+          get<SessionInfo>('/sessions/' + id, { signal }).then(
+            (s) => {
+              out[id] = s
+            },
+            () => undefined,
+          ),
+        ),
+    )
+    return out
+  }, [key])
+}
+
+function RunCard(props: { r: RunSummary; session?: SessionInfo; onChange: () => void }) {
+  const r = props.r
+  return (
+    <li class="list-row attention-run" data-run-id={r.id} data-status={r.status}>
+      <div class="grow">
+        <div>
+          <Link href={'/runs/' + r.id}>{r.title || 'Run ' + r.id.slice(0, 8)}</Link>{' '}
+          <span class={'badge status-' + r.status}>{statusLabel(r.status)}</span>
+        </div>
+        <div class="small">
+          <Link href={'/automations/' + r.automation_id}>{r.automation_name}</Link> · {r.provider} · {relTime(r.completed_at ?? r.created_at)}
+        </div>
+        {(r.error_message || r.status_reason) && (
+          <div class="small summary-line">
+            {r.failure_stage && <strong>{r.failure_stage}: </strong>}
+            {r.error_message ?? r.status_reason}
+          </div>
+        )}
+        {r.session_id && (
+          <div class="small">
+            Session:{' '}
+            <Link href={'/sessions/' + r.session_id} class="session-link">
+              {props.session?.title || 'open'}
+            </Link>
+            {props.session && <span class="muted"> · {props.session.display_status}</span>}
+            {props.session?.latest_task && <span class="muted"> · {props.session.latest_task}</span>}
+          </div>
+        )}
+      </div>
+      <RunActions run={r} onChange={props.onChange} compact />
+    </li>
+  )
+}
+
+function AttentionRuns() {
+  const list = useData((signal) => get<{ items: RunSummary[] }>('/runs/attention', { signal }), [])
+  usePoll(list.reload)
+  const sessions = useSessions((list.data?.items ?? []).map((r) => r.session_id ?? '').filter(Boolean))
+  const items = list.data?.items ?? []
+  return (
+    <section class="inbox-section attention" aria-labelledby="attention-h">
+      <h2 id="attention-h">Runs needing attention {items.length > 0 && <span class="count">{items.length}</span>}</h2>
+      <ErrorBanner error={list.error} onRetry={list.reload} />
+      {list.loading && !list.data && <Loading />}
+      {list.data && items.length === 0 && <Empty>No failed, timed-out or needs-human runs in the last 7 days.</Empty>}
+      {items.length > 0 && (
+        <ul class="list" aria-label="Runs needing attention">
+          {items.map((r) => (
+            <RunCard key={r.id} r={r} session={sessions.data?.[r.session_id ?? '']} onChange={list.reload} />
+          ))}
+        </ul>
+      )}
+    </section>
+  )
+}
+
+function BlockedSessions() {
+  const list = useData((signal) => get<Page<SessionInfo>>('/sessions', { signal, query: { status: 'paused', limit: 100 } }), [])
+  const items = (list.data?.items ?? []).filter((s) => s.display_status === 'blocked')
+  if (list.error) return <ErrorBanner error={list.error} onRetry={list.reload} />
+  if (items.length === 0) return null
+  return (
+    <section class="inbox-section blocked" aria-labelledby="blocked-h">
+      <h2 id="blocked-h">Sessions blocked</h2>
+      <ul class="list" aria-label="Blocked sessions">
+        {items.map((s) => (
+          <li key={s.id} class="list-row">
+            <Link href={'/sessions/' + s.id}>{s.title || 'Untitled session'}</Link>
+            <span class="badge status-blocked">blocked</span>
+            <span class="muted small">out of credits or over a limit</span>
+          </li>
+        ))}
+      </ul>
+    </section>
+  )
+}
+
+function MyWork() {
+  const list = useData((signal) => get<Page<RunSummary>>('/runs/claimed', { signal, query: { limit: 100 } }), [])
+  const sessions = useSessions((list.data?.items ?? []).map((r) => r.session_id ?? '').filter(Boolean))
+  const items = list.data?.items ?? []
+  return (
+    <section class="inbox-section mine" aria-labelledby="mine-h">
+      <h2 id="mine-h">Runs you claimed</h2>
+      <ErrorBanner error={list.error} onRetry={list.reload} />
+      {list.loading && !list.data && <Loading />}
+      {list.data && items.length === 0 && <Empty>You have not claimed any runs.</Empty>}
+      {items.length > 0 && (
+        <ul class="list" aria-label="Runs you claimed">
+          {items.map((r) => (
+            <RunCard key={r.id} r={r} session={sessions.data?.[r.session_id ?? '']} onChange={list.reload} />
+          ))}
+        </ul>
+      )}
+    </section>
+  )
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
@@ -30,9 +31,9 @@ type WidgetLook struct {
 	Color string `json:"color" binding:"omitempty,oneof=red blue"`
 }
 
-func (w widgetReq) Validate() []api.FieldError {
+func (w widgetReq) Validate() []httpapi.FieldError {
 	if w.Name == "forbidden" {
-		return []api.FieldError{{Field: "name", Problem: "is reserved"}}
+		return []httpapi.FieldError{{Field: "name", Problem: "is reserved"}}
 	}
 	return nil
 }
@@ -109,18 +110,18 @@ func TestBindReportsEachProblemPrecisely(t *testing.T) {
 		status           int
 		field, problem   string
 	}{
-		{"malformed", `{"name":`, api.CodeBadRequest, 400, "", ""},
-		{"empty", ``, api.CodeBadRequest, 400, "", ""},
-		{"trailing", `{"name":"a","size":1} {}`, api.CodeBadRequest, 400, "", ""},
-		{"unknown field", `{"name":"a","size":1,"colour":"red"}`, api.CodeValidation, 422, "colour", "unknown field"},
-		{"wrong type", `{"name":5,"size":1}`, api.CodeValidation, 422, "name", "must be a string"},
-		{"missing", `{"size":1}`, api.CodeValidation, 422, "name", "is required"},
-		{"too long", `{"name":"abcdefghijk","size":1}`, api.CodeValidation, 422, "name", "must be at most 10 characters"},
-		{"range", `{"name":"a","size":9}`, api.CodeValidation, 422, "size", "must be at most 5"},
-		{"nested", `{"name":"a","size":1,"tags":["ok","toolong"]}`, api.CodeValidation, 422, "tags[1]", "must be at most 4 characters"},
-		{"enum", `{"name":"a","size":1,"color":"green"}`, api.CodeValidation, 422, "color", "must be one of red, blue"},
-		{"embedded wrong type", `{"name":"a","size":1,"color":5}`, api.CodeValidation, 422, "color", "must be a string"},
-		{"custom", `{"name":"forbidden","size":1}`, api.CodeValidation, 422, "name", "is reserved"},
+		{"malformed", `{"name":`, httpapi.CodeBadRequest, 400, "", ""},
+		{"empty", ``, httpapi.CodeBadRequest, 400, "", ""},
+		{"trailing", `{"name":"a","size":1} {}`, httpapi.CodeBadRequest, 400, "", ""},
+		{"unknown field", `{"name":"a","size":1,"colour":"red"}`, httpapi.CodeValidation, 422, "colour", "unknown field"},
+		{"wrong type", `{"name":5,"size":1}`, httpapi.CodeValidation, 422, "name", "must be a string"},
+		{"missing", `{"size":1}`, httpapi.CodeValidation, 422, "name", "is required"},
+		{"too long", `{"name":"abcdefghijk","size":1}`, httpapi.CodeValidation, 422, "name", "must be at most 10 characters"},
+		{"range", `{"name":"a","size":9}`, httpapi.CodeValidation, 422, "size", "must be at most 5"},
+		{"nested", `{"name":"a","size":1,"tags":["ok","toolong"]}`, httpapi.CodeValidation, 422, "tags[1]", "must be at most 4 characters"},
+		{"enum", `{"name":"a","size":1,"color":"green"}`, httpapi.CodeValidation, 422, "color", "must be one of red, blue"},
+		{"embedded wrong type", `{"name":"a","size":1,"color":5}`, httpapi.CodeValidation, 422, "color", "must be a string"},
+		{"custom", `{"name":"forbidden","size":1}`, httpapi.CodeValidation, 422, "name", "is reserved"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,9 +141,9 @@ func TestBindReportsEachProblemPrecisely(t *testing.T) {
 	}
 	// Wrong content type and oversized bodies.
 	r := env.DoWith(t, "POST", "/widgets", u.Token, `{"name":"a","size":1}`, map[string]string{"Content-Type": "text/plain"})
-	r.ExpectError(t, 415, api.CodeUnsupportedMedia)
+	r.ExpectError(t, 415, httpapi.CodeUnsupportedMedia)
 	big := `{"name":"` + strings.Repeat("x", 2<<20) + `","size":1}`
-	env.Do(t, "POST", "/widgets", u.Token, big).ExpectError(t, 413, api.CodeBodyTooLarge)
+	env.Do(t, "POST", "/widgets", u.Token, big).ExpectError(t, 413, httpapi.CodeBodyTooLarge)
 	env.Do(t, "POST", "/widgets", u.Token, `{"name":"ok","size":2}`).Expect(t, 201, nil)
 }
 
@@ -153,32 +154,32 @@ func TestAccessLevels(t *testing.T) {
 	env.AddMember(t, member, owner.OrgID, auth.RoleMember)
 	id := "00000000-0000-0000-0000-000000000001"
 
-	env.Do(t, "DELETE", "/widgets/"+id, "", nil).ExpectError(t, 401, api.CodeUnauthenticated)
-	env.Do(t, "DELETE", "/widgets/"+id, "garbage", nil).ExpectError(t, 401, api.CodeUnauthenticated)
-	env.Do(t, "DELETE", "/widgets/"+id, member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "DELETE", "/widgets/"+id, "", nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
+	env.Do(t, "DELETE", "/widgets/"+id, "garbage", nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
+	env.Do(t, "DELETE", "/widgets/"+id, member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	env.Do(t, "DELETE", "/widgets/"+id, owner.Token, nil).Expect(t, 204, nil)
-	env.Do(t, "DELETE", "/widgets/not-a-uuid", owner.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "DELETE", "/widgets/not-a-uuid", owner.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 
 	// Sandbox tokens work on sandbox routes only; forged ones (the old form
 	// derived from SERVICE_TOKEN) not at all.
 	sid := sessionstest.New(t, env.Deps.Pool, owner.OrgID, sessionstest.Options{})
 	sbx := sessionstest.SandboxToken(t, env.Deps.Pool, sid)
-	env.Do(t, "GET", "/whoami", sbx, nil).ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "GET", "/widgets", sbx, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "GET", "/whoami", sbx, nil).ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "GET", "/widgets", sbx, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	var sb map[string]string
 	env.Do(t, "GET", "/sandbox-only", sbx, nil).Expect(t, 200, &sb)
 	if sb["session"] != sid {
 		t.Fatalf("sandbox principal %v", sb)
 	}
 	forged := sessionstest.DerivedSandboxToken(env.Deps.Cfg.ServiceToken, sid)
-	env.Do(t, "GET", "/sandbox-only", forged, nil).ExpectError(t, 401, api.CodeUnauthenticated)
-	env.Do(t, "GET", "/sandbox-only", owner.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "GET", "/sandbox-only", forged, nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
+	env.Do(t, "GET", "/sandbox-only", owner.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 
 	// Removing the member takes effect at once, token or not.
 	if _, err := env.Deps.Pool.Exec(context.Background(), "DELETE FROM members WHERE user_id = $1 AND org_id = $2", member.ID, owner.OrgID); err != nil {
 		t.Fatal(err)
 	}
-	env.Do(t, "GET", "/widgets", member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "GET", "/widgets", member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	var who map[string]string
 	env.Do(t, "GET", "/whoami", member.Token, nil).Expect(t, 200, &who)
 	if who["org"] != "" {
@@ -197,7 +198,7 @@ func TestAccessTokensExpireRevokeAndRotate(t *testing.T) {
 	if _, err := env.Deps.Pool.Exec(context.Background(), "UPDATE auth_sessions SET revoked_at = now() WHERE id = $1", sid); err != nil {
 		t.Fatal(err)
 	}
-	env.Do(t, "GET", "/whoami", tok, nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/whoami", tok, nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 
 	// An expired token is refused.
 	past, err := auth.NewTokens(env.Deps.Cfg.AuthSigningKeys, time.Minute)
@@ -206,20 +207,20 @@ func TestAccessTokensExpireRevokeAndRotate(t *testing.T) {
 	}
 	past.SetClock(func() time.Time { return time.Now().Add(-time.Hour) })
 	expired, _, _ := past.Issue(u.ID, u.SessionID, "")
-	env.Do(t, "GET", "/whoami", expired, nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/whoami", expired, nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 
 	// Tampering with the payload breaks the signature; alg=none is refused.
 	parts := strings.Split(u.Token, ".")
-	env.Do(t, "GET", "/whoami", parts[0]+"."+parts[1]+"x."+parts[2], nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/whoami", parts[0]+"."+parts[1]+"x."+parts[2], nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 	none := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","typ":"JWT","kid":"dev"}`))
-	env.Do(t, "GET", "/whoami", none+"."+parts[1]+".", nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/whoami", none+"."+parts[1]+".", nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 
 	// Rotation: a new key signs; tokens of the old key (now second) still verify.
 	newKey := "k2:" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32)))
 	rotated := newEnv(t, apitest.WithEnv("AUTH_SIGNING_KEYS", newKey+","+strings.Join(env.Deps.Cfg.AuthSigningKeys, ",")))
 	rotated.Do(t, "GET", "/whoami", u.Token, nil).Expect(t, 200, nil)
 	only := newEnv(t, apitest.WithEnv("AUTH_SIGNING_KEYS", newKey))
-	only.Do(t, "GET", "/whoami", u.Token, nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	only.Do(t, "GET", "/whoami", u.Token, nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 }
 
 func TestPagination(t *testing.T) {
@@ -244,9 +245,9 @@ func TestPagination(t *testing.T) {
 	if strings.Join(ids, "") != "7654321" {
 		t.Fatalf("pages gave %v", ids)
 	}
-	env.Do(t, "GET", "/widgets?limit=101", u.Token, nil).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "GET", "/widgets?limit=0", u.Token, nil).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "GET", "/widgets?cursor=bogus", u.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/widgets?limit=101", u.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "GET", "/widgets?limit=0", u.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "GET", "/widgets?cursor=bogus", u.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 }
 
 func TestRequestIDsCORSAndUnknownRoutes(t *testing.T) {
@@ -265,10 +266,10 @@ func TestRequestIDsCORSAndUnknownRoutes(t *testing.T) {
 	if r.Header.Get("Access-Control-Allow-Origin") != "https://app.example.com" {
 		t.Fatal("CORS refused a configured origin")
 	}
-	env.Do(t, "GET", "/nope", "", nil).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "PUT", "/widgets", "", nil).ExpectError(t, 405, api.CodeMethodNotAllowed)
+	env.Do(t, "GET", "/nope", "", nil).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "PUT", "/widgets", "", nil).ExpectError(t, 405, httpapi.CodeMethodNotAllowed)
 	// A panic is a 500 in the error shape that reveals nothing.
-	body := env.Do(t, "GET", "/boom", "", nil).ExpectError(t, 500, api.CodeInternal)
+	body := env.Do(t, "GET", "/boom", "", nil).ExpectError(t, 500, httpapi.CodeInternal)
 	if strings.Contains(body.Error.Message, "kaboom") {
 		t.Fatal("a panic leaked into the response")
 	}

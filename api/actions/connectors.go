@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions/mcp"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -28,7 +29,7 @@ func (h *handlers) validateConnector(c *api.Ctx) error {
 	defer cancel()
 	conn, err := h.integ.GetConnector(ctx, c.OrgID(), id)
 	if errors.Is(err, integrations.ErrNotFound) {
-		return api.NotFound("connector")
+		return httpapi.NotFound("connector")
 	}
 	if err != nil {
 		return fmt.Errorf("load connector: %w", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // Inbox lists an organization's invocations (invocations.Service
@@ -54,26 +55,26 @@ func (h *handlers) getInvocation(ctx context.Context, orgID, id string) (invocat
 }
 
 func (h *handlers) list(c *api.Ctx) error {
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	status := c.Query("status")
 	if status != "" && !slices.Contains(Statuses, status) {
-		fes = append(fes, api.FieldError{Field: "status", Problem: "must be one of " + strings.Join(Statuses, ", ")})
+		fes = append(fes, httpapi.FieldError{Field: "status", Problem: "must be one of " + strings.Join(Statuses, ", ")})
 	}
 	limit := api.DefaultPageSize
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > api.MaxPageSize {
-			fes = append(fes, api.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a number from 1 to %d", api.MaxPageSize)})
+			fes = append(fes, httpapi.FieldError{Field: "limit", Problem: fmt.Sprintf("must be a number from 1 to %d", api.MaxPageSize)})
 		} else {
 			limit = n
 		}
 	}
 	if len(fes) > 0 {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	items, next, err := h.o.Inbox.ListOrg(c.Request.Context(), c.OrgID(), status, c.Query("cursor"), limit)
 	if errors.Is(err, invocations.ErrInvalidQuery) {
-		return api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 	}
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func (h *handlers) get(c *api.Ctx) error {
 	}
 	inv, err := h.getInvocation(c.Request.Context(), c.OrgID(), id)
 	if errors.Is(err, invocations.ErrNotFound) {
-		return api.NotFound("action invocation")
+		return httpapi.NotFound("action invocation")
 	}
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 func TestInboxFilterPagesTitlesAndTenancy(t *testing.T) {
@@ -75,11 +76,11 @@ func TestInboxFilterPagesTitlesAndTenancy(t *testing.T) {
 	}
 
 	// Bad input is 422 naming the field.
-	assertField(t, e.Do(t, http.MethodGet, "/actions?status=done", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "status")
-	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=101", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "limit")
-	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=0", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "limit")
-	assertField(t, e.Do(t, http.MethodGet, "/actions?cursor=nope", a.Member.Token, nil).ExpectError(t, 422, api.CodeValidation), "cursor")
-	e.Do(t, http.MethodGet, "/actions", "", nil).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+	assertField(t, e.Do(t, http.MethodGet, "/actions?status=done", a.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation), "status")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=101", a.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation), "limit")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?limit=0", a.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation), "limit")
+	assertField(t, e.Do(t, http.MethodGet, "/actions?cursor=nope", a.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation), "cursor")
+	e.Do(t, http.MethodGet, "/actions", "", nil).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 
 	// One invocation, with its title; another org's is 404.
 	var got invocations.Invocation
@@ -88,9 +89,9 @@ func TestInboxFilterPagesTitlesAndTenancy(t *testing.T) {
 		got.ModeSource != "inferred_default" {
 		t.Fatalf("get: %+v", got)
 	}
-	e.Do(t, http.MethodGet, "/actions/"+other, a.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/actions/"+ids[0], b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/actions/not-a-uuid", a.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/actions/"+other, a.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/actions/"+ids[0], b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/actions/not-a-uuid", a.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	// The other org's inbox holds only its own invocation.
 	var pb api.Page[invocations.Invocation]

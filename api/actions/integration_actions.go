@@ -15,6 +15,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/providers/linear"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentry"
 	"github.com/proliferate/proliferate/internal/actions/providers/slack"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -108,7 +109,7 @@ func (h *handlers) integrationActions(c *api.Ctx) error {
 	orgID := c.OrgID()
 	a, err := h.loadAutomation(ctx, orgID, id)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return api.NotFound("automation")
+		return httpapi.NotFound("automation")
 	}
 	if err != nil {
 		return fmt.Errorf("load automation: %w", err)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 )
 
@@ -141,15 +141,15 @@ func TestIntegrationActionsResolveTheCascade(t *testing.T) {
 
 	// Access: members cannot set modes; other orgs see nothing.
 	e.Do(t, http.MethodPut, "/automations/"+a.AutomationID+"/action-modes", a.Member.Token, mode("linear", "x", "allow")).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodGet, path, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodGet, path, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodPut, "/automations/"+a.AutomationID+"/action-modes", b.Owner.Token, mode("linear", "x", "allow")).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodPut, "/automations/"+b.AutomationID+"/action-modes", a.Owner.Token, mode("linear", "x", "allow")).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/automations/nope/integration-actions", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/automations/nope/integration-actions", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	assertField(t, e.Do(t, http.MethodPut, "/automations/"+a.AutomationID+"/action-modes", a.Owner.Token, mode("linear", "x", "sometimes")).
-		ExpectError(t, 422, api.CodeValidation), "mode")
+		ExpectError(t, 422, httpapi.CodeValidation), "mode")
 	// Another org's automation keeps its modes untouched.
 	if got := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, b.AutomationID); got != "{}" {
 		t.Fatalf("org b automation modes %s", got)

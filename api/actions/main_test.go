@@ -13,6 +13,7 @@ import (
 	actionsapi "github.com/proliferate/proliferate/api/actions"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -117,7 +118,7 @@ func newMCPServer(t *testing.T, key string) *mcptest.Server {
 }
 
 // assertField checks a validation error names field.
-func assertField(t *testing.T, body api.ErrorBody, field string) {
+func assertField(t *testing.T, body httpapi.ErrorBody, field string) {
 	t.Helper()
 	fes, _ := body.Error.Details.([]any)
 	for _, fe := range fes {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -57,19 +58,19 @@ type ModeRequest struct {
 
 // Validate checks the shape; the connector's organization is checked by
 // the handler.
-func (r *ModeRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *ModeRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if !validSourceShape(r.Integration) {
-		fes = append(fes, api.FieldError{Field: "integration", Problem: "must be linear, sentry, slack or connector:<uuid>"})
+		fes = append(fes, httpapi.FieldError{Field: "integration", Problem: "must be linear, sentry, slack or connector:<uuid>"})
 	}
 	if strings.TrimSpace(r.Action) == "" || !utf8.ValidString(r.Action) || strings.ContainsAny(r.Action, "\x00") {
-		fes = append(fes, api.FieldError{Field: "action", Problem: "must be a non-empty action id"})
+		fes = append(fes, httpapi.FieldError{Field: "action", Problem: "must be a non-empty action id"})
 	}
 	switch {
 	case !r.Mode.set:
-		fes = append(fes, api.FieldError{Field: "mode", Problem: "is required (null clears the mode)"})
+		fes = append(fes, httpapi.FieldError{Field: "mode", Problem: "is required (null clears the mode)"})
 	case r.Mode.value != nil && !actions.ValidMode(*r.Mode.value):
-		fes = append(fes, api.FieldError{Field: "mode", Problem: "must be allow, require_approval or deny (or null to clear)"})
+		fes = append(fes, httpapi.FieldError{Field: "mode", Problem: "must be allow, require_approval or deny (or null to clear)"})
 	}
 	return fes
 }
@@ -153,12 +154,12 @@ func (h *handlers) checkKey(ctx context.Context, orgID, source, action string) e
 				}
 			}
 		}
-		return api.Invalid(api.FieldError{Field: "action",
+		return httpapi.Invalid(httpapi.FieldError{Field: "action",
 			Problem: fmt.Sprintf("unknown action %q: %s has no action %q", key, source, action)})
 	}
 	conn, err := h.integ.GetConnector(ctx, orgID, id)
 	if errors.Is(err, integrations.ErrNotFound) {
-		return api.Invalid(api.FieldError{Field: "integration", Problem: "is not a connector of this organization"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "integration", Problem: "is not a connector of this organization"})
 	}
 	if err != nil {
 		return fmt.Errorf("check connector: %w", err)
@@ -168,7 +169,7 @@ func (h *handlers) checkKey(ctx context.Context, orgID, source, action string) e
 	}
 	defs, err := h.listConnector(ctx, conn)
 	if err != nil {
-		return api.Invalid(api.FieldError{Field: "action",
+		return httpapi.Invalid(httpapi.FieldError{Field: "action",
 			Problem: fmt.Sprintf("cannot check %q: the connector's tools could not be listed (%v)", key, err)})
 	}
 	for _, d := range defs {
@@ -176,7 +177,7 @@ func (h *handlers) checkKey(ctx context.Context, orgID, source, action string) e
 			return nil
 		}
 	}
-	return api.Invalid(api.FieldError{Field: "action",
+	return httpapi.Invalid(httpapi.FieldError{Field: "action",
 		Problem: fmt.Sprintf("unknown action %q: connector %q has no tool %q", key, conn.Name, action)})
 }
 
@@ -228,7 +229,7 @@ func (h *handlers) readModes(ctx context.Context, table, id, orgID string) (map[
 func (h *handlers) orgModes(c *api.Ctx) error {
 	m, err := h.readModes(c.Request.Context(), "organizations", c.OrgID(), c.OrgID())
 	if errors.Is(err, pgx.ErrNoRows) {
-		return api.NotFound("organization")
+		return httpapi.NotFound("organization")
 	}
 	if err != nil {
 		return fmt.Errorf("read org modes: %w", err)
@@ -257,7 +258,7 @@ func (h *handlers) setMode(c *api.Ctx, table, id, what string) error {
 	// A scope that is not the caller's is 404 before the key is checked
 	// (which may ask a connector's server).
 	if _, err := h.readModes(ctx, table, id, c.OrgID()); errors.Is(err, pgx.ErrNoRows) {
-		return api.NotFound(what)
+		return httpapi.NotFound(what)
 	} else if err != nil {
 		return fmt.Errorf("read %s modes: %w", what, err)
 	}
@@ -270,9 +271,9 @@ func (h *handlers) setMode(c *api.Ctx, table, id, what string) error {
 	m, err := h.writeMode(ctx, table, id, c.OrgID(), key, req.Mode.value)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return api.NotFound(what)
+		return httpapi.NotFound(what)
 	case errors.Is(err, errTooManyModes):
-		return api.Invalid(api.FieldError{Field: "action", Problem: fmt.Sprintf("the %s already has %d modes; clear some first", what, MaxModes)})
+		return httpapi.Invalid(httpapi.FieldError{Field: "action", Problem: fmt.Sprintf("the %s already has %d modes; clear some first", what, MaxModes)})
 	case err != nil:
 		return fmt.Errorf("set %s mode: %w", what, err)
 	}

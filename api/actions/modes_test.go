@@ -7,12 +7,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/providers/linear"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentry"
 	"github.com/proliferate/proliferate/internal/actions/providers/slack"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // fresh empties m before a response is decoded into it (decoding into a
@@ -41,7 +41,7 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 	}
 	// Members read, they do not write.
 	e.Do(t, http.MethodPut, "/actions/modes", a.Member.Token, mode("linear", "create_issue", "allow")).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "create_issue", "allow")).Expect(t, http.StatusOK, fresh(&m))
 	e.Do(t, http.MethodPut, "/actions/modes", a.Owner.Token, mode("connector:"+connA, "delete_page", "deny")).Expect(t, http.StatusOK, fresh(&m))
@@ -90,12 +90,12 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 		{mode("linear", "create_issue", 3), "mode"},
 	}
 	for _, c := range cases {
-		assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, c.body).ExpectError(t, 422, api.CodeValidation), c.field)
+		assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, c.body).ExpectError(t, 422, httpapi.CodeValidation), c.field)
 	}
 	if after := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); after != before {
 		t.Fatalf("refused writes changed the modes: %s → %s", before, after)
 	}
-	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, "{").ExpectError(t, http.StatusBadRequest, api.CodeBadRequest)
+	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, "{").ExpectError(t, http.StatusBadRequest, httpapi.CodeBadRequest)
 }
 
 // Concurrent admins changing different keys never lose each other's
@@ -138,7 +138,7 @@ func TestModesAreBounded(t *testing.T) {
 	exec(t, e, `UPDATE organizations SET action_modes = (SELECT jsonb_object_agg('linear:a' || g, 'deny') FROM generate_series(1, $2) g)
 		|| '{"linear:create_issue":"deny"}' WHERE id = $1`, a.ID, actionsapi.MaxModes-1)
 	assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "get_issue", "allow")).
-		ExpectError(t, 422, api.CodeValidation), "action")
+		ExpectError(t, 422, httpapi.CodeValidation), "action")
 	// A key already there can still change, and clearing frees room.
 	var m actionsapi.ModesResponse
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "create_issue", "allow")).Expect(t, http.StatusOK, fresh(&m))
@@ -168,7 +168,7 @@ func providerDefs(p string) []string {
 }
 
 // assertNames checks a validation error's details name the key.
-func assertNames(t *testing.T, body api.ErrorBody, key string) {
+func assertNames(t *testing.T, body httpapi.ErrorBody, key string) {
 	t.Helper()
 	fes, _ := body.Error.Details.([]any)
 	for _, fe := range fes {
@@ -218,13 +218,13 @@ func TestModeKeysAreCheckedAgainstTheCatalog(t *testing.T) {
 	}
 	for _, p := range []string{"/actions/modes", "/automations/" + a.AutomationID + "/action-modes"} {
 		for _, c := range cases {
-			body := e.Do(t, http.MethodPut, p, a.Admin.Token, c.body).ExpectError(t, 422, api.CodeValidation)
+			body := e.Do(t, http.MethodPut, p, a.Admin.Token, c.body).ExpectError(t, 422, httpapi.CodeValidation)
 			assertField(t, body, "action")
 			assertNames(t, body, c.key)
 		}
 		// A bad value on a known action is refused too.
 		assertField(t, e.Do(t, http.MethodPut, p, a.Admin.Token, mode("linear", "create_issue", "always")).
-			ExpectError(t, 422, api.CodeValidation), "mode")
+			ExpectError(t, 422, httpapi.CodeValidation), "mode")
 	}
 	if got := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); got != orgBefore {
 		t.Fatalf("refused writes changed the org modes: %s → %s", orgBefore, got)

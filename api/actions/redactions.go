@@ -8,6 +8,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/redaction"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // Redaction patterns (issue #16): what an organization marks for
@@ -25,14 +26,14 @@ type RedactionsRequest struct {
 }
 
 // Validate reports each invalid pattern as patterns[i].pattern.
-func (r *RedactionsRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *RedactionsRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	for _, p := range actions.CheckPatterns(r.Patterns) {
 		field := "patterns"
 		if p.Index >= 0 {
 			field = fmt.Sprintf("patterns[%d].pattern", p.Index)
 		}
-		fes = append(fes, api.FieldError{Field: field, Problem: p.Problem})
+		fes = append(fes, httpapi.FieldError{Field: field, Problem: p.Problem})
 	}
 	return fes
 }
@@ -68,7 +69,7 @@ func (h *handlers) putRedactions(c *api.Ctx) error {
 	set, err := redaction.Put(c.Request.Context(), h.pool, c.OrgID(), a, req.Patterns)
 	var ie *redaction.InvalidError
 	if errors.As(err, &ie) { // Validate ran already; kept for a direct caller
-		return api.Invalid(api.FieldError{Field: "patterns", Problem: ie.Error()})
+		return httpapi.Invalid(httpapi.FieldError{Field: "patterns", Problem: ie.Error()})
 	}
 	if err != nil {
 		return err

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/redaction"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 func TestRedactionPatternsRoundTripAndAccess(t *testing.T) {
@@ -24,8 +24,8 @@ func TestRedactionPatternsRoundTripAndAccess(t *testing.T) {
 	body := map[string]any{"patterns": []map[string]any{
 		{"pattern": `(?i)\bcust-[0-9]{6}\b`, "regex": true}, {"pattern": "intranet.corp", "regex": false}}}
 	// Members read, they do not write.
-	e.Do(t, http.MethodPut, "/actions/redactions", a.Member.Token, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodPut, "/actions/redactions", "", body).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+	e.Do(t, http.MethodPut, "/actions/redactions", a.Member.Token, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodPut, "/actions/redactions", "", body).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 
 	e.Do(t, http.MethodPut, "/actions/redactions", a.Admin.Token, body).Expect(t, http.StatusOK, &set)
 	want := []actions.Pattern{{Pattern: `(?i)\bcust-[0-9]{6}\b`, Regex: true}, {Pattern: "intranet.corp"}}
@@ -67,12 +67,12 @@ func TestRedactionPatternsRoundTripAndAccess(t *testing.T) {
 		{map[string]any{"patterns": []map[string]any{{"pattern": 7}}}, ""},
 	}
 	for _, c := range bad {
-		eb := e.Do(t, http.MethodPut, "/actions/redactions", a.Admin.Token, c.body).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		eb := e.Do(t, http.MethodPut, "/actions/redactions", a.Admin.Token, c.body).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 		if c.field != "" && !strings.Contains(fmt.Sprint(eb.Error.Details), "field:"+c.field+" ") {
 			t.Errorf("%.80v: details %v, want field %s", c.body, eb.Error.Details, c.field)
 		}
 	}
-	e.Do(t, http.MethodPut, "/actions/redactions", a.Admin.Token, "{").ExpectError(t, http.StatusBadRequest, api.CodeBadRequest)
+	e.Do(t, http.MethodPut, "/actions/redactions", a.Admin.Token, "{").ExpectError(t, http.StatusBadRequest, httpapi.CodeBadRequest)
 	set = redaction.Set{}
 	e.Do(t, http.MethodGet, "/actions/redactions", a.Member.Token, nil).Expect(t, http.StatusOK, &set)
 	if fmt.Sprint(set.Patterns) != fmt.Sprint(want) {

@@ -11,6 +11,7 @@ import (
 	integrationsapi "github.com/proliferate/proliferate/api/integrations"
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -73,11 +74,11 @@ func TestValidateConnector(t *testing.T) {
 	}
 
 	// Admins only; another org's connector is 404.
-	e.Do(t, http.MethodPost, "/connectors/"+good+"/validate", a.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodPost, "/connectors/"+good+"/validate", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodPost, "/connectors/"+good+"/validate", a.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodPost, "/connectors/"+good+"/validate", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodPost, "/connectors/00000000-0000-0000-0000-000000000000/validate", a.Owner.Token, nil).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodPost, "/connectors/nope/validate", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodPost, "/connectors/nope/validate", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	if strings.Contains(e.Logs.String(), key) {
 		t.Fatal("the secret is in the logs")

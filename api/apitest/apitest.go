@@ -23,6 +23,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -246,9 +247,9 @@ func (e *Env) DoWith(t testing.TB, method, path, token string, body any, headers
 
 // ExpectError asserts the status and the stable error code of an error
 // response, and that it carries the request id.
-func (r *Response) ExpectError(t testing.TB, status int, code string) api.ErrorBody {
+func (r *Response) ExpectError(t testing.TB, status int, code string) httpapi.ErrorBody {
 	t.Helper()
-	var body api.ErrorBody
+	var body httpapi.ErrorBody
 	if r.Status != status {
 		t.Fatalf("status %d, want %d; body %s", r.Status, status, r.Body)
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
 	billingjobs "github.com/proliferate/proliferate/internal/billing/jobs"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
@@ -108,8 +109,8 @@ func (h *handlers) routes() []api.Route {
 	}
 }
 
-func providerUnavailable() *api.Error {
-	return &api.Error{Status: http.StatusServiceUnavailable, Code: CodeProviderUnavailable,
+func providerUnavailable() *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: CodeProviderUnavailable,
 		Message: "no billing provider is configured: purchases and plan changes are unavailable"}
 }
 
@@ -117,9 +118,9 @@ func providerUnavailable() *api.Error {
 func providerError(err error) error {
 	switch {
 	case errors.Is(err, autumn.ErrDeclined):
-		return &api.Error{Status: http.StatusPaymentRequired, Code: CodeCardDeclined, Message: "the card on file was declined; update the payment method"}
+		return &httpapi.Error{Status: http.StatusPaymentRequired, Code: CodeCardDeclined, Message: "the card on file was declined; update the payment method"}
 	case errors.Is(err, autumn.ErrTransient), errors.Is(err, autumn.ErrPermanent), errors.Is(err, autumn.ErrDenied):
-		return api.Unavailable("the billing provider failed; try again")
+		return httpapi.Unavailable("the billing provider failed; try again")
 	}
 	return err
 }
@@ -190,7 +191,7 @@ func (h *handlers) info(c *api.Ctx) error {
 	org := c.OrgID()
 	r, err := orgsdb.New(h.s.Pool).BillingInfo(ctx, org)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return api.NotFound("organization")
+		return httpapi.NotFound("organization")
 	}
 	if err != nil {
 		return err
@@ -306,13 +307,13 @@ type SettingsRequest struct {
 }
 
 // Validate checks the fields.
-func (r *SettingsRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *SettingsRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if r.OveragePolicy != billingjobs.OveragePolicyAllow && r.OveragePolicy != billingjobs.OveragePolicyPause {
-		fes = append(fes, api.FieldError{Field: "overage_policy", Problem: "must be pause or allow"})
+		fes = append(fes, httpapi.FieldError{Field: "overage_policy", Problem: "must be pause or allow"})
 	}
 	if r.OverageCapCents != nil && (*r.OverageCapCents < 0 || *r.OverageCapCents > 100_000_000) {
-		fes = append(fes, api.FieldError{Field: "overage_cap_cents", Problem: "must be from 0 to 100000000, or null for no cap"})
+		fes = append(fes, httpapi.FieldError{Field: "overage_cap_cents", Problem: "must be from 0 to 100000000, or null for no cap"})
 	}
 	return fes
 }
@@ -332,7 +333,7 @@ func (h *handlers) settings(c *api.Ctx) error {
 		return err
 	}
 	if n == 0 {
-		return api.NotFound("organization")
+		return httpapi.NotFound("organization")
 	}
 	c.Log().Info("billing settings saved", "org_id", c.OrgID(), "user_id", c.UserID(), "overage_policy", req.OveragePolicy)
 	return h.info(c)
@@ -346,9 +347,9 @@ type CreditsRequest struct {
 }
 
 // Validate checks the fields.
-func (r *CreditsRequest) Validate() []api.FieldError {
+func (r *CreditsRequest) Validate() []httpapi.FieldError {
 	if r.Packs < 1 || r.Packs > 10 {
-		return []api.FieldError{{Field: "packs", Problem: "must be from 1 to 10"}}
+		return []httpapi.FieldError{{Field: "packs", Problem: "must be from 1 to 10"}}
 	}
 	return nil
 }
@@ -359,9 +360,9 @@ type PlanRequest struct {
 }
 
 // Validate checks the fields.
-func (r *PlanRequest) Validate() []api.FieldError {
+func (r *PlanRequest) Validate() []httpapi.FieldError {
 	if _, ok := billing.PlanByID(r.Plan); !ok {
-		return []api.FieldError{{Field: "plan", Problem: "must be dev or pro"}}
+		return []httpapi.FieldError{{Field: "plan", Problem: "must be dev or pro"}}
 	}
 	return nil
 }
@@ -452,7 +453,7 @@ func (h *handlers) activatePlan(c *api.Ctx) error {
 	}
 	gr, err := h.ledger.ActivatePlan(ctx, c.OrgID(), p.ID, key, c.UserID())
 	if errors.Is(err, billing.ErrInvalidTransition) {
-		return api.Conflict("account_suspended", "a suspended organization is reactivated by support first")
+		return httpapi.Conflict("account_suspended", "a suspended organization is reactivated by support first")
 	}
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn/autumnfake"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -102,21 +103,21 @@ func TestInfoUsageAndIsolation(t *testing.T) {
 	if len(plans.Plans) != 2 || plans.TopUp.Credits != 500 || plans.TopUp.Cents != 500 {
 		t.Fatalf("plans %+v", plans)
 	}
-	env.Do(t, "GET", "/billing", "", nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/billing", "", nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 }
 
 func TestSettings(t *testing.T) {
 	env, _ := newEnv(t)
 	tm := newTeam(t, env)
 	exec(t, env, `UPDATE organizations SET overage_decline_at = now() WHERE id = $1`, tm.OrgID)
-	env.Do(t, "PUT", "/billing/settings", tm.Member.Token, map[string]any{"overage_policy": "allow"}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "PUT", "/billing/settings", tm.Member.Token, map[string]any{"overage_policy": "allow"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	for _, body := range []any{
 		map[string]any{"overage_policy": "sometimes"},
 		map[string]any{"overage_policy": "allow", "overage_cap_cents": -1},
 		map[string]any{},
 		map[string]any{"overage_policy": "allow", "extra": 1},
 	} {
-		env.Do(t, "PUT", "/billing/settings", tm.Admin.Token, body).ExpectError(t, 422, api.CodeValidation)
+		env.Do(t, "PUT", "/billing/settings", tm.Admin.Token, body).ExpectError(t, 422, httpapi.CodeValidation)
 	}
 	if env.CountRows(t, "organizations", "id = $1 AND billing_settings = '{}'::jsonb AND overage_decline_at IS NOT NULL", tm.OrgID) != 1 {
 		t.Fatal("invalid settings written")
@@ -139,9 +140,9 @@ func TestBuyCredits(t *testing.T) {
 	if _, err := ledger(t, env).ActivatePlan(ctx, tm.OrgID, "dev", "plan:test:"+tm.OrgID, ""); err != nil {
 		t.Fatal(err)
 	}
-	env.Do(t, "POST", "/billing/credits", tm.Member.Token, map[string]any{"packs": 1}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/billing/credits", tm.Member.Token, map[string]any{"packs": 1}).ExpectError(t, 403, httpapi.CodeForbidden)
 	for _, p := range []int{0, 11, -1} {
-		env.Do(t, "POST", "/billing/credits", tm.Admin.Token, map[string]any{"packs": p}).ExpectError(t, 422, api.CodeValidation)
+		env.Do(t, "POST", "/billing/credits", tm.Admin.Token, map[string]any{"packs": p}).ExpectError(t, 422, httpapi.CodeValidation)
 	}
 	// No card: a checkout, nothing granted.
 	var res billingapi.PurchaseResult
@@ -173,7 +174,7 @@ func TestBuyCredits(t *testing.T) {
 	env.Do(t, "POST", "/billing/credits", tm.Admin.Token, map[string]any{"packs": 1}).ExpectError(t, 402, billingapi.CodeCardDeclined)
 	fake.DeclineCards(false)
 	fake.FailNext(503)
-	env.Do(t, "POST", "/billing/credits", tm.Admin.Token, map[string]any{"packs": 1}).ExpectError(t, 502, api.CodeUnavailable)
+	env.Do(t, "POST", "/billing/credits", tm.Admin.Token, map[string]any{"packs": 1}).ExpectError(t, 502, httpapi.CodeUnavailable)
 	if env.CountRows(t, "billing_reconciliations", "organization_id = $1 AND type = 'purchase'", tm.OrgID) != 1 {
 		t.Fatal("failed purchase granted")
 	}
@@ -182,8 +183,8 @@ func TestBuyCredits(t *testing.T) {
 func TestActivatePlan(t *testing.T) {
 	env, fake := newEnv(t)
 	tm := newTeam(t, env)
-	env.Do(t, "POST", "/billing/plan", tm.Admin.Token, map[string]any{"plan": "enterprise"}).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "POST", "/billing/plan", tm.Member.Token, map[string]any{"plan": "pro"}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/billing/plan", tm.Admin.Token, map[string]any{"plan": "enterprise"}).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "POST", "/billing/plan", tm.Member.Token, map[string]any{"plan": "pro"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	var res billingapi.PurchaseResult
 	env.Do(t, "POST", "/billing/plan", tm.Admin.Token, map[string]any{"plan": "pro"}).Expect(t, 200, &res)
 	if res.CheckoutURL == "" || res.Completed {
@@ -215,13 +216,13 @@ func TestReconciliationsAndReconcile(t *testing.T) {
 	}
 	exec(t, env, `UPDATE organizations SET autumn_customer_id = id::text WHERE id = $1`, tm.OrgID)
 	fake.SetCustomer(autumnfake.Customer{ID: tm.OrgID, BalanceMicros: 900 * billing.Micros})
-	env.Do(t, "POST", "/billing/reconcile", tm.Member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/billing/reconcile", tm.Member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	var rr billingapi.ReconcileResult
 	env.Do(t, "POST", "/billing/reconcile", tm.Admin.Token, nil).Expect(t, 200, &rr)
 	if rr.Drift != "-100" || rr.Balance != "900" || rr.State != billing.StateActive {
 		t.Fatalf("reconcile %+v", rr)
 	}
-	env.Do(t, "GET", "/billing/reconciliations", tm.Member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "GET", "/billing/reconciliations", tm.Member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	var page api.Page[billingapi.Reconciliation]
 	env.Do(t, "GET", "/billing/reconciliations?limit=1", tm.Admin.Token, nil).Expect(t, 200, &page)
 	if len(page.Items) != 1 || page.Items[0].Type != "shadow_sync" || page.Items[0].Delta != "-100" || page.NextCursor == "" {
@@ -233,7 +234,7 @@ func TestReconciliationsAndReconcile(t *testing.T) {
 	if len(page.Items) != 1 || page.Items[0].Type != "plan_grant" || page.NextCursor != "" {
 		t.Fatalf("page 2 %+v", page)
 	}
-	env.Do(t, "GET", "/billing/reconciliations?limit=500", tm.Admin.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/billing/reconciliations?limit=500", tm.Admin.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 	// Another organization's admin sees none of them.
 	page = api.Page[billingapi.Reconciliation]{}
 	env.Do(t, "GET", "/billing/reconciliations", other.Admin.Token, nil).Expect(t, 200, &page)

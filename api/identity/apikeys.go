@@ -12,6 +12,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 )
 
@@ -32,7 +33,7 @@ func (h *handler) createAPIKey(c *api.Ctx) error {
 	// A key cannot mint keys: a leaked key must not be able to outlive its
 	// own revocation by creating successors.
 	if p.Kind != auth.KindUser {
-		return api.Forbidden("API keys are created with a login session, not with another API key")
+		return httpapi.Forbidden("API keys are created with a login session, not with another API key")
 	}
 	var req CreateAPIKeyRequest
 	if err := c.Bind(&req); err != nil {
@@ -50,7 +51,7 @@ func (h *handler) createAPIKey(c *api.Ctx) error {
 			return err
 		}
 		if !member {
-			return api.NotFound("organization")
+			return httpapi.NotFound("organization")
 		}
 	}
 	now := h.s.Now()
@@ -70,7 +71,7 @@ func (h *handler) createAPIKey(c *api.Ctx) error {
 			return err
 		}
 		if active >= MaxActiveAPIKeys {
-			return api.Conflict("api_key_limit", "you have the maximum number of API keys; revoke one first")
+			return httpapi.Conflict("api_key_limit", "you have the maximum number of API keys; revoke one first")
 		}
 		for range 5 { // a prefix collision (54 random bits) is practically impossible; retry anyway
 			key := identity.NewSecret(identity.APIKeyPrefix)
@@ -103,7 +104,7 @@ func (h *handler) listAPIKeys(c *api.Ctx) error {
 		return err
 	}
 	if pg.After != nil && !api.IsUUID(pg.After.ID) {
-		return api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 	}
 	at, id := pg.CursorArgs()
 	rows, err := h.s.Pool.Query(c.Request.Context(), `SELECT `+apiKeyColumns+` FROM api_keys
@@ -133,7 +134,7 @@ func (h *handler) deleteAPIKey(c *api.Ctx) error {
 		err := tx.QueryRow(ctx, `UPDATE api_keys SET revoked_at = $3 WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL
 			RETURNING org_id::text, prefix`, id, p.UserID, h.s.Now()).Scan(&orgID, &prefix)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return api.NotFound("API key")
+			return httpapi.NotFound("API key")
 		}
 		if err != nil {
 			return err

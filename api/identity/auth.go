@@ -13,15 +13,16 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 var (
-	errEmailTaken = api.Conflict("email_taken", "an account with this email already exists")
+	errEmailTaken = httpapi.Conflict("email_taken", "an account with this email already exists")
 	// errBadCredentials is the one answer for an unknown email, a wrong
 	// password and an account without a password alike.
-	errBadCredentials = &api.Error{Status: http.StatusUnauthorized, Code: "invalid_credentials", Message: "email or password is incorrect"}
+	errBadCredentials = &httpapi.Error{Status: http.StatusUnauthorized, Code: "invalid_credentials", Message: "email or password is incorrect"}
 )
 
 // queryer is a pool or a transaction.
@@ -252,7 +253,7 @@ func (h *handler) refresh(c *api.Ctx) error {
 	}
 	ctx := c.Request.Context()
 	if !strings.HasPrefix(req.RefreshToken, identity.RefreshTokenPrefix) {
-		return api.Unauthenticated()
+		return httpapi.Unauthenticated()
 	}
 	old := identity.HashSecret(req.RefreshToken)
 	next := identity.NewSecret(identity.RefreshTokenPrefix)
@@ -283,7 +284,7 @@ func (h *handler) refresh(c *api.Ctx) error {
 			FROM auth_rotated_refresh_tokens r WHERE r.token_hash = $1 AND r.session_id = s.id
 			RETURNING s.id::text, s.user_id::text`, old, now).Scan(&sessionID, &userID)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return api.Unauthenticated()
+			return httpapi.Unauthenticated()
 		}
 		if err != nil {
 			return err
@@ -298,7 +299,7 @@ func (h *handler) refresh(c *api.Ctx) error {
 	}
 	if reused {
 		c.Log().Warn("identity: rotated refresh token presented again; session revoked", "user_id", userID, "session_id", sessionID)
-		return api.Unauthenticated()
+		return httpapi.Unauthenticated()
 	}
 	imp := ""
 	if impersonator != nil {
@@ -314,7 +315,7 @@ func (h *handler) refresh(c *api.Ctx) error {
 func (h *handler) logout(c *api.Ctx) error {
 	p := c.Principal()
 	if p.Kind != auth.KindUser || p.SessionID == "" {
-		return api.BadRequest("only a login session can log out; revoke an API key with DELETE /api/v1/api-keys/{id}")
+		return httpapi.BadRequest("only a login session can log out; revoke an API key with DELETE /api/v1/api-keys/{id}")
 	}
 	_, err := h.s.Pool.Exec(c.Request.Context(), `UPDATE auth_sessions SET revoked_at = $3
 		WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL`, p.SessionID, p.UserID, h.s.Now())
@@ -330,7 +331,7 @@ func (h *handler) me(c *api.Ctx) error {
 	p := c.Principal()
 	u, err := loadUser(c.Request.Context(), h.s.Pool, p.UserID)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return api.Unauthenticated()
+		return httpapi.Unauthenticated()
 	}
 	if err != nil {
 		return err

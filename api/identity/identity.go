@@ -33,6 +33,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/ratelimit"
 )
@@ -252,7 +253,7 @@ func allowAll(c *api.Ctx, checks ...limitCheck) error {
 	}
 	if limited {
 		c.SetRetryAfter(wait)
-		return api.RateLimited()
+		return httpapi.RateLimited()
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/api/identity"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -121,10 +122,10 @@ func rawPost(base, path string, body any) (int, []byte, error) {
 }
 
 // fieldsOf returns the field names of a validation error.
-func fieldsOf(t testing.TB, body api.ErrorBody) []string {
+func fieldsOf(t testing.TB, body httpapi.ErrorBody) []string {
 	t.Helper()
 	raw, _ := json.Marshal(body.Error.Details)
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	_ = json.Unmarshal(raw, &fes)
 	var out []string
 	for _, f := range fes {

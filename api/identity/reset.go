@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/mailer"
 )
@@ -36,7 +37,7 @@ import (
 // PasswordResetTTL is how long a password reset link works.
 const PasswordResetTTL = time.Hour
 
-var errBadResetToken = &api.Error{Status: http.StatusBadRequest, Code: "invalid_token",
+var errBadResetToken = &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_token",
 	Message: "this password reset link is invalid, expired or already used; request a new one"}
 
 func (h *handler) requestPasswordReset(c *api.Ctx) error {
@@ -132,7 +133,7 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 		return err
 	}
 	if problem := identity.CheckPassword(req.Password, email, name); problem != "" {
-		return api.Invalid(api.FieldError{Field: "password", Problem: problem})
+		return httpapi.Invalid(httpapi.FieldError{Field: "password", Problem: problem})
 	}
 	hash, err := identity.HashPassword(ctx, req.Password)
 	if err != nil {

@@ -5,7 +5,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 )
 
@@ -19,18 +19,18 @@ type SignupRequest struct {
 }
 
 // Validate rejects a blank name and control characters.
-func (r *SignupRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *SignupRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if strings.TrimSpace(r.Name) == "" {
-		fes = append(fes, api.FieldError{Field: "name", Problem: "must not be blank"})
+		fes = append(fes, httpapi.FieldError{Field: "name", Problem: "must not be blank"})
 	} else if hasControl(r.Name) {
-		fes = append(fes, api.FieldError{Field: "name", Problem: "must not contain control characters"})
+		fes = append(fes, httpapi.FieldError{Field: "name", Problem: "must not contain control characters"})
 	}
 	if hasControl(r.Email) {
-		fes = append(fes, api.FieldError{Field: "email", Problem: "must not contain control characters"})
+		fes = append(fes, httpapi.FieldError{Field: "email", Problem: "must not contain control characters"})
 	}
 	if problem := identity.CheckPassword(r.Password, r.Email, r.Name); problem != "" {
-		fes = append(fes, api.FieldError{Field: "password", Problem: problem})
+		fes = append(fes, httpapi.FieldError{Field: "password", Problem: problem})
 	}
 	return fes
 }
@@ -46,9 +46,9 @@ type LoginRequest struct {
 }
 
 // Validate rejects control characters in the email.
-func (r *LoginRequest) Validate() []api.FieldError {
+func (r *LoginRequest) Validate() []httpapi.FieldError {
 	if hasControl(r.Email) {
-		return []api.FieldError{{Field: "email", Problem: "must not contain control characters"}}
+		return []httpapi.FieldError{{Field: "email", Problem: "must not contain control characters"}}
 	}
 	return nil
 }
@@ -64,9 +64,9 @@ type PasswordResetRequest struct {
 }
 
 // Validate rejects control characters.
-func (r *PasswordResetRequest) Validate() []api.FieldError {
+func (r *PasswordResetRequest) Validate() []httpapi.FieldError {
 	if hasControl(r.Email) {
-		return []api.FieldError{{Field: "email", Problem: "must not contain control characters"}}
+		return []httpapi.FieldError{{Field: "email", Problem: "must not contain control characters"}}
 	}
 	return nil
 }
@@ -145,12 +145,12 @@ type CreateAPIKeyRequest struct {
 }
 
 // Validate rejects a blank name and control characters.
-func (r *CreateAPIKeyRequest) Validate() []api.FieldError {
+func (r *CreateAPIKeyRequest) Validate() []httpapi.FieldError {
 	if strings.TrimSpace(r.Name) == "" {
-		return []api.FieldError{{Field: "name", Problem: "must not be blank"}}
+		return []httpapi.FieldError{{Field: "name", Problem: "must not be blank"}}
 	}
 	if hasControl(r.Name) {
-		return []api.FieldError{{Field: "name", Problem: "must not contain control characters"}}
+		return []httpapi.FieldError{{Field: "name", Problem: "must not contain control characters"}}
 	}
 	return nil
 }

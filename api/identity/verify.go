@@ -9,11 +9,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/mailer"
 )
 
-var errBadVerifyToken = &api.Error{Status: http.StatusBadRequest, Code: "invalid_token",
+var errBadVerifyToken = &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_token",
 	Message: "this verification link is invalid, expired or already used; request a new one"}
 
 // sendVerification emails the link. A delivery failure does not fail the
@@ -84,7 +85,7 @@ func (h *handler) resendVerification(c *api.Ctx) error {
 		return err
 	}
 	if verified {
-		return api.Conflict("already_verified", "this email address is already verified")
+		return httpapi.Conflict("already_verified", "this email address is already verified")
 	}
 	if err := allow(c, h.resendUser, p.UserID); err != nil {
 		return err

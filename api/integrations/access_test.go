@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 var pathParam = regexp.MustCompile(`:[a-z_]+`)
@@ -26,8 +27,8 @@ func TestEveryRouteRefusesSandboxAndAnonymousCallers(t *testing.T) {
 		if r.Request != nil {
 			body = map[string]any{}
 		}
-		e.Do(t, r.Method, path, sandbox, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-		e.Do(t, r.Method, path, "", body).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+		e.Do(t, r.Method, path, sandbox, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+		e.Do(t, r.Method, path, "", body).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 		if r.Access == api.Public || r.Access == api.Sandbox || r.Access == api.Service {
 			t.Errorf("%s %s has access %s", r.Method, r.Path, r.Access)
 		}

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -116,7 +117,7 @@ func (h *handlers) metadataRoutes() {
 func queryParam(c *api.Ctx, name string, max int) (string, error) {
 	v := c.Query(name)
 	if utf8.RuneCountInString(v) > max {
-		return "", api.Invalid(api.FieldError{Field: name, Problem: "must be at most " + strconv.Itoa(max) + " characters"})
+		return "", httpapi.Invalid(httpapi.FieldError{Field: name, Problem: "must be at most " + strconv.Itoa(max) + " characters"})
 	}
 	return v, nil
 }

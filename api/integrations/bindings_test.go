@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -18,7 +19,7 @@ func TestRepoBindings(t *testing.T) {
 	path := "/integrations/" + it.ID + "/repos/" + repoID
 
 	// Role matrix: members read, admins and owners write.
-	e.Do(t, http.MethodPut, path, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPut, path, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if e.CountRows(t, "repo_connections", "repo_id = $1", repoID) != 0 {
 		t.Fatal("member bound a repo")
 	}
@@ -47,21 +48,21 @@ func TestRepoBindings(t *testing.T) {
 	// Unknown repo / integration / binding.
 	missing := "6a1c0b52-4d21-4a7f-9a63-0c1d2e3f4a5b"
 	r := e.Do(t, http.MethodPut, "/integrations/"+it.ID+"/repos/"+missing, tm.admin.Token, nil)
-	if body := r.ExpectError(t, http.StatusNotFound, api.CodeNotFound); !strings.Contains(body.Error.Message, "repo") {
+	if body := r.ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound); !strings.Contains(body.Error.Message, "repo") {
 		t.Fatalf("%s", r.Body)
 	}
-	e.Do(t, http.MethodPut, "/integrations/"+missing+"/repos/"+repoID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodPut, "/integrations/"+it.ID+"/repos/nope", tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/repos/"+missing+"/connections", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodPut, "/integrations/"+missing+"/repos/"+repoID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodPut, "/integrations/"+it.ID+"/repos/nope", tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/repos/"+missing+"/connections", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	// Unbinding the only connection orphans the repo.
-	e.Do(t, http.MethodDelete, path, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodDelete, path, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	var un struct{ Orphaned bool }
 	e.Do(t, http.MethodDelete, path, tm.admin.Token, nil).Expect(t, http.StatusOK, &un)
 	if !un.Orphaned || e.CountRows(t, "repos", "id = $1 AND is_orphaned", repoID) != 1 {
 		t.Fatal("repo not orphaned")
 	}
-	e.Do(t, http.MethodDelete, path, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, path, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	// An inactive integration cannot be bound.
 	if _, err := e.Deps.Pool.Exec(context.Background(), `UPDATE integrations SET status = 'revoked' WHERE id = $1`, it.ID); err != nil {
@@ -79,9 +80,9 @@ func TestRepoBindingsAcrossOrgsAreRefused(t *testing.T) {
 	repoA, _ := e.repo(t, a.OrgID)
 	repoB, _ := e.repo(t, b.OrgID)
 	// Org A's repo with org B's integration, from either side: 404.
-	e.Do(t, http.MethodPut, "/integrations/"+itB.ID+"/repos/"+repoA, a.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodPut, "/integrations/"+itB.ID+"/repos/"+repoA, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodPut, "/integrations/"+itA.ID+"/repos/"+repoB, a.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodPut, "/integrations/"+itB.ID+"/repos/"+repoA, a.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodPut, "/integrations/"+itB.ID+"/repos/"+repoA, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodPut, "/integrations/"+itA.ID+"/repos/"+repoB, a.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if e.CountRows(t, "repo_connections", "repo_id = ANY($1::uuid[])", []string{repoA, repoB}) != 0 {
 		t.Fatal("a cross-org binding was written")
 	}
@@ -92,9 +93,9 @@ func TestRepoBindingsAcrossOrgsAreRefused(t *testing.T) {
 	}
 	// Org B cannot list or unbind org A's bindings.
 	e.Do(t, http.MethodPut, "/integrations/"+itA.ID+"/repos/"+repoA, a.Token, nil).Expect(t, http.StatusCreated, nil)
-	e.Do(t, http.MethodGet, "/integrations/"+itA.ID+"/repos", b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodDelete, "/integrations/"+itA.ID+"/repos/"+repoA, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/repos/"+repoA+"/connections", b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/"+itA.ID+"/repos", b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/integrations/"+itA.ID+"/repos/"+repoA, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/repos/"+repoA+"/connections", b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if e.CountRows(t, "repo_connections", "repo_id = $1", repoA) != 1 {
 		t.Fatal("org B removed org A's binding")
 	}

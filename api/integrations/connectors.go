@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -35,10 +36,10 @@ type connectorPatchRequest struct {
 	Enabled       *bool                       `json:"enabled"`
 }
 
-func (r *connectorPatchRequest) Validate() []api.FieldError {
+func (r *connectorPatchRequest) Validate() []httpapi.FieldError {
 	if r.Name == nil && r.Transport == nil && r.URL == nil && r.Auth == nil && r.RiskPolicy == nil &&
 		r.ToolOverrides == nil && r.Enabled == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must change at least one field"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must change at least one field"}}
 	}
 	return nil
 }
@@ -48,11 +49,11 @@ func (r *connectorPatchRequest) Validate() []api.FieldError {
 func toolOverrides(raw map[string]json.RawMessage) (map[string]integrations.ToolOverride, error) {
 	out, fe := integrations.ParseToolOverrides(raw)
 	if len(fe) > 0 {
-		fields := make([]api.FieldError, len(fe))
+		fields := make([]httpapi.FieldError, len(fe))
 		for i, f := range fe {
-			fields[i] = api.FieldError{Field: f.Field, Problem: f.Problem}
+			fields[i] = httpapi.FieldError{Field: f.Field, Problem: f.Problem}
 		}
-		return nil, api.Invalid(fields...)
+		return nil, httpapi.Invalid(fields...)
 	}
 	return out, nil
 }
@@ -86,7 +87,7 @@ func (h *handlers) listConnectors(c *api.Ctx) error {
 	case "true":
 		enabledOnly = true
 	default:
-		return api.Invalid(api.FieldError{Field: "enabled", Problem: "must be true or false"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "enabled", Problem: "must be true or false"})
 	}
 	rows, err := h.svc.ListConnectors(c.Request.Context(), c.OrgID(), enabledOnly, p)
 	if err != nil {

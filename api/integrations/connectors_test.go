@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -89,8 +90,8 @@ func TestConnectorCRUD(t *testing.T) {
 	e.Do(t, http.MethodPatch, "/connectors/"+d.ID, tm.admin.Token, map[string]any{"name": "LINEAR MCP"}).ExpectError(t, http.StatusConflict, "connector_name_taken")
 
 	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, tm.admin.Token, nil).Expect(t, http.StatusNoContent, nil)
-	e.Do(t, http.MethodGet, "/connectors/"+c.ID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/connectors/"+c.ID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, tm.admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func TestConnectorRoleMatrix(t *testing.T) {
@@ -98,7 +99,7 @@ func TestConnectorRoleMatrix(t *testing.T) {
 	tm := e.team(t)
 	e.secret(t, tm.owner.OrgID, "LINEAR_MCP_TOKEN", "")
 	count := func() int { return e.CountRows(t, "org_connectors", "org_id = $1", tm.owner.OrgID) }
-	e.Do(t, http.MethodPost, "/connectors", tm.member.Token, validConnector()).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPost, "/connectors", tm.member.Token, validConnector()).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if count() != 0 {
 		t.Fatal("member created a connector")
 	}
@@ -106,8 +107,8 @@ func TestConnectorRoleMatrix(t *testing.T) {
 	for i, u := range []*apitest.User{tm.admin, tm.owner} {
 		e.Do(t, http.MethodPost, "/connectors", u.Token, with(validConnector(), "name", "c"+string(rune('a'+i)))).Expect(t, http.StatusCreated, &c)
 	}
-	e.Do(t, http.MethodPatch, "/connectors/"+c.ID, tm.member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPatch, "/connectors/"+c.ID, tm.member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if e.CountRows(t, "org_connectors", "id = $1 AND enabled", c.ID) != 1 {
 		t.Fatal("member changed a connector")
 	}
@@ -188,10 +189,10 @@ func TestConnectorsAreIsolatedBetweenOrgs(t *testing.T) {
 	e.secret(t, a.OrgID, "LINEAR_MCP_TOKEN", "")
 	var c integrations.Connector
 	e.Do(t, http.MethodPost, "/connectors", a.Token, validConnector()).Expect(t, http.StatusCreated, &c)
-	e.Do(t, http.MethodGet, "/connectors/"+c.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodPatch, "/connectors/"+c.ID, b.Token, map[string]any{"enabled": false, "name": "pwned"}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/connectors/not-a-uuid", a.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/connectors/"+c.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodPatch, "/connectors/"+c.ID, b.Token, map[string]any{"enabled": false, "name": "pwned"}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/connectors/"+c.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/connectors/not-a-uuid", a.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	var page api.Page[integrations.Connector]
 	e.Do(t, http.MethodGet, "/connectors", b.Token, nil).Expect(t, http.StatusOK, &page)
 	if len(page.Items) != 0 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -57,9 +58,9 @@ type updateRequest struct {
 	Visibility  *string `json:"visibility" binding:"omitempty,oneof=org private"`
 }
 
-func (r *updateRequest) Validate() []api.FieldError {
+func (r *updateRequest) Validate() []httpapi.FieldError {
 	if r.DisplayName == nil && r.Visibility == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set display_name or visibility"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set display_name or visibility"}}
 	}
 	return nil
 }
@@ -127,10 +128,10 @@ func (h *handlers) list(c *api.Ctx) error {
 	}
 	f := integrations.ListFilter{IntegrationID: c.Query("integration"), Status: integrations.Status(c.Query("status"))}
 	if len(f.IntegrationID) > 64 {
-		return api.Invalid(api.FieldError{Field: "integration", Problem: "must be at most 64 characters"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "integration", Problem: "must be at most 64 characters"})
 	}
 	if f.Status != "" && !f.Status.Valid() {
-		return api.Invalid(api.FieldError{Field: "status", Problem: "must be one of active, expired, revoked, deleted, suspended"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "status", Problem: "must be one of active, expired, revoked, deleted, suspended"})
 	}
 	rows, err := h.svc.List(c.Request.Context(), c.OrgID(), c.UserID(), f, p)
 	if err != nil {
@@ -245,10 +246,10 @@ func (h *handlers) nangoSession(c *api.Ctx) error {
 		return err
 	}
 	if !req.Personal && !isAdmin(c) {
-		return api.Forbidden("connecting an org integration requires the admin role; members can connect a personal account")
+		return httpapi.Forbidden("connecting an org integration requires the admin role; members can connect a personal account")
 	}
 	if pr, ok := h.svc.Presets().ByID(req.Integration); ok && req.Personal && !pr.UserAttribution {
-		return api.Invalid(api.FieldError{Field: "integration", Problem: "does not support personal connections"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "integration", Problem: "does not support personal connections"})
 	}
 	cs, preset, err := h.svc.StartNangoConnect(c.Request.Context(), c.OrgID(), c.UserID(), c.Principal().Email, req.Integration)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/api/apitest"
 	integrationsapi "github.com/proliferate/proliferate/api/integrations"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 )
@@ -118,7 +119,7 @@ func TestGitHubAppUpstreamFailureAndNotConfigured(t *testing.T) {
 	var st struct{ State string }
 	bad.Do(t, http.MethodPost, "/integrations/github-app/state", bu.Token, nil).Expect(t, http.StatusCreated, &st)
 	r := bad.Do(t, http.MethodPost, "/integrations/github-app", bu.Token, map[string]any{"installation_id": 5, "state": st.State})
-	body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+	body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 	if !strings.Contains(body.Error.Message, "github") {
 		t.Fatalf("message does not name GitHub: %s", r.Body)
 	}
@@ -151,7 +152,7 @@ func TestNangoConnectFlow(t *testing.T) {
 		t.Fatalf("session %+v, nango saw %+v", sess, got)
 	}
 	e.Do(t, http.MethodPost, "/integrations/nango/sessions", tm.member.Token, map[string]any{"integration": "sentry"}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	e.Do(t, http.MethodPost, "/integrations/nango/sessions", tm.member.Token, map[string]any{"integration": "github", "personal": true}).
 		Expect(t, http.StatusCreated, nil)
 	expectFields(t, e.Do(t, http.MethodPost, "/integrations/nango/sessions", tm.member.Token,
@@ -183,11 +184,11 @@ func TestNangoConnectFlow(t *testing.T) {
 	e.Do(t, http.MethodPost, "/integrations/nango", tm.owner.Token, map[string]any{"connection_id": "c-ok", "provider_config_key": "sentry"}).
 		Expect(t, http.StatusOK, nil)
 	e.Do(t, http.MethodPost, "/integrations/nango", tm.member.Token, map[string]any{"connection_id": "c-ok", "provider_config_key": "sentry"}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	// Nango down during the callback: 502 naming Nango.
 	e.nango.Fail(http.StatusInternalServerError)
 	r := e.Do(t, http.MethodPost, "/integrations/nango", tm.admin.Token, map[string]any{"connection_id": "c-ok", "provider_config_key": "sentry"})
-	if b := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); !strings.Contains(b.Error.Message, "nango") {
+	if b := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); !strings.Contains(b.Error.Message, "nango") {
 		t.Fatalf("%s", r.Body)
 	}
 	e.nango.Fail(0)
@@ -231,8 +232,8 @@ func TestListGetAndFilters(t *testing.T) {
 	if one.ID != gh.ID || one.Creator == nil || one.Creator.Email != tm.admin.Email {
 		t.Fatalf("%+v", one)
 	}
-	e.Do(t, http.MethodGet, "/integrations/not-a-uuid", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/integrations/6a1c0b52-4d21-4a7f-9a63-0c1d2e3f4a5b", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/not-a-uuid", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/6a1c0b52-4d21-4a7f-9a63-0c1d2e3f4a5b", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	var prov struct {
 		Items []struct {
@@ -288,10 +289,10 @@ func TestVisibilityIsEnforcedForPrivateIntegrations(t *testing.T) {
 				body = map[string]any{"display_name": "stolen"}
 			}
 			if u == tm.member && strings.Contains(rq.path, "/repos/") { // admin-only routes: refused first
-				e.Do(t, rq.method, rq.path, u.Token, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+				e.Do(t, rq.method, rq.path, u.Token, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 				continue
 			}
-			e.Do(t, rq.method, rq.path, u.Token, body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+			e.Do(t, rq.method, rq.path, u.Token, body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 		}
 	}
 	if e.CountRows(t, "integrations", "id = $1 AND display_name IS DISTINCT FROM 'stolen'", priv.ID) != 1 {
@@ -312,7 +313,7 @@ func TestVisibilityIsEnforcedForPrivateIntegrations(t *testing.T) {
 
 	// Only the creator makes an integration private; anyone allowed may make it org-wide.
 	e.Do(t, http.MethodPatch, "/integrations/"+shared.ID, tm.admin.Token, map[string]any{"visibility": "private"}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	var upd integrations.Integration
 	e.Do(t, http.MethodPatch, "/integrations/"+shared.ID, tm.owner.Token, map[string]any{"visibility": "private"}).Expect(t, http.StatusOK, &upd)
 	if upd.Visibility != integrations.VisibilityPrivate {
@@ -327,7 +328,7 @@ func TestVisibilityIsEnforcedForPrivateIntegrations(t *testing.T) {
 	inst := priv.GitHubInstallationID
 	e.Do(t, http.MethodPatch, "/integrations/"+priv.ID, tm.admin.Token, map[string]any{"visibility": "private"}).Expect(t, http.StatusOK, nil)
 	r := e.Do(t, http.MethodPost, "/integrations/github-app", tm.owner.Token, map[string]any{"installation_id": inst, "state": e.githubState(t, tm.owner)})
-	r.ExpectError(t, http.StatusConflict, api.CodeConflict)
+	r.ExpectError(t, http.StatusConflict, httpapi.CodeConflict)
 	if strings.Contains(string(r.Body), priv.ID) {
 		t.Fatal("conflict reveals the private integration")
 	}
@@ -346,8 +347,8 @@ func TestUpdateAndDisconnectRoleMatrix(t *testing.T) {
 		return *n
 	}
 	// member (not the creator): 403, nothing changes.
-	e.Do(t, http.MethodPatch, "/integrations/"+byAdmin.ID, tm.member.Token, map[string]any{"display_name": "m"}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodDelete, "/integrations/"+byAdmin.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPatch, "/integrations/"+byAdmin.ID, tm.member.Token, map[string]any{"display_name": "m"}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodDelete, "/integrations/"+byAdmin.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if name(byAdmin.ID) == "m" || e.CountRows(t, "integrations", "id = $1", byAdmin.ID) != 1 {
 		t.Fatal("member changed it")
 	}
@@ -375,11 +376,11 @@ func TestUpdateAndDisconnectRoleMatrix(t *testing.T) {
 	if res.ID != byAdmin.ID || res.UpstreamRevoked || len(res.OrphanedRepos) != 0 {
 		t.Fatalf("%+v", res)
 	}
-	e.Do(t, http.MethodDelete, "/integrations/"+byAdmin.ID, tm.owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/integrations/"+byAdmin.ID, tm.owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	// Admin-only creation routes.
-	e.Do(t, http.MethodPost, "/integrations/github-app/state", tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPost, "/integrations/github-app/state", tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	e.Do(t, http.MethodPost, "/integrations/github-app", tm.member.Token, map[string]any{"installation_id": 1, "state": "x"}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 }
 
 func TestDisconnectFlagsOrphanedRepos(t *testing.T) {
@@ -446,7 +447,7 @@ func TestIntegrationsAreIsolatedBetweenOrgs(t *testing.T) {
 		{http.MethodGet, "/integrations/" + it.ID + "/sentry/metadata", nil},
 		{http.MethodGet, "/integrations/" + it.ID + "/linear/metadata", nil},
 	} {
-		e.Do(t, rq.method, rq.path, b.Token, rq.body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		e.Do(t, rq.method, rq.path, b.Token, rq.body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	var page api.Page[integrations.Integration]
 	e.Do(t, http.MethodGet, "/integrations", b.Token, nil).Expect(t, http.StatusOK, &page)
@@ -501,9 +502,9 @@ func TestUserConnections(t *testing.T) {
 	if len(page.Items) != 1 {
 		t.Fatalf("%+v", page.Items)
 	}
-	e.Do(t, http.MethodDelete, "/integrations/user-connections/"+uc.ID, tm.owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/integrations/user-connections/"+uc.ID, tm.owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodDelete, "/integrations/user-connections/"+uc.ID, tm.member.Token, nil).Expect(t, http.StatusNoContent, nil)
-	e.Do(t, http.MethodDelete, "/integrations/user-connections/"+uc.ID, tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/integrations/user-connections/"+uc.ID, tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func TestIntegrationRoutesRefuseInvalidInput(t *testing.T) {

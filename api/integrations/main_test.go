@@ -16,6 +16,7 @@ import (
 	"github.com/proliferate/proliferate/api/apitest"
 	integrationsapi "github.com/proliferate/proliferate/api/integrations"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -185,9 +186,9 @@ func sandboxToken(t *testing.T, e *env) string {
 // expectFields asserts a 422 naming exactly these fields (in any order).
 func expectFields(t *testing.T, r *apitest.Response, fields ...string) {
 	t.Helper()
-	body := r.ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+	body := r.ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	raw, _ := json.Marshal(body.Error.Details)
-	var details []api.FieldError
+	var details []httpapi.FieldError
 	_ = json.Unmarshal(raw, &details)
 	got := map[string]bool{}
 	for _, d := range details {
@@ -215,13 +216,13 @@ type badBody struct {
 // genericBad are the malformed bodies every JSON route must refuse.
 func genericBad(unknownOK bool) []badBody {
 	out := []badBody{
-		{"malformed JSON", `{"a":`, http.StatusBadRequest, api.CodeBadRequest, nil},
-		{"empty body", ``, http.StatusBadRequest, api.CodeBadRequest, nil},
-		{"not an object", `[1,2]`, http.StatusUnprocessableEntity, api.CodeValidation, []string{"(body)"}},
-		{"trailing data", `{} {}`, http.StatusBadRequest, api.CodeBadRequest, nil},
+		{"malformed JSON", `{"a":`, http.StatusBadRequest, httpapi.CodeBadRequest, nil},
+		{"empty body", ``, http.StatusBadRequest, httpapi.CodeBadRequest, nil},
+		{"not an object", `[1,2]`, http.StatusUnprocessableEntity, httpapi.CodeValidation, []string{"(body)"}},
+		{"trailing data", `{} {}`, http.StatusBadRequest, httpapi.CodeBadRequest, nil},
 	}
 	if !unknownOK {
-		out = append(out, badBody{"unknown field", `{"bogus": 1}`, http.StatusUnprocessableEntity, api.CodeValidation, []string{"bogus"}})
+		out = append(out, badBody{"unknown field", `{"bogus": 1}`, http.StatusUnprocessableEntity, httpapi.CodeValidation, []string{"bogus"}})
 	}
 	return out
 }
@@ -241,7 +242,7 @@ func (e *env) expectBad(t *testing.T, method, path, token string, cases []badBod
 		})
 	}
 	r := e.DoWith(t, method, path, token, []byte(`{}`), map[string]string{"Content-Type": "text/plain"})
-	r.ExpectError(t, http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia)
+	r.ExpectError(t, http.StatusUnsupportedMediaType, httpapi.CodeUnsupportedMedia)
 	if after := count(); after != before {
 		t.Fatalf("rejected requests wrote rows: %d → %d", before, after)
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 )
@@ -56,7 +56,7 @@ func TestSentryMetadata(t *testing.T) {
 	for _, status := range []int{http.StatusInternalServerError, http.StatusUnauthorized, http.StatusForbidden} {
 		e.sentry.Fail(status)
 		r := e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/sentry/metadata", tm.member.Token, nil)
-		body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+		body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 		if !strings.HasPrefix(body.Error.Message, "sentry ") {
 			t.Fatalf("%d: %s", status, r.Body)
 		}
@@ -65,14 +65,14 @@ func TestSentryMetadata(t *testing.T) {
 	e.sentry.Fail(0)
 	e.sentry.SetToken("another")
 	r := e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/sentry/metadata", tm.member.Token, nil)
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); body.Error.Message != "sentry rejected the credentials" {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); body.Error.Message != "sentry rejected the credentials" {
 		t.Fatalf("%s", r.Body)
 	}
 	e.sentry.SetToken(sentryToken)
 
 	// Not a Sentry integration: 404.
 	gh := e.githubIntegration(t, tm.admin, "")
-	e.Do(t, http.MethodGet, "/integrations/"+gh.ID+"/sentry/metadata", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/"+gh.ID+"/sentry/metadata", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	noLeak(t, "logs", e.Logs.String(), sentryToken, nangoSecret)
 }
 
@@ -95,17 +95,17 @@ func TestLinearMetadata(t *testing.T) {
 
 	e.linear.Fail(http.StatusServiceUnavailable)
 	r := e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/linear/metadata", tm.member.Token, nil)
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); body.Error.Message != "linear is unavailable" {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); body.Error.Message != "linear is unavailable" {
 		t.Fatalf("%s", r.Body)
 	}
 	e.linear.Fail(0)
 	e.linear.SetToken("rotated")
 	r = e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/linear/metadata", tm.member.Token, nil)
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); body.Error.Message != "linear rejected the credentials" {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); body.Error.Message != "linear rejected the credentials" {
 		t.Fatalf("%s", r.Body)
 	}
 	sen := e.nangoIntegration(t, tm.admin, "sentry", sentryToken)
-	e.Do(t, http.MethodGet, "/integrations/"+sen.ID+"/linear/metadata", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/"+sen.ID+"/linear/metadata", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	noLeak(t, "logs", e.Logs.String(), linearToken, nangoSecret)
 }
 
@@ -117,7 +117,7 @@ func TestMetadataThroughAFailingTokenBoundary(t *testing.T) {
 	// Nango down: 502 naming Nango; the integration stays active.
 	e.nango.Fail(http.StatusBadGateway)
 	r := e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/linear/metadata", tm.member.Token, nil)
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); body.Error.Message != "nango is unavailable" {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); body.Error.Message != "nango is unavailable" {
 		t.Fatalf("%s", r.Body)
 	}
 	e.nango.Fail(0)
@@ -128,7 +128,7 @@ func TestMetadataThroughAFailingTokenBoundary(t *testing.T) {
 	// becomes expired, and later calls fail fast with 409.
 	e.nango.Update(it.ConnectionID, "linear", func(c *fakes.NangoConnection) { c.RefreshFails = true })
 	r = e.Do(t, http.MethodGet, "/integrations/"+it.ID+"/linear/metadata", tm.member.Token, nil)
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); !strings.Contains(body.Error.Message, "re-authorize") {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); !strings.Contains(body.Error.Message, "re-authorize") {
 		t.Fatalf("%s", r.Body)
 	}
 	var got integrations.Integration

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
@@ -27,14 +28,14 @@ type finalizeRequest struct {
 	ConfigurationName *string `json:"configuration_name" binding:"omitempty,max=100"`
 }
 
-func (r *finalizeRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *finalizeRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if len(r.RepoIDs)+len(r.FullNames) == 0 {
-		fes = append(fes, api.FieldError{Field: "repo_ids", Problem: "pick at least one repository (repo_ids or full_names)"})
+		fes = append(fes, httpapi.FieldError{Field: "repo_ids", Problem: "pick at least one repository (repo_ids or full_names)"})
 	}
 	if r.ConfigurationName != nil {
 		if _, p := repos.CheckText(*r.ConfigurationName, repos.NameMax); p != "" {
-			fes = append(fes, api.FieldError{Field: "configuration_name", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "configuration_name", Problem: p})
 		}
 	}
 	return fes
@@ -71,7 +72,7 @@ func (h *handlers) finalize(c *api.Ctx) error {
 		if len(res.Skipped) > 0 {
 			msg = res.Skipped[0].FullName + " " + res.Skipped[0].Reason
 		}
-		return api.Invalid(api.FieldError{Field: "repo_ids", Problem: msg})
+		return httpapi.Invalid(httpapi.FieldError{Field: "repo_ids", Problem: msg})
 	}
 	store := &repos.Store{Pool: h.s.Pool, Now: h.s.Now}
 	if existing, ok, err := sameRepos(ctx, store, c.OrgID(), ids); err != nil {
@@ -97,11 +98,11 @@ func (h *handlers) finalize(c *api.Ctx) error {
 	cfg, err := store.CreateConfiguration(ctx, c.OrgID(), c.UserID(), in)
 	var ve *repos.ValidationError
 	if errors.As(err, &ve) {
-		fes := make([]api.FieldError, len(ve.Fields))
+		fes := make([]httpapi.FieldError, len(ve.Fields))
 		for i, f := range ve.Fields {
-			fes[i] = api.FieldError{Field: f.Field, Problem: f.Problem}
+			fes[i] = httpapi.FieldError{Field: f.Field, Problem: f.Problem}
 		}
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"net/http"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -73,7 +74,7 @@ func page(c *api.Ctx) (integrations.Page, error) {
 	}
 	at, id := p.CursorArgs()
 	if !api.IsUUID(id) {
-		return integrations.Page{}, api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+		return integrations.Page{}, httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 	}
 	return integrations.Page{Limit: p.Limit, At: at, ID: id}, nil
 }
@@ -89,36 +90,36 @@ func apiError(err error, what string) error {
 	var ue *integrations.UpstreamError
 	switch {
 	case errors.As(err, &ve):
-		fields := make([]api.FieldError, len(ve.Fields))
+		fields := make([]httpapi.FieldError, len(ve.Fields))
 		for i, f := range ve.Fields {
-			fields[i] = api.FieldError{Field: f.Field, Problem: f.Problem}
+			fields[i] = httpapi.FieldError{Field: f.Field, Problem: f.Problem}
 		}
-		return api.Invalid(fields...)
+		return httpapi.Invalid(fields...)
 	case errors.Is(err, integrations.ErrRepoNotFound):
-		return api.NotFound("repo")
+		return httpapi.NotFound("repo")
 	case errors.Is(err, integrations.ErrBindingNotFound):
-		return api.NotFound("connection")
+		return httpapi.NotFound("connection")
 	case errors.Is(err, integrations.ErrNotFound):
-		return api.NotFound(what)
+		return httpapi.NotFound(what)
 	case errors.Is(err, integrations.ErrPrivateNeedsCreator):
-		return api.Forbidden("only the member who connected an integration can make it private")
+		return httpapi.Forbidden("only the member who connected an integration can make it private")
 	case errors.Is(err, integrations.ErrForbidden):
-		return api.Forbidden("only an admin or the member who connected it can change this " + what)
+		return httpapi.Forbidden("only an admin or the member who connected it can change this " + what)
 	case errors.Is(err, integrations.ErrInstallationClaimed):
-		return api.Conflict("installation_claimed", "this GitHub App installation is connected to another organization; disconnect it there first")
+		return httpapi.Conflict("installation_claimed", "this GitHub App installation is connected to another organization; disconnect it there first")
 	case errors.Is(err, integrations.ErrConnectorNameTaken):
-		return api.Conflict("connector_name_taken", "another connector of this organization has that name")
+		return httpapi.Conflict("connector_name_taken", "another connector of this organization has that name")
 	case errors.Is(err, integrations.ErrConflict):
-		return api.Conflict("", "this connection is already registered in this organization under another provider or privately by another member")
+		return httpapi.Conflict("", "this connection is already registered in this organization under another provider or privately by another member")
 	case errors.Is(err, integrations.ErrInactive):
-		return api.Conflict("integration_inactive", "the integration is not active; re-authorize it")
+		return httpapi.Conflict("integration_inactive", "the integration is not active; re-authorize it")
 	case errors.Is(err, integrations.ErrAmbiguous):
-		return api.Conflict("ambiguous", "more than one match")
+		return httpapi.Conflict("ambiguous", "more than one match")
 	case errors.Is(err, integrations.ErrNotConfigured):
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: "not_configured",
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "not_configured",
 			Message: "this provider is not configured on this deployment"}
 	case errors.As(err, &ue):
-		return api.Unavailable(upstreamMessage(ue))
+		return httpapi.Unavailable(upstreamMessage(ue))
 	}
 	return err
 }

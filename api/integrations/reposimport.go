@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -26,9 +27,9 @@ type importReposRequest struct {
 	FullNames []string `json:"full_names" binding:"omitempty,max=100,dive,min=3,max=200"`
 }
 
-func (r *importReposRequest) Validate() []api.FieldError {
+func (r *importReposRequest) Validate() []httpapi.FieldError {
 	if len(r.RepoIDs)+len(r.FullNames) == 0 {
-		return []api.FieldError{{Field: "repo_ids", Problem: "name at least one repository (repo_ids or full_names)"}}
+		return []httpapi.FieldError{{Field: "repo_ids", Problem: "name at least one repository (repo_ids or full_names)"}}
 	}
 	return nil
 }
@@ -62,7 +63,7 @@ func intQuery(c *api.Ctx, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < lo || n > hi {
-		return 0, api.Invalid(api.FieldError{Field: name, Problem: "must be a number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)})
+		return 0, httpapi.Invalid(httpapi.FieldError{Field: name, Problem: "must be a number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi)})
 	}
 	return n, nil
 }
@@ -74,7 +75,7 @@ func (h *handlers) availableRepos(c *api.Ctx) error {
 	}
 	q := c.Query("q")
 	if len([]rune(q)) > availableMaxQuery {
-		return api.Invalid(api.FieldError{Field: "q", Problem: "must be at most 200 characters"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "q", Problem: "must be at most 200 characters"})
 	}
 	page, err := intQuery(c, "page", 1, 1, integrations.MaxAvailableRepos)
 	if err != nil {
@@ -114,7 +115,7 @@ func (h *handlers) importInstallation(c *api.Ctx, it integrations.Integration) *
 	if err != nil {
 		c.Log().Warn("import installation repositories", "integration_id", it.ID, "err", err)
 		msg := "importing the installation's repositories failed"
-		if e, ok := apiError(err, "integration").(*api.Error); ok {
+		if e, ok := apiError(err, "integration").(*httpapi.Error); ok {
 			msg += ": " + e.Message
 		}
 		res = integrations.ImportResult{Imported: []string{}, Updated: []string{}, Skipped: []integrations.SkippedRepo{}, Error: msg}

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 )
@@ -240,18 +240,18 @@ func TestAvailableReposAndImport(t *testing.T) {
 	expectFields(t, e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": it.ID}), "repo_ids")
 	expectFields(t, e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": "nope", "repo_ids": []int64{1}}), "integration_id")
 	e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": "00000000-0000-0000-0000-000000000000", "repo_ids": []int64{1}}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodPost, "/repos/import", tm.member.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	expectFields(t, e.Do(t, http.MethodGet, path+"?page=0", tm.member.Token, nil), "page")
 	expectFields(t, e.Do(t, http.MethodGet, path+"?per_page=101", tm.member.Token, nil), "per_page")
 	expectFields(t, e.Do(t, http.MethodGet, path+"?q="+strings.Repeat("a", 201), tm.member.Token, nil), "q")
-	e.Do(t, http.MethodGet, "/integrations/not-a-uuid/available-repos", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/integrations/not-a-uuid/available-repos", tm.member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	// Another org sees nothing of this integration.
 	stranger := e.NewUser(t)
-	e.Do(t, http.MethodGet, path, stranger.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, path, stranger.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	e.Do(t, http.MethodPost, "/repos/import", stranger.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	// A Nango integration has no installation to list.
 	ng := e.nangoIntegration(t, tm.admin, "sentry", sentryToken)
 	expectFields(t, e.Do(t, http.MethodGet, "/integrations/"+ng.ID+"/available-repos", tm.member.Token, nil), "integration_id")
@@ -261,12 +261,12 @@ func TestAvailableReposAndImport(t *testing.T) {
 
 	// GitHub failing: 502 with the error shape, naming GitHub.
 	e.gh.FailRepoList(http.StatusInternalServerError)
-	body := e.Do(t, http.MethodGet, path, tm.member.Token, nil).ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+	body := e.Do(t, http.MethodGet, path, tm.member.Token, nil).ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 	if !strings.Contains(body.Error.Message, "github") {
 		t.Fatalf("502 message: %q", body.Error.Message)
 	}
 	e.Do(t, http.MethodPost, "/repos/import", tm.admin.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{web[3].ID}}).
-		ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+		ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 	e.gh.FailRepoList(0)
 	if count() != 2 {
 		t.Fatalf("failed requests wrote repos: %d", count())
@@ -339,10 +339,10 @@ func TestOnboardingFinalize(t *testing.T) {
 	expectFields(t, e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID,
 		"repo_ids": []int64{api1.ID, 1}}), "repo_ids[1]")
 	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.member.Token, map[string]any{"integration_id": it.ID, "repo_ids": []int64{api1.ID}}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	e.gh.FailRepoList(http.StatusServiceUnavailable)
 	e.Do(t, http.MethodPost, "/onboarding/finalize", tm.admin.Token, map[string]any{"integration_id": it.ID, "full_names": []string{acct + "/unpicked"}}).
-		ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+		ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 	e.gh.FailRepoList(0)
 	if cfgs() != 2 || e.countRows(t, `SELECT count(*) FROM repos WHERE org_id = $1`, tm.owner.OrgID) != 2 {
 		t.Fatal("rejected finalize requests wrote rows")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
 
@@ -52,7 +53,7 @@ func (h *handlers) checkRedirect(raw string) error {
 	if raw == "" {
 		return nil
 	}
-	bad := api.Invalid(api.FieldError{Field: "redirect_uri", Problem: "must be a URL on PUBLIC_URL or an allowed CORS origin"})
+	bad := httpapi.Invalid(httpapi.FieldError{Field: "redirect_uri", Problem: "must be a URL on PUBLIC_URL or an allowed CORS origin"})
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || u.Host == "" || u.User != nil || u.Fragment != "" {
 		return bad

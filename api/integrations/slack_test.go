@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	integrationsapi "github.com/proliferate/proliferate/api/integrations"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 )
@@ -116,7 +117,7 @@ func TestSlackInstallLifecycle(t *testing.T) {
 	}
 
 	// Uninstall: member 403; admin revokes at Slack and locally.
-	e.Do(t, http.MethodDelete, "/slack/installations/"+other.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodDelete, "/slack/installations/"+other.ID, tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	var rev integrations.SlackInstallation
 	e.Do(t, http.MethodDelete, "/slack/installations/"+other.ID, tm.admin.Token, nil).Expect(t, http.StatusOK, &rev)
 	if rev.Status != "revoked" || rev.RevokedAt == nil {
@@ -179,8 +180,8 @@ func TestSlackOAuthStateAndCode(t *testing.T) {
 	e.Do(t, http.MethodPost, "/slack/oauth/state", tm.admin.Token, map[string]any{"redirect_uri": "https://app.example.com/settings"}).
 		Expect(t, http.StatusCreated, nil)
 	// Role matrix for creation.
-	e.Do(t, http.MethodPost, "/slack/oauth/state", tm.member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	e.Do(t, http.MethodPost, "/slack/installations", tm.member.Token, map[string]any{"code": "c", "state": "s"}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodPost, "/slack/oauth/state", tm.member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	e.Do(t, http.MethodPost, "/slack/installations", tm.member.Token, map[string]any{"code": "c", "state": "s"}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 
 	// Slack unreachable: 502 naming Slack.
 	code2 := "code-2"
@@ -191,7 +192,7 @@ func TestSlackOAuthStateAndCode(t *testing.T) {
 	var dst struct{ State string }
 	down.Do(t, http.MethodPost, "/slack/oauth/state", du.Token, nil).Expect(t, http.StatusCreated, &dst)
 	r := down.Do(t, http.MethodPost, "/slack/installations", du.Token, map[string]any{"code": code2, "state": dst.State})
-	if body := r.ExpectError(t, http.StatusBadGateway, api.CodeUnavailable); body.Error.Message != "slack is unavailable" {
+	if body := r.ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable); body.Error.Message != "slack is unavailable" {
 		t.Fatalf("%s", r.Body)
 	}
 	// No Slack client configured: 503.
@@ -206,9 +207,9 @@ func TestSlackInstallationsAreIsolatedBetweenOrgs(t *testing.T) {
 	a := e.NewUser(t)
 	b := e.NewUser(t)
 	si, tok := e.installSlack(t, a, "TA", http.StatusCreated)
-	e.Do(t, http.MethodGet, "/slack/installations/"+si.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodDelete, "/slack/installations/"+si.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/slack/installations/nope", a.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/slack/installations/"+si.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/slack/installations/"+si.ID, b.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/slack/installations/nope", a.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	var page api.Page[integrations.SlackInstallation]
 	e.Do(t, http.MethodGet, "/slack/installations", b.Token, nil).Expect(t, http.StatusOK, &page)
 	if len(page.Items) != 0 {
@@ -247,7 +248,7 @@ func TestSlackRoutesRefuseInvalidInput(t *testing.T) {
 		badBody{"oversized", map[string]any{"code": strings.Repeat("c", 501), "state": strings.Repeat("s", 201)}, 0, "", []string{"code", "state"}},
 	), count)
 	e.expectBad(t, http.MethodPost, "/slack/oauth/state", u.Token, []badBody{
-		{"malformed JSON", `{"a":`, http.StatusBadRequest, api.CodeBadRequest, nil},
+		{"malformed JSON", `{"a":`, http.StatusBadRequest, httpapi.CodeBadRequest, nil},
 		{"unknown field", `{"bogus": 1}`, 0, "", []string{"bogus"}},
 		{"wrong type", `{"redirect_uri": 5}`, 0, "", []string{"redirect_uri"}},
 		{"oversized", map[string]any{"redirect_uri": publicURL + "/" + strings.Repeat("x", 2048)}, 0, "", []string{"redirect_uri"}},

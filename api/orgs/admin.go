@@ -6,6 +6,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -16,13 +17,13 @@ type impersonateReq struct {
 	OrgID string `json:"org_id"`
 }
 
-func (r *impersonateReq) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *impersonateReq) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if !api.IsUUID(r.UserID) {
-		fes = append(fes, api.FieldError{Field: "user_id", Problem: "must be a UUID"})
+		fes = append(fes, httpapi.FieldError{Field: "user_id", Problem: "must be a UUID"})
 	}
 	if r.OrgID != "" && !api.IsUUID(r.OrgID) {
-		fes = append(fes, api.FieldError{Field: "org_id", Problem: "must be a UUID"})
+		fes = append(fes, httpapi.FieldError{Field: "org_id", Problem: "must be a UUID"})
 	}
 	return fes
 }
@@ -61,7 +62,7 @@ func (h *handlers) operator(fn api.HandlerFunc) api.HandlerFunc {
 	return func(c *api.Ctx) error {
 		p := c.Principal()
 		if p.ImpersonatorID != "" {
-			return api.Forbidden("an impersonation session cannot use super-admin routes")
+			return httpapi.Forbidden("an impersonation session cannot use super-admin routes")
 		}
 		if p.Kind == auth.KindUser && p.SessionID != "" {
 			imp, err := h.store.IsImpersonationSession(c.Request.Context(), p.SessionID)
@@ -69,7 +70,7 @@ func (h *handlers) operator(fn api.HandlerFunc) api.HandlerFunc {
 				return err
 			}
 			if imp {
-				return api.Forbidden("an impersonation session cannot use super-admin routes")
+				return httpapi.Forbidden("an impersonation session cannot use super-admin routes")
 			}
 		}
 		return fn(c)
@@ -79,7 +80,7 @@ func (h *handlers) operator(fn api.HandlerFunc) api.HandlerFunc {
 func searchParam(c *api.Ctx) (string, error) {
 	q := c.Query("q")
 	if len(q) > 200 {
-		return "", api.Invalid(api.FieldError{Field: "q", Problem: "must be at most 200 characters"})
+		return "", httpapi.Invalid(httpapi.FieldError{Field: "q", Problem: "must be at most 200 characters"})
 	}
 	return q, nil
 }
@@ -147,7 +148,7 @@ func minTime(a, b time.Time) time.Time {
 func (h *handlers) stopImpersonation(c *api.Ctx) error {
 	p := c.Principal()
 	if p.Kind != auth.KindUser || p.SessionID == "" {
-		return api.Conflict(orgs.CodeNotImpersonating, "this credential is not an impersonation session")
+		return httpapi.Conflict(orgs.CodeNotImpersonating, "this credential is not an impersonation session")
 	}
 	if err := h.store.StopImpersonation(c.Request.Context(), actor(c), p.SessionID); err != nil {
 		return err

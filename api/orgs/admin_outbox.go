@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/outbox"
 )
 
@@ -40,23 +41,23 @@ func (h *handlers) registerOutbox() {
 
 func (h *handlers) outboxView(c *api.Ctx) error {
 	after, limit := int64(0), api.DefaultPageSize
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if raw := c.Query("after"); raw != "" {
 		n, err := strconv.ParseInt(raw, 10, 64)
 		if err != nil || n < 0 {
-			fes = append(fes, api.FieldError{Field: "after", Problem: "must be an outbox id"})
+			fes = append(fes, httpapi.FieldError{Field: "after", Problem: "must be an outbox id"})
 		}
 		after = n
 	}
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > api.MaxPageSize {
-			fes = append(fes, api.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
+			fes = append(fes, httpapi.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
 		}
 		limit = n
 	}
 	if fes != nil {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	ctx := c.Request.Context()
 	st, err := outbox.ReadStatus(ctx, h.s.Pool)
@@ -101,7 +102,7 @@ func (h *handlers) outboxDiscard(c *api.Ctx) error {
 func outboxID(c *api.Ctx) (int64, error) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		return 0, api.NotFound("dead letter")
+		return 0, httpapi.NotFound("dead letter")
 	}
 	return id, nil
 }
@@ -109,7 +110,7 @@ func outboxID(c *api.Ctx) (int64, error) {
 // outboxError maps the outbox's errors.
 func outboxError(err error) error {
 	if errors.Is(err, outbox.ErrNoDeadLetter) {
-		return api.NotFound("dead letter")
+		return httpapi.NotFound("dead letter")
 	}
 	return err
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 type outboxView struct {
@@ -36,12 +36,12 @@ func TestAdminOutboxDeadLetters(t *testing.T) {
 	first, second := strconv.FormatInt(base, 10), strconv.FormatInt(base+1, 10)
 
 	for _, u := range []*apitest.User{tm.Owner, tm.Admin, tm.Member} {
-		env.Do(t, "GET", "/admin/outbox", u.Token, nil).ExpectError(t, 403, api.CodeForbidden)
-		env.Do(t, "POST", "/admin/outbox/dead-letters/"+first+"/retry", u.Token, nil).ExpectError(t, 403, api.CodeForbidden)
-		env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+first, u.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+		env.Do(t, "GET", "/admin/outbox", u.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
+		env.Do(t, "POST", "/admin/outbox/dead-letters/"+first+"/retry", u.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
+		env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+first, u.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	}
-	env.Do(t, "GET", "/admin/outbox?limit=0", ops.Token, nil).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "GET", "/admin/outbox?after=x", ops.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/admin/outbox?limit=0", ops.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "GET", "/admin/outbox?after=x", ops.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 
 	var view outboxView
 	env.Do(t, "GET", "/admin/outbox?limit=2&after="+strconv.FormatInt(base-1, 10), ops.Token, nil).Expect(t, 200, &view)
@@ -49,8 +49,8 @@ func TestAdminOutboxDeadLetters(t *testing.T) {
 		t.Fatalf("view = %+v", view)
 	}
 
-	env.Do(t, "POST", "/admin/outbox/dead-letters/999/retry", ops.Token, nil).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "DELETE", "/admin/outbox/dead-letters/nope", ops.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/admin/outbox/dead-letters/999/retry", ops.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "DELETE", "/admin/outbox/dead-letters/nope", ops.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 
 	var retried struct {
 		IDs []int64 `json:"ids"`
@@ -65,7 +65,7 @@ func TestAdminOutboxDeadLetters(t *testing.T) {
 	}
 	exec(t, env, `DELETE FROM outbox WHERE id = $1`, retried.IDs[0]) // no relay runs here
 	env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+second, ops.Token, nil).Expect(t, 204, nil)
-	env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+second, ops.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+second, ops.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "outbox_dead_letters", "id IN ("+first+","+second+")"); n != 0 {
 		t.Fatalf("%d of the dead letters remain", n)
 	}

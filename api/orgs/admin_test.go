@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -45,7 +46,7 @@ func TestAdminAccess(t *testing.T) {
 	before := env.CountRows(t, "auth_sessions", "impersonator_id IS NOT NULL")
 	for _, u := range []*apitest.User{tm.Owner, tm.Admin, tm.Member} {
 		for _, r := range routes {
-			env.Do(t, r.method, r.path, u.Token, map[string]any{"user_id": tm.Member.ID}).ExpectError(t, 403, api.CodeForbidden)
+			env.Do(t, r.method, r.path, u.Token, map[string]any{"user_id": tm.Member.ID}).ExpectError(t, 403, httpapi.CodeForbidden)
 		}
 	}
 	if env.CountRows(t, "auth_sessions", "impersonator_id IS NOT NULL") != before {
@@ -106,7 +107,7 @@ func TestAdminLists(t *testing.T) {
 	if len(orgsPage.Items) != 1 || orgsPage.Items[0].ID != tm.OrgID || orgsPage.Items[0].MemberCount != 3 || orgsPage.Items[0].IsPersonal {
 		t.Fatalf("orgs %+v", orgsPage.Items)
 	}
-	env.Do(t, "GET", "/admin/orgs?q="+strings.Repeat("x", 201), ops.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/admin/orgs?q="+strings.Repeat("x", 201), ops.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 }
 
 func TestImpersonation(t *testing.T) {
@@ -156,7 +157,7 @@ func TestImpersonation(t *testing.T) {
 	}
 	// Never the super-admin routes, even though the admin's identity is behind it.
 	for _, r := range []struct{ method, path string }{{"GET", "/admin/users"}, {"GET", "/admin/orgs"}, {"POST", "/admin/impersonate"}} {
-		env.Do(t, r.method, r.path, imp.AccessToken, map[string]any{"user_id": tm.Admin.ID}).ExpectError(t, 403, api.CodeForbidden)
+		env.Do(t, r.method, r.path, imp.AccessToken, map[string]any{"user_id": tm.Admin.ID}).ExpectError(t, 403, httpapi.CodeForbidden)
 	}
 
 	// Stop: the session is revoked, audited; the token stops working.
@@ -170,7 +171,7 @@ func TestImpersonation(t *testing.T) {
 		ops.ID, target.ID, resp.Header.Get("X-Request-Id")) != 1 {
 		t.Fatal("stop not audited")
 	}
-	env.Do(t, "GET", "/orgs/current", imp.AccessToken, nil).ExpectError(t, 401, api.CodeUnauthenticated)
+	env.Do(t, "GET", "/orgs/current", imp.AccessToken, nil).ExpectError(t, 401, httpapi.CodeUnauthenticated)
 
 	// Without org_id the target's active org stays.
 	var imp2 impersonation
@@ -185,13 +186,13 @@ func TestImpersonation(t *testing.T) {
 	activeBefore := activeOrg(t, env, target.ID)
 	auditBefore := env.CountRows(t, "audit_log", "action = 'admin.impersonate'")
 	outsider := newTeam(t, env)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": "00000000-0000-0000-0000-000000000000"}).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": target.ID, "org_id": outsider.OrgID}).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": "nope"}).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": target.ID, "org_id": "nope"}).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": ops.ID}).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": flagged.ID}).ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "POST", "/admin/impersonate", flagged.Token, map[string]any{"user_id": ops.ID}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": "00000000-0000-0000-0000-000000000000"}).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": target.ID, "org_id": outsider.OrgID}).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": "nope"}).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": target.ID, "org_id": "nope"}).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": ops.ID}).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "POST", "/admin/impersonate", ops.Token, map[string]any{"user_id": flagged.ID}).ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "POST", "/admin/impersonate", flagged.Token, map[string]any{"user_id": ops.ID}).ExpectError(t, 403, httpapi.CodeForbidden)
 	if env.CountRows(t, "auth_sessions", "impersonator_id IS NOT NULL") != before ||
 		env.CountRows(t, "audit_log", "action = 'admin.impersonate'") != auditBefore {
 		t.Fatal("a refused impersonation wrote")
@@ -216,7 +217,7 @@ func TestImpersonationSessionOfSuperAdmin(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		env.Do(t, "GET", "/admin/users", tok, nil).ExpectError(t, 403, api.CodeForbidden)
-		env.Do(t, "POST", "/admin/impersonate", tok, map[string]any{"user_id": ops.ID}).ExpectError(t, 403, api.CodeForbidden)
+		env.Do(t, "GET", "/admin/users", tok, nil).ExpectError(t, 403, httpapi.CodeForbidden)
+		env.Do(t, "POST", "/admin/impersonate", tok, map[string]any{"user_id": ops.ID}).ExpectError(t, 403, httpapi.CodeForbidden)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -21,15 +22,15 @@ func TestDeclineInvitation(t *testing.T) {
 
 	// Not the invitee: 403 with the token, 404 by id; nothing written.
 	thief := env.NewUser(t)
-	env.Do(t, "POST", "/invitations/decline", thief.Token, map[string]any{"token": tok}).ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "POST", "/invitations/"+inv.ID+"/decline", thief.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/decline", thief.Token, map[string]any{"token": tok}).ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "POST", "/invitations/"+inv.ID+"/decline", thief.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if env.CountRows(t, "invitations", "id = $1 AND status = 'pending'", inv.ID) != 1 {
 		t.Fatal("a refused decline wrote")
 	}
 	// Bad input.
-	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{}).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{"token": "not-a-token"}).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/invitations/not-a-uuid/decline", invitee.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{}).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{"token": "not-a-token"}).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/invitations/not-a-uuid/decline", invitee.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 
 	resp := env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{"token": tok})
 	resp.Expect(t, 204, nil)
@@ -44,7 +45,7 @@ func TestDeclineInvitation(t *testing.T) {
 		t.Fatal("a repeated decline wrote again")
 	}
 	// A declined invitation cannot be accepted; admins see it as declined.
-	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok}).ExpectError(t, 404, httpapi.CodeNotFound)
 	if role(t, env, tm.OrgID, invitee.ID) != "" {
 		t.Fatal("joined through a declined invitation")
 	}
@@ -76,7 +77,7 @@ func TestDeclineInvitationByIDAndStates(t *testing.T) {
 	// Revoked: not found. Expired: 410.
 	revoked, rtok := invite(t, env, tm.Admin.Token, invitee.Email, auth.RoleMember)
 	env.Do(t, "DELETE", "/orgs/current/invitations/"+revoked.ID, tm.Admin.Token, nil).Expect(t, 204, nil)
-	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{"token": rtok}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/decline", invitee.Token, map[string]any{"token": rtok}).ExpectError(t, 404, httpapi.CodeNotFound)
 	expired, etok := invite(t, env, tm.Admin.Token, invitee.Email, auth.RoleMember)
 	if _, err := env.Deps.Pool.Exec(context.Background(), `UPDATE invitations SET expires_at = now() - interval '1 second' WHERE id = $1`, expired.ID); err != nil {
 		t.Fatal(err)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -35,13 +35,13 @@ func TestDeleteOrganization(t *testing.T) {
 	}
 	before := rows()
 	// Not an owner: 403. Wrong or missing confirmation: 422 naming the field.
-	env.Do(t, "DELETE", "/orgs/current", tm.Admin.Token, map[string]any{"confirm_name": org.Name}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "DELETE", "/orgs/current", tm.Admin.Token, map[string]any{"confirm_name": org.Name}).ExpectError(t, 403, httpapi.CodeForbidden)
 	body := env.Do(t, "DELETE", "/orgs/current", tm.Owner.Token, map[string]any{"confirm_name": strings.ToUpper(org.Name)}).
-		ExpectError(t, 422, api.CodeValidation)
+		ExpectError(t, 422, httpapi.CodeValidation)
 	if raw, _ := json.Marshal(body.Error.Details); !strings.Contains(string(raw), `"field":"confirm_name"`) {
 		t.Fatalf("details %s", raw)
 	}
-	env.Do(t, "DELETE", "/orgs/current", tm.Owner.Token, map[string]any{}).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "DELETE", "/orgs/current", tm.Owner.Token, map[string]any{}).ExpectError(t, 422, httpapi.CodeValidation)
 	// A live session: 409 until it is stopped.
 	env.Do(t, "DELETE", "/orgs/current", tm.Owner.Token, map[string]any{"confirm_name": org.Name}).ExpectError(t, 409, domain.CodeLiveSessions)
 	if rows() != before {
@@ -72,7 +72,7 @@ func TestDeleteOrganization(t *testing.T) {
 	}
 	// Its people have no active organization now; org routes say so.
 	for _, u := range []string{tm.Owner.Token, tm.Member.Token} {
-		env.Do(t, "GET", "/orgs/current", u, nil).ExpectError(t, 403, api.CodeForbidden)
+		env.Do(t, "GET", "/orgs/current", u, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	}
 	if activeOrg(t, env, tm.Member.ID) != "" {
 		t.Fatal("active org still set")

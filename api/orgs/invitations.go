@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
@@ -71,7 +72,7 @@ func (h *handlers) invite(c *api.Ctx) error {
 		}
 		if !ok {
 			c.SetRetryAfter(wait)
-			return api.RateLimited()
+			return httpapi.RateLimited()
 		}
 	}
 	inv, err := h.store.Invite(ctx, actor(c), c.OrgID(), strings.ToLower(req.Email), auth.Role(req.Role))
@@ -112,7 +113,7 @@ func (h *handlers) listInvitations(c *api.Ctx) error {
 	}
 	status := c.DefaultQuery("status", orgs.StatusPending)
 	if !slices.Contains(orgs.InvitationFilters, status) {
-		return api.Invalid(api.FieldError{Field: "status", Problem: "must be one of " + strings.Join(orgs.InvitationFilters, ", ")})
+		return httpapi.Invalid(httpapi.FieldError{Field: "status", Problem: "must be one of " + strings.Join(orgs.InvitationFilters, ", ")})
 	}
 	at, id := pp.CursorArgs()
 	rows, err := h.store.ListInvitations(c.Request.Context(), c.OrgID(), status, pp.Limit, at, id)

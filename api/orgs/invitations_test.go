@@ -10,6 +10,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -90,7 +91,7 @@ func TestInviteAndAccept(t *testing.T) {
 
 	// Somebody else holding the token: refused, nothing written.
 	thief := env.NewUser(t)
-	env.Do(t, "POST", "/invitations/accept", thief.Token, map[string]any{"token": tok}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/invitations/accept", thief.Token, map[string]any{"token": tok}).ExpectError(t, 403, httpapi.CodeForbidden)
 	if role(t, env, tm.OrgID, thief.ID) != "" || env.CountRows(t, "invitations", "id = $1 AND status = 'pending'", inv.ID) != 1 {
 		t.Fatal("a refused accept wrote")
 	}
@@ -140,8 +141,8 @@ func TestInviteAndAccept(t *testing.T) {
 	}
 	// Once they left, the used token names nothing.
 	env.Do(t, "POST", "/orgs/current/leave", invitee.Token, nil).Expect(t, 204, nil)
-	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok}).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": "not-a-token"}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok}).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": "not-a-token"}).ExpectError(t, 404, httpapi.CodeNotFound)
 }
 
 func TestAcceptConcurrentDoubleClick(t *testing.T) {
@@ -222,7 +223,7 @@ func TestInvitationReplaceAndRevoke(t *testing.T) {
 	if env.CountRows(t, "invitations", "org_id = $1 AND status = 'pending'", tm.OrgID) != 1 {
 		t.Fatal("two pending invitations for one email")
 	}
-	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok1}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok1}).ExpectError(t, 404, httpapi.CodeNotFound)
 
 	// Revoke the second: 204, then the token names nothing; twice is 409.
 	resp := env.Do(t, "DELETE", "/orgs/current/invitations/"+second.ID, tm.Admin.Token, nil)
@@ -231,7 +232,7 @@ func TestInvitationReplaceAndRevoke(t *testing.T) {
 		tm.OrgID, second.ID, resp.Header.Get("X-Request-Id")) != 1 {
 		t.Fatal("revoke not audited")
 	}
-	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok2}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/accept", invitee.Token, map[string]any{"token": tok2}).ExpectError(t, 404, httpapi.CodeNotFound)
 	env.Do(t, "DELETE", "/orgs/current/invitations/"+second.ID, tm.Admin.Token, nil).ExpectError(t, 409, domain.CodeInvitationNotActive)
 	var list api.Page[domain.Invitation]
 	env.Do(t, "GET", "/orgs/current/invitations?status=revoked", tm.Admin.Token, nil).Expect(t, 200, &list)
@@ -246,8 +247,8 @@ func TestInvitationReplaceAndRevoke(t *testing.T) {
 	// An owner invitation can be replaced or revoked by owners only.
 	ownerInv, _ := invite(t, env, tm.Owner.Token, "future-owner@"+uniqueDomain(), auth.RoleOwner)
 	env.Do(t, "POST", "/orgs/current/invitations", tm.Admin.Token, map[string]any{"email": ownerInv.Email, "role": "member"}).
-		ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "DELETE", "/orgs/current/invitations/"+ownerInv.ID, tm.Admin.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+		ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "DELETE", "/orgs/current/invitations/"+ownerInv.ID, tm.Admin.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	if env.CountRows(t, "invitations", "id = $1 AND status = 'pending'", ownerInv.ID) != 1 {
 		t.Fatal("the owner invitation was touched")
 	}
@@ -271,7 +272,7 @@ func TestRoleMatrixInvitations(t *testing.T) {
 				if want[caller][r] == 201 {
 					resp.Expect(t, 201, nil)
 				} else {
-					resp.ExpectError(t, 403, api.CodeForbidden)
+					resp.ExpectError(t, 403, httpapi.CodeForbidden)
 					if env.CountRows(t, "invitations", "email = $1", email) != 0 || len(env.Mail.Sent(email)) != 0 {
 						t.Fatal("a refused invitation was written or mailed")
 					}
@@ -283,7 +284,7 @@ func TestRoleMatrixInvitations(t *testing.T) {
 				if want[caller][r] == 201 {
 					resp.Expect(t, 204, nil)
 				} else {
-					resp.ExpectError(t, 403, api.CodeForbidden)
+					resp.ExpectError(t, 403, httpapi.CodeForbidden)
 					if env.CountRows(t, "invitations", "id = $1 AND status = 'pending'", inv.ID) != 1 {
 						t.Fatal("a refused revoke changed the invitation")
 					}
@@ -292,7 +293,7 @@ func TestRoleMatrixInvitations(t *testing.T) {
 		}
 	}
 	// Members cannot list invitations either.
-	env.Do(t, "GET", "/orgs/current/invitations", tm.Member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "GET", "/orgs/current/invitations", tm.Member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 }
 
 func TestInvitationIsolation(t *testing.T) {
@@ -300,7 +301,7 @@ func TestInvitationIsolation(t *testing.T) {
 	a, b := newTeam(t, env), newTeam(t, env)
 	invA, _ := invite(t, env, a.Admin.Token, strings.ToLower(apitest.Unique("iso"))+"@"+uniqueDomain(), auth.RoleMember)
 	for _, caller := range []*apitest.User{b.Owner, b.Admin} {
-		env.Do(t, "DELETE", "/orgs/current/invitations/"+invA.ID, caller.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+		env.Do(t, "DELETE", "/orgs/current/invitations/"+invA.ID, caller.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 		var list api.Page[domain.Invitation]
 		env.Do(t, "GET", "/orgs/current/invitations?status=all", caller.Token, nil).Expect(t, 200, &list)
 		for _, i := range list.Items {
@@ -309,7 +310,7 @@ func TestInvitationIsolation(t *testing.T) {
 			}
 		}
 	}
-	env.Do(t, "DELETE", "/orgs/current/invitations/not-a-uuid", b.Admin.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "DELETE", "/orgs/current/invitations/not-a-uuid", b.Admin.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if env.CountRows(t, "invitations", "id = $1 AND status = 'pending'", invA.ID) != 1 {
 		t.Fatal("org B changed org A's invitation")
 	}
@@ -330,15 +331,15 @@ func TestInvitationRules(t *testing.T) {
 	invitee := env.NewUser(t)
 	inv, _ := invite(t, env, tm.Admin.Token, invitee.Email, auth.RoleMember)
 	other := env.NewUser(t)
-	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", other.Token, nil).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/invitations/not-a-uuid/accept", other.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", other.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/invitations/not-a-uuid/accept", other.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	exec(t, env, `UPDATE users SET email_verified = false WHERE id = $1`, invitee.ID)
 	var mine api.Page[domain.ReceivedInvitation]
 	env.Do(t, "GET", "/invitations", invitee.Token, nil).Expect(t, 200, &mine)
 	if len(mine.Items) != 0 {
 		t.Fatal("unverified email sees invitations")
 	}
-	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", invitee.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", invitee.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	if role(t, env, tm.OrgID, invitee.ID) != "" {
 		t.Fatal("accepted without a verified email")
 	}
@@ -349,5 +350,5 @@ func TestInvitationRules(t *testing.T) {
 		t.Fatalf("accepted %+v", acc)
 	}
 	// The list filter is validated.
-	env.Do(t, "GET", "/orgs/current/invitations?status=bogus", tm.Admin.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/orgs/current/invitations?status=bogus", tm.Admin.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 }

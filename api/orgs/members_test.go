@@ -9,6 +9,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -70,7 +71,7 @@ func TestRoleMatrixChangeRole(t *testing.T) {
 							t.Fatalf("member %+v", m)
 						}
 					} else {
-						resp.ExpectError(t, status, api.CodeForbidden)
+						resp.ExpectError(t, status, httpapi.CodeForbidden)
 					}
 					got := role(t, env, tm.OrgID, target.ID)
 					if (status == 200 && got != string(to)) || (status != 200 && got != string(from)) {
@@ -113,9 +114,9 @@ func TestRoleMatrixRemove(t *testing.T) {
 						t.Fatal("removal not audited")
 					}
 					// Their token no longer reaches the org.
-					env.Do(t, "GET", "/orgs/current", u.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+					env.Do(t, "GET", "/orgs/current", u.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 				} else {
-					resp.ExpectError(t, status, api.CodeForbidden)
+					resp.ExpectError(t, status, httpapi.CodeForbidden)
 					if role(t, env, tm.OrgID, u.ID) != string(target) {
 						t.Fatal("a refused removal changed the membership")
 					}
@@ -130,14 +131,14 @@ func TestSelfRoleChanges(t *testing.T) {
 	tm := newTeam(t, env)
 	// A member cannot promote themselves (route needs admin); an admin cannot
 	// make themselves owner; an admin may step down.
-	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Member.ID, tm.Member.Token, map[string]any{"role": "admin"}).ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Admin.ID, tm.Admin.Token, map[string]any{"role": "owner"}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Member.ID, tm.Member.Token, map[string]any{"role": "admin"}).ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Admin.ID, tm.Admin.Token, map[string]any{"role": "owner"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Admin.ID, tm.Admin.Token, map[string]any{"role": "member"}).Expect(t, 200, nil)
 	if role(t, env, tm.OrgID, tm.Member.ID) != "member" || role(t, env, tm.OrgID, tm.Admin.ID) != "member" {
 		t.Fatal("roles")
 	}
 	// The admin is now a member: the next change is refused at once.
-	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Member.ID, tm.Admin.Token, map[string]any{"role": "admin"}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Member.ID, tm.Admin.Token, map[string]any{"role": "admin"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	// Ownership transfer: promote, then step down.
 	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Member.ID, tm.Owner.Token, map[string]any{"role": "owner"}).Expect(t, 200, nil)
 	env.Do(t, "PATCH", "/orgs/current/members/"+tm.Owner.ID, tm.Owner.Token, map[string]any{"role": "member"}).Expect(t, 200, nil)
@@ -199,10 +200,10 @@ func TestLastOwnerConcurrent(t *testing.T) {
 		// Each demotes the other: the second finds it is no owner any more.
 		{"demote_each_other", func(t *testing.T, self, other *apitest.User) *apitest.Response {
 			return env.Do(t, "PATCH", "/orgs/current/members/"+other.ID, self.Token, map[string]any{"role": "member"})
-		}, 200, 403, api.CodeForbidden},
+		}, 200, 403, httpapi.CodeForbidden},
 		{"remove_each_other", func(t *testing.T, self, other *apitest.User) *apitest.Response {
 			return env.Do(t, "DELETE", "/orgs/current/members/"+other.ID, self.Token, nil)
-		}, 204, 403, api.CodeForbidden},
+		}, 204, 403, httpapi.CodeForbidden},
 	}
 	for _, o := range ops {
 		t.Run(o.name, func(t *testing.T) {
@@ -279,8 +280,8 @@ func TestListMembers(t *testing.T) {
 			t.Fatal("another org's member listed")
 		}
 	}
-	env.Do(t, "GET", "/orgs/current/members?limit=0", tm.Member.Token, nil).ExpectError(t, 422, api.CodeValidation)
-	env.Do(t, "GET", "/orgs/current/members?cursor=bogus", tm.Member.Token, nil).ExpectError(t, 422, api.CodeValidation)
+	env.Do(t, "GET", "/orgs/current/members?limit=0", tm.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
+	env.Do(t, "GET", "/orgs/current/members?cursor=bogus", tm.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 }
 
 // TestMemberIsolation: org A's owner and admin cannot touch org B's members
@@ -290,12 +291,12 @@ func TestMemberIsolation(t *testing.T) {
 	a, b := newTeam(t, env), newTeam(t, env)
 	for _, caller := range []*apitest.User{a.Owner, a.Admin} {
 		for _, target := range []*apitest.User{b.Owner, b.Admin, b.Member} {
-			env.Do(t, "PATCH", "/orgs/current/members/"+target.ID, caller.Token, map[string]any{"role": "member"}).ExpectError(t, 404, api.CodeNotFound)
-			env.Do(t, "DELETE", "/orgs/current/members/"+target.ID, caller.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+			env.Do(t, "PATCH", "/orgs/current/members/"+target.ID, caller.Token, map[string]any{"role": "member"}).ExpectError(t, 404, httpapi.CodeNotFound)
+			env.Do(t, "DELETE", "/orgs/current/members/"+target.ID, caller.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 		}
 		for _, junk := range []string{"not-a-uuid", "00000000-0000-0000-0000-000000000000"} {
-			env.Do(t, "PATCH", "/orgs/current/members/"+junk, caller.Token, map[string]any{"role": "member"}).ExpectError(t, 404, api.CodeNotFound)
-			env.Do(t, "DELETE", "/orgs/current/members/"+junk, caller.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+			env.Do(t, "PATCH", "/orgs/current/members/"+junk, caller.Token, map[string]any{"role": "member"}).ExpectError(t, 404, httpapi.CodeNotFound)
+			env.Do(t, "DELETE", "/orgs/current/members/"+junk, caller.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 		}
 	}
 	if role(t, env, b.OrgID, b.Owner.ID) != "owner" || role(t, env, b.OrgID, b.Admin.ID) != "admin" || role(t, env, b.OrgID, b.Member.ID) != "member" {
@@ -308,7 +309,7 @@ func TestMemberIsolation(t *testing.T) {
 	both := env.NewUser(t)
 	env.AddMember(t, both, b.OrgID, auth.RoleOwner)
 	env.AddMember(t, both, a.OrgID, auth.RoleMember) // active: A, where they are a member
-	env.Do(t, "DELETE", "/orgs/current/members/"+b.Member.ID, both.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "DELETE", "/orgs/current/members/"+b.Member.ID, both.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	if role(t, env, b.OrgID, b.Member.ID) != "member" {
 		t.Fatal("changed through another org")
 	}

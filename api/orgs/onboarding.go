@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -16,9 +17,9 @@ type trialReq struct {
 
 var planRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
 
-func (r *trialReq) Validate() []api.FieldError {
+func (r *trialReq) Validate() []httpapi.FieldError {
 	if !planRE.MatchString(r.Plan) {
-		return []api.FieldError{{Field: "plan", Problem: "must be a plan name: lowercase letters, digits, dashes and underscores"}}
+		return []httpapi.FieldError{{Field: "plan", Problem: "must be a plan name: lowercase letters, digits, dashes and underscores"}}
 	}
 	return nil
 }

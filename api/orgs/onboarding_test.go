@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -20,7 +20,7 @@ func TestOnboarding(t *testing.T) {
 	}
 
 	// Complete: admins and owners; idempotent.
-	env.Do(t, "POST", "/onboarding/complete", tm.Member.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/onboarding/complete", tm.Member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	if env.CountRows(t, "organizations", "id = $1 AND onboarding_complete", tm.OrgID) != 0 {
 		t.Fatal("member completed onboarding")
 	}
@@ -35,7 +35,7 @@ func TestOnboarding(t *testing.T) {
 
 	// Trial: owners only, recorded once.
 	for _, u := range []string{tm.Member.Token, tm.Admin.Token} {
-		env.Do(t, "POST", "/onboarding/start-trial", u, map[string]any{"plan": "pro"}).ExpectError(t, 403, api.CodeForbidden)
+		env.Do(t, "POST", "/onboarding/start-trial", u, map[string]any{"plan": "pro"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	}
 	if env.CountRows(t, "trial_requests", "org_id = $1", tm.OrgID) != 0 {
 		t.Fatal("refused trial request written")
@@ -91,5 +91,5 @@ func TestOnboarding(t *testing.T) {
 	if st = none; st.HasOrg || st.OrgID != "" {
 		t.Fatalf("status %+v", st)
 	}
-	env.Do(t, "POST", "/onboarding/complete", u.Token, nil).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "POST", "/onboarding/complete", u.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 }

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/orgs"
 	"github.com/proliferate/proliferate/internal/ratelimit"
 )
@@ -94,15 +95,15 @@ func apiError(err error) error {
 	}
 	switch e.Kind {
 	case orgs.KindNotFound:
-		return api.NotFound(e.Msg)
+		return httpapi.NotFound(e.Msg)
 	case orgs.KindForbidden:
-		return api.Forbidden(e.Msg)
+		return httpapi.Forbidden(e.Msg)
 	case orgs.KindConflict:
-		return api.Conflict(e.Code, e.Msg)
+		return httpapi.Conflict(e.Code, e.Msg)
 	case orgs.KindGone:
-		return &api.Error{Status: http.StatusGone, Code: e.Code, Message: e.Msg}
+		return &httpapi.Error{Status: http.StatusGone, Code: e.Code, Message: e.Msg}
 	case orgs.KindInvalid:
-		return api.Invalid(api.FieldError{Field: e.Field, Problem: e.Msg})
+		return httpapi.Invalid(httpapi.FieldError{Field: e.Field, Problem: e.Msg})
 	}
 	return err
 }
@@ -123,15 +124,15 @@ type createOrgReq struct {
 	Slug string `json:"slug" binding:"max=48"`
 }
 
-func (r *createOrgReq) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *createOrgReq) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	r.Name = strings.TrimSpace(r.Name)
 	if p := orgs.NameProblem(r.Name); p != "" {
-		fes = append(fes, api.FieldError{Field: "name", Problem: p})
+		fes = append(fes, httpapi.FieldError{Field: "name", Problem: p})
 	}
 	if r.Slug != "" {
 		if p := orgs.SlugProblem(r.Slug); p != "" {
-			fes = append(fes, api.FieldError{Field: "slug", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "slug", Problem: p})
 		}
 	}
 	return fes
@@ -144,32 +145,32 @@ type patchOrgReq struct {
 	AllowedDomains *[]string `json:"allowed_domains"`
 }
 
-func (r *patchOrgReq) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *patchOrgReq) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if r.Name == nil && r.Logo == nil && r.AllowedDomains == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one of name, logo, allowed_domains"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set at least one of name, logo, allowed_domains"}}
 	}
 	if r.Name != nil {
 		*r.Name = strings.TrimSpace(*r.Name)
 		if p := orgs.NameProblem(*r.Name); p != "" {
-			fes = append(fes, api.FieldError{Field: "name", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "name", Problem: p})
 		}
 	}
 	if r.Logo != nil {
 		if p := orgs.LogoProblem(*r.Logo); p != "" {
-			fes = append(fes, api.FieldError{Field: "logo", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "logo", Problem: p})
 		}
 	}
 	if r.AllowedDomains != nil {
 		ds := *r.AllowedDomains
 		if len(ds) > orgs.DomainsMax {
-			return append(fes, api.FieldError{Field: "allowed_domains", Problem: "must have at most 20 items"})
+			return append(fes, httpapi.FieldError{Field: "allowed_domains", Problem: "must have at most 20 items"})
 		}
 		out := make([]string, 0, len(ds))
 		for i, d := range ds {
 			n, p := orgs.NormalizeDomain(d)
 			if p != "" {
-				fes = append(fes, api.FieldError{Field: "allowed_domains[" + strconv.Itoa(i) + "]", Problem: p})
+				fes = append(fes, httpapi.FieldError{Field: "allowed_domains[" + strconv.Itoa(i) + "]", Problem: p})
 				continue
 			}
 			if !slices.Contains(out, n) {
@@ -185,9 +186,9 @@ type setActiveReq struct {
 	OrgID string `json:"org_id" binding:"required"`
 }
 
-func (r *setActiveReq) Validate() []api.FieldError {
+func (r *setActiveReq) Validate() []httpapi.FieldError {
 	if !api.IsUUID(r.OrgID) {
-		return []api.FieldError{{Field: "org_id", Problem: "must be a UUID"}}
+		return []httpapi.FieldError{{Field: "org_id", Problem: "must be a UUID"}}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -154,8 +155,8 @@ func TestPatchOrg(t *testing.T) {
 		t.Fatalf("logo not cleared: %+v", m)
 	}
 	// Admin: not the domains. Member: nothing.
-	env.Do(t, "PATCH", "/orgs/current", tm.Admin.Token, map[string]any{"allowed_domains": []string{d}}).ExpectError(t, 403, api.CodeForbidden)
-	env.Do(t, "PATCH", "/orgs/current", tm.Member.Token, map[string]any{"name": "Nope"}).ExpectError(t, 403, api.CodeForbidden)
+	env.Do(t, "PATCH", "/orgs/current", tm.Admin.Token, map[string]any{"allowed_domains": []string{d}}).ExpectError(t, 403, httpapi.CodeForbidden)
+	env.Do(t, "PATCH", "/orgs/current", tm.Member.Token, map[string]any{"name": "Nope"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	if n := env.CountRows(t, "organizations", "id = $1 AND allowed_domains = '{}' AND name = 'Renamed'", tm.OrgID); n != 1 {
 		t.Fatal("refused patches changed the org")
 	}
@@ -167,14 +168,14 @@ func TestPatchOrg(t *testing.T) {
 	}
 	// A domain no verified owner has an address at: refused, nothing changes.
 	body := env.Do(t, "PATCH", "/orgs/current", tm.Owner.Token, map[string]any{"allowed_domains": []string{d, "elsewhere.io"}}).
-		ExpectError(t, 422, api.CodeValidation)
+		ExpectError(t, 422, httpapi.CodeValidation)
 	if !strings.Contains(string(mustJSON(t, body)), "allowed_domains[1]") {
 		t.Fatalf("error %+v", body)
 	}
 	// Public email providers and malformed domains: refused with the index.
 	for _, bad := range []string{"gmail.com", "not a domain", "-x.com", "x", "a.b1", strings.Repeat("a", 64) + ".com"} {
 		b := env.Do(t, "PATCH", "/orgs/current", tm.Owner.Token, map[string]any{"allowed_domains": []string{d, bad}}).
-			ExpectError(t, 422, api.CodeValidation)
+			ExpectError(t, 422, httpapi.CodeValidation)
 		if !strings.Contains(string(mustJSON(t, b)), "allowed_domains[1]") {
 			t.Fatalf("%q: error %+v", bad, b)
 		}
@@ -231,8 +232,8 @@ func TestSetActiveOrg(t *testing.T) {
 		t.Fatal("not switched")
 	}
 	// Somebody else's org: 404, nothing changes.
-	env.Do(t, "PUT", "/me/active-org", outsider.Token, map[string]any{"org_id": tm.OrgID}).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "PUT", "/me/active-org", outsider.Token, map[string]any{"org_id": "00000000-0000-0000-0000-000000000000"}).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "PUT", "/me/active-org", outsider.Token, map[string]any{"org_id": tm.OrgID}).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "PUT", "/me/active-org", outsider.Token, map[string]any{"org_id": "00000000-0000-0000-0000-000000000000"}).ExpectError(t, 404, httpapi.CodeNotFound)
 	if activeOrg(t, env, outsider.ID) != outsider.OrgID {
 		t.Fatal("a refused switch changed the active org")
 	}
@@ -280,7 +281,7 @@ func TestSuggestionsAndJoin(t *testing.T) {
 	if len(p.Items) != 0 {
 		t.Fatalf("unverified got suggestions %+v", p.Items)
 	}
-	env.Do(t, "POST", "/orgs/suggestions/"+tm.OrgID+"/join", unverified.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/orgs/suggestions/"+tm.OrgID+"/join", unverified.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 
 	// Joining: member role, switched, audited; twice is already_member.
 	var m domain.Membership
@@ -296,14 +297,14 @@ func TestSuggestionsAndJoin(t *testing.T) {
 	stranger := env.NewUser(t)
 	setEmail(t, env, stranger, d, true)
 	other := newTeam(t, env)
-	env.Do(t, "POST", "/orgs/suggestions/"+other.OrgID+"/join", stranger.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/orgs/suggestions/"+other.OrgID+"/join", stranger.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	var ownerPersonal string
 	if err := env.Deps.Pool.QueryRow(t.Context(), `SELECT o.id::text FROM organizations o JOIN members m ON m.org_id = o.id
 		WHERE m.user_id = $1 AND o.is_personal`, tm.Owner.ID).Scan(&ownerPersonal); err != nil {
 		t.Fatal(err)
 	}
-	env.Do(t, "POST", "/orgs/suggestions/"+ownerPersonal+"/join", stranger.Token, nil).ExpectError(t, 404, api.CodeNotFound)
-	env.Do(t, "POST", "/orgs/suggestions/not-a-uuid/join", stranger.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/orgs/suggestions/"+ownerPersonal+"/join", stranger.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
+	env.Do(t, "POST", "/orgs/suggestions/not-a-uuid/join", stranger.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if role(t, env, other.OrgID, stranger.ID) != "" || role(t, env, ownerPersonal, stranger.ID) != "" {
 		t.Fatal("a refused join added a membership")
 	}
@@ -316,7 +317,7 @@ func TestSuggestionsAndJoin(t *testing.T) {
 	if len(p.Items) != 0 {
 		t.Fatalf("a removed member is offered the org again: %+v", p.Items)
 	}
-	env.Do(t, "POST", "/orgs/suggestions/"+tm.OrgID+"/join", colleague.Token, nil).ExpectError(t, 404, api.CodeNotFound)
+	env.Do(t, "POST", "/orgs/suggestions/"+tm.OrgID+"/join", colleague.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if role(t, env, tm.OrgID, colleague.ID) != "" {
 		t.Fatal("a removed member joined again by domain")
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 )
 
@@ -45,11 +46,11 @@ func (h *handlers) rebuild(c *api.Ctx) error {
 	b, err := h.builds.Start(c.Request.Context(), c.OrgID(), id, c.UserID(), h.opts.BuildTimeout)
 	switch {
 	case errors.Is(err, prebuilds.ErrNotFound):
-		return api.NotFound("configuration")
+		return httpapi.NotFound("configuration")
 	case errors.Is(err, prebuilds.ErrNoRepos):
-		return api.Conflict("no_repos", "the configuration has no repositories to build (PUT /configurations/"+id+"/repos first)")
+		return httpapi.Conflict("no_repos", "the configuration has no repositories to build (PUT /configurations/"+id+"/repos first)")
 	case errors.Is(err, prebuilds.ErrBuildRunning):
-		return api.Conflict("build_running", "a build of this configuration is already running; wait for it to finish (GET /configurations/"+id+"/builds)")
+		return httpapi.Conflict("build_running", "a build of this configuration is already running; wait for it to finish (GET /configurations/"+id+"/builds)")
 	case err != nil:
 		return err
 	}
@@ -76,7 +77,7 @@ func (h *handlers) listBuilds(c *api.Ctx) error {
 	}
 	rows, err := h.builds.List(c.Request.Context(), c.OrgID(), id, p.Limit, at, after)
 	if errors.Is(err, prebuilds.ErrNotFound) {
-		return api.NotFound("configuration")
+		return httpapi.NotFound("configuration")
 	}
 	if err != nil {
 		return err

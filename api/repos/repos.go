@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 )
@@ -111,13 +112,13 @@ func mapErr(err error, what string) error {
 	var te *repos.TransitionError
 	switch {
 	case errors.Is(err, repos.ErrNotFound):
-		return api.NotFound(what)
+		return httpapi.NotFound(what)
 	case errors.Is(err, repos.ErrRepoExists):
-		return api.Conflict("repo_exists", "a repo with this github_repo_name or github_repo_id already exists in this organization")
+		return httpapi.Conflict("repo_exists", "a repo with this github_repo_name or github_repo_id already exists in this organization")
 	case errors.As(err, &ve):
-		return api.Invalid(fieldErrors(ve.Fields)...)
+		return httpapi.Invalid(fieldErrors(ve.Fields)...)
 	case errors.As(err, &te):
-		return api.Conflict("invalid_transition", te.Error())
+		return httpapi.Conflict("invalid_transition", te.Error())
 	}
 	return err
 }
@@ -129,7 +130,7 @@ func page(c *api.Ctx) (api.PageParams, time.Time, string, error) {
 		return p, time.Time{}, "", err
 	}
 	if p.After != nil && !api.IsUUID(p.After.ID) {
-		return p, time.Time{}, "", api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+		return p, time.Time{}, "", httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 	}
 	at, id := p.CursorArgs()
 	return p, at, id, nil
@@ -168,10 +169,10 @@ func (h *handlers) listRepos(c *api.Ctx) error {
 	}
 	q := c.Query("q")
 	if len([]rune(q)) > repos.SearchMax {
-		return api.Invalid(api.FieldError{Field: "q", Problem: "must be at most 200 characters"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "q", Problem: "must be at most 200 characters"})
 	}
 	if strings.ContainsRune(q, 0) {
-		return api.Invalid(api.FieldError{Field: "q", Problem: "must not contain NUL characters"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "q", Problem: "must not contain NUL characters"})
 	}
 	rows, err := h.store.ListRepos(c.Request.Context(), c.OrgID(), q, p.Limit, at, id)
 	if err != nil {
@@ -269,9 +270,9 @@ func (h *handlers) listConfigurations(c *api.Ctx) error {
 		return err
 	}
 	f := repos.ConfigurationFilter{RepoID: c.Query("repo_id"), SnapshotStatus: c.Query("snapshot_status")}
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if f.RepoID != "" && !api.IsUUID(f.RepoID) {
-		fes = append(fes, api.FieldError{Field: "repo_id", Problem: "must be a UUID"})
+		fes = append(fes, httpapi.FieldError{Field: "repo_id", Problem: "must be a UUID"})
 	}
 	if f.SnapshotStatus != "" {
 		known := false
@@ -279,11 +280,11 @@ func (h *handlers) listConfigurations(c *api.Ctx) error {
 			known = known || s == f.SnapshotStatus
 		}
 		if !known {
-			fes = append(fes, api.FieldError{Field: "snapshot_status", Problem: "must be one of " + strings.Join(repos.SnapshotStatuses, ", ")})
+			fes = append(fes, httpapi.FieldError{Field: "snapshot_status", Problem: "must be one of " + strings.Join(repos.SnapshotStatuses, ", ")})
 		}
 	}
 	if fes != nil {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	rows, err := h.store.ListConfigurations(c.Request.Context(), c.OrgID(), f, p.Limit, at, id)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	reposapi "github.com/proliferate/proliferate/api/repos"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
@@ -93,8 +94,8 @@ func TestRepoLifecycle(t *testing.T) {
 	if len(res.DeletedConfigurations) != 1 || res.DeletedConfigurations[0] != *created.ConfigurationID || len(res.UpdatedConfigurations) != 0 {
 		t.Fatalf("delete result: %+v", res)
 	}
-	env.Do(t, http.MethodGet, "/repos/"+created.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, "/repos/"+created.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/repos/"+created.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, "/repos/"+created.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "configurations", "id = $1", *created.ConfigurationID); n != 0 {
 		t.Fatal("configuration survived its only repo")
 	}
@@ -219,7 +220,7 @@ func TestRepoIsolation(t *testing.T) {
 	row := rowJSON(t, env, "repos", theirs.ID)
 
 	for _, tok := range []string{a.Owner.Token, a.Admin.Token, a.Member.Token} {
-		env.Do(t, http.MethodGet, "/repos/"+theirs.ID, tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodGet, "/repos/"+theirs.ID, tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	for _, c := range []struct {
 		method, path string
@@ -230,7 +231,7 @@ func TestRepoIsolation(t *testing.T) {
 		{http.MethodPut, "/repos/" + theirs.ID + "/service-commands", map[string]any{"service_commands": []map[string]any{{"name": "x", "command": "curl evil"}}}},
 		{http.MethodDelete, "/repos/" + theirs.ID + "/service-commands", nil},
 	} {
-		env.Do(t, c.method, c.path, a.Owner.Token, c.body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, c.method, c.path, a.Owner.Token, c.body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	if rowJSON(t, env, "repos", theirs.ID) != row {
 		t.Fatal("another organization's write changed the repo")
@@ -245,12 +246,12 @@ func TestRepoIsolation(t *testing.T) {
 	}
 	// Malformed and unknown ids are 404 as well.
 	for _, id := range []string{"not-a-uuid", missingID, "' OR 1=1 --"} {
-		env.Do(t, http.MethodGet, "/repos/"+url.PathEscape(id), a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodGet, "/repos/"+url.PathEscape(id), a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	// A user without an active organization cannot list anything.
 	loner := env.NewUser(t)
 	exec(t, env, `UPDATE users SET active_org_id = NULL WHERE id = $1`, loner.ID)
-	env.Do(t, http.MethodGet, "/repos", loner.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodGet, "/repos", loner.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 }
 
 func TestRepoRoleMatrix(t *testing.T) {
@@ -283,7 +284,7 @@ func TestRepoRoleMatrix(t *testing.T) {
 			resp.Expect(t, http.StatusOK, nil)
 			continue
 		}
-		resp.ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		resp.ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		if rowJSON(t, env, "repos", target.ID) != before || env.CountRows(t, "repos", "org_id = $1", o.ID) != count {
 			t.Fatalf("member %s wrote something", c.name)
 		}
@@ -294,13 +295,13 @@ func TestRepoRoleMatrix(t *testing.T) {
 		}
 	}
 	// Delete: member no, admin yes, owner yes.
-	env.Do(t, http.MethodDelete, "/repos/"+target.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodDelete, "/repos/"+target.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	env.Do(t, http.MethodDelete, "/repos/"+target.ID, o.Admin.Token, nil).Expect(t, http.StatusOK, nil)
 	other := createRepo(t, env, o.Admin.Token, "acme/other", nil)
 	env.Do(t, http.MethodDelete, "/repos/"+other.ID, o.Owner.Token, nil).Expect(t, http.StatusOK, nil)
 	// A demoted admin loses write access at once.
 	env.AddMember(t, o.Admin, o.ID, auth.RoleMember)
-	env.Do(t, http.MethodPost, "/repos", o.Admin.Token, map[string]any{"github_repo_name": "acme/late"}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodPost, "/repos", o.Admin.Token, map[string]any{"github_repo_name": "acme/late"}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 }
 
 func TestRepoInvalidInput(t *testing.T) {
@@ -350,10 +351,10 @@ func TestRepoInvalidInput(t *testing.T) {
 		}
 	}
 	common := []tc{
-		{name: "malformed JSON", body: `{"github_repo_name": `, status: 400, code: api.CodeBadRequest},
-		{name: "empty body", body: ``, status: 400, code: api.CodeBadRequest},
+		{name: "malformed JSON", body: `{"github_repo_name": `, status: 400, code: httpapi.CodeBadRequest},
+		{name: "empty body", body: ``, status: 400, code: httpapi.CodeBadRequest},
 		{name: "array body", body: `[]`, fields: []string{"(body)"}},
-		{name: "trailing data", body: `{"github_repo_name": "acme/x"} {}`, status: 400, code: api.CodeBadRequest},
+		{name: "trailing data", body: `{"github_repo_name": "acme/x"} {}`, status: 400, code: httpapi.CodeBadRequest},
 		{name: "unknown field", body: `{"github_repo_name": "acme/x", "owner": "me"}`, fields: []string{"owner"}},
 		{name: "wrong type", body: `{"github_repo_name": 42}`, fields: []string{"github_repo_name"}},
 	}
@@ -386,7 +387,7 @@ func TestRepoInvalidInput(t *testing.T) {
 		}...))
 		// Not JSON at all.
 		resp := env.DoWith(t, http.MethodPost, "/repos", o.Admin.Token, `github_repo_name=acme/x`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"})
-		resp.ExpectError(t, http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia)
+		resp.ExpectError(t, http.StatusUnsupportedMediaType, httpapi.CodeUnsupportedMedia)
 	})
 	t.Run("PATCH /repos/:id", func(t *testing.T) {
 		run(t, http.MethodPatch, "/repos/"+target.ID, append(common, []tc{
@@ -401,7 +402,7 @@ func TestRepoInvalidInput(t *testing.T) {
 	})
 	t.Run("PUT /repos/:id/service-commands", func(t *testing.T) {
 		run(t, http.MethodPut, "/repos/"+target.ID+"/service-commands", []tc{
-			{name: "malformed JSON", body: `{"service_commands": [`, status: 400, code: api.CodeBadRequest},
+			{name: "malformed JSON", body: `{"service_commands": [`, status: 400, code: httpapi.CodeBadRequest},
 			{name: "missing list", body: map[string]any{}, fields: []string{"service_commands"}},
 			{name: "null list", body: `{"service_commands": null}`, fields: []string{"service_commands"}},
 			{name: "empty list", body: map[string]any{"service_commands": []any{}}, fields: []string{"service_commands"}},
@@ -443,18 +444,18 @@ func TestPersonRoutesRefuseOtherCredentials(t *testing.T) {
 	row := rowJSON(t, env, "repos", repo.ID)
 	for _, r := range routes {
 		for _, tok := range []string{sandbox, builderToken} {
-			env.Do(t, r.method, r.path, tok, map[string]any{}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+			env.Do(t, r.method, r.path, tok, map[string]any{}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		}
-		env.Do(t, r.method, r.path, "", map[string]any{}).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
-		env.Do(t, r.method, r.path, "sbx_forged.0000", map[string]any{}).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+		env.Do(t, r.method, r.path, "", map[string]any{}).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
+		env.Do(t, r.method, r.path, "sbx_forged.0000", map[string]any{}).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 	}
 	// The builder's route refuses people (even owners) and sandboxes.
 	for _, tok := range []string{o.Owner.Token, sandbox} {
 		env.Do(t, http.MethodPatch, "/configurations/"+cfg+"/snapshot", tok, map[string]any{"status": "building"}).
-			ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+			ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	}
 	env.Do(t, http.MethodPatch, "/configurations/"+cfg+"/snapshot", "", map[string]any{"status": "building"}).
-		ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+		ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 	if rowJSON(t, env, "repos", repo.ID) != row || env.CountRows(t, "configurations", "id = $1 AND snapshot_status = 'none'", cfg) != 1 {
 		t.Fatal("a refused credential changed something")
 	}

@@ -4,13 +4,14 @@ import (
 	"strconv"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
-func fieldErrors(fes []repos.FieldError) []api.FieldError {
-	out := make([]api.FieldError, len(fes))
+func fieldErrors(fes []repos.FieldError) []httpapi.FieldError {
+	out := make([]httpapi.FieldError, len(fes))
 	for i, fe := range fes {
-		out[i] = api.FieldError{Field: fe.Field, Problem: fe.Problem}
+		out[i] = httpapi.FieldError{Field: fe.Field, Problem: fe.Problem}
 	}
 	return out
 }
@@ -34,29 +35,29 @@ type CreateRepoRequest struct {
 }
 
 // Validate checks every field.
-func (r *CreateRepoRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *CreateRepoRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if p := repos.CheckRepoName(r.GitHubRepoName); p != "" {
-		fes = append(fes, api.FieldError{Field: "github_repo_name", Problem: p})
+		fes = append(fes, httpapi.FieldError{Field: "github_repo_name", Problem: p})
 	}
 	return append(fes, checkRepoOptional(r.GitHubURL, r.DefaultBranch, r.GitHubRepoID)...)
 }
 
-func checkRepoOptional(url, branch, id *string) []api.FieldError {
-	var fes []api.FieldError
+func checkRepoOptional(url, branch, id *string) []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if url != nil {
 		if p := repos.CheckGitHubURL(*url); p != "" {
-			fes = append(fes, api.FieldError{Field: "github_url", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "github_url", Problem: p})
 		}
 	}
 	if branch != nil {
 		if p := repos.CheckBranch(*branch); p != "" {
-			fes = append(fes, api.FieldError{Field: "default_branch", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "default_branch", Problem: p})
 		}
 	}
 	if id != nil {
 		if p := repos.CheckGitHubRepoID(*id); p != "" {
-			fes = append(fes, api.FieldError{Field: "github_repo_id", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "github_repo_id", Problem: p})
 		}
 	}
 	return fes
@@ -78,14 +79,14 @@ type UpdateRepoRequest struct {
 }
 
 // Validate checks every given field.
-func (r *UpdateRepoRequest) Validate() []api.FieldError {
+func (r *UpdateRepoRequest) Validate() []httpapi.FieldError {
 	if r.GitHubRepoName == nil && r.GitHubURL == nil && r.DefaultBranch == nil && r.GitHubRepoID == nil && r.IsPrivate == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
 	}
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if r.GitHubRepoName != nil {
 		if p := repos.CheckRepoName(*r.GitHubRepoName); p != "" {
-			fes = append(fes, api.FieldError{Field: "github_repo_name", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "github_repo_name", Problem: p})
 		}
 	}
 	return append(fes, checkRepoOptional(r.GitHubURL, r.DefaultBranch, r.GitHubRepoID)...)
@@ -99,9 +100,9 @@ type RepoServiceCommandsRequest struct {
 }
 
 // Validate checks and normalizes the commands.
-func (r *RepoServiceCommandsRequest) Validate() []api.FieldError {
+func (r *RepoServiceCommandsRequest) Validate() []httpapi.FieldError {
 	if r.ServiceCommands == nil {
-		return []api.FieldError{{Field: "service_commands", Problem: "is required"}}
+		return []httpapi.FieldError{{Field: "service_commands", Problem: "is required"}}
 	}
 	var fes []repos.FieldError
 	r.clean, fes = repos.CheckRepoServiceCommands("service_commands", r.ServiceCommands)
@@ -118,9 +119,9 @@ type RepoRefRequest struct {
 	WorkspacePath *string `json:"workspace_path" binding:"omitempty,max=500"`
 }
 
-func checkRepoRefs(in []RepoRefRequest) ([]repos.RepoRef, []api.FieldError) {
+func checkRepoRefs(in []RepoRefRequest) ([]repos.RepoRef, []httpapi.FieldError) {
 	if in == nil {
-		return nil, []api.FieldError{{Field: "repos", Problem: "is required"}}
+		return nil, []httpapi.FieldError{{Field: "repos", Problem: "is required"}}
 	}
 	refs := make([]repos.RepoRef, len(in))
 	var empty []repos.FieldError
@@ -151,14 +152,14 @@ type CreateConfigurationRequest struct {
 }
 
 // Validate checks every field and prepares the input.
-func (r *CreateConfigurationRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *CreateConfigurationRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	name, p := repos.CheckText(r.Name, repos.NameMax)
 	if p != "" {
-		fes = append(fes, api.FieldError{Field: "name", Problem: p})
+		fes = append(fes, httpapi.FieldError{Field: "name", Problem: p})
 	}
 	if p := repos.CheckDescription(r.Description); p != "" {
-		fes = append(fes, api.FieldError{Field: "description", Problem: p})
+		fes = append(fes, httpapi.FieldError{Field: "description", Problem: p})
 	}
 	refs, rfes := checkRepoRefs(r.Repos)
 	fes = append(fes, rfes...)
@@ -187,21 +188,21 @@ type UpdateConfigurationRequest struct {
 }
 
 // Validate checks every given field.
-func (r *UpdateConfigurationRequest) Validate() []api.FieldError {
+func (r *UpdateConfigurationRequest) Validate() []httpapi.FieldError {
 	if r.Name == nil && r.Description == nil && r.EnvFiles == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
 	}
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if r.Name != nil {
 		name, p := repos.CheckText(*r.Name, repos.NameMax)
 		if p != "" {
-			fes = append(fes, api.FieldError{Field: "name", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "name", Problem: p})
 		}
 		r.patch.Name = &name
 	}
 	if r.Description != nil {
 		if p := repos.CheckDescription(*r.Description); p != "" {
-			fes = append(fes, api.FieldError{Field: "description", Problem: p})
+			fes = append(fes, httpapi.FieldError{Field: "description", Problem: p})
 		}
 		r.patch.Description = r.Description
 	}
@@ -220,8 +221,8 @@ type ConfigurationReposRequest struct {
 }
 
 // Validate checks the list.
-func (r *ConfigurationReposRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *ConfigurationReposRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	r.refs, fes = checkRepoRefs(r.Repos)
 	return fes
 }
@@ -235,9 +236,9 @@ type ServiceCommandsRequest struct {
 }
 
 // Validate checks and normalizes the commands.
-func (r *ServiceCommandsRequest) Validate() []api.FieldError {
+func (r *ServiceCommandsRequest) Validate() []httpapi.FieldError {
 	if r.ServiceCommands == nil {
-		return []api.FieldError{{Field: "service_commands", Problem: "is required"}}
+		return []httpapi.FieldError{{Field: "service_commands", Problem: "is required"}}
 	}
 	var fes []repos.FieldError
 	r.clean, fes = repos.CheckServiceCommands("service_commands", r.ServiceCommands)
@@ -261,6 +262,6 @@ func (r *SnapshotRequest) report() repos.SnapshotReport {
 }
 
 // Validate checks the report's shape.
-func (r *SnapshotRequest) Validate() []api.FieldError {
+func (r *SnapshotRequest) Validate() []httpapi.FieldError {
 	return fieldErrors(repos.CheckSnapshotReport(r.report()))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/repos"
 )
 
@@ -113,11 +114,11 @@ func TestSnapshotReportValidation(t *testing.T) {
 			expectInvalid(t, env.Do(t, http.MethodPatch, path, builderToken, c.body), c.fields...)
 		})
 	}
-	env.Do(t, http.MethodPatch, path, builderToken, `{"status": "ready",`).ExpectError(t, http.StatusBadRequest, api.CodeBadRequest)
+	env.Do(t, http.MethodPatch, path, builderToken, `{"status": "ready",`).ExpectError(t, http.StatusBadRequest, httpapi.CodeBadRequest)
 	env.Do(t, http.MethodPatch, "/configurations/"+missingID+"/snapshot", builderToken, map[string]any{"status": "building"}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPatch, "/configurations/nope/snapshot", builderToken, map[string]any{"status": "building"}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if rowJSON(t, env, "configurations", cfg.ID) != row {
 		t.Fatal("a rejected report changed the configuration")
 	}

@@ -16,6 +16,7 @@ import (
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/query"
@@ -184,7 +185,7 @@ func getPage(t *testing.T, e *env, path, token string) api.Page[query.Summary] {
 }
 
 // assertField checks a validation error names field.
-func assertField(t *testing.T, body api.ErrorBody, field string) {
+func assertField(t *testing.T, body httpapi.ErrorBody, field string) {
 	t.Helper()
 	fes, _ := body.Error.Details.([]any)
 	for _, fe := range fes {

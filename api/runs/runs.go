@@ -33,6 +33,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/query"
 	"github.com/proliferate/proliferate/schemas"
@@ -114,9 +115,9 @@ type ResolveRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *ResolveRequest) Validate() []api.FieldError {
+func (r *ResolveRequest) Validate() []httpapi.FieldError {
 	if r.Note != nil && strings.ContainsRune(*r.Note, 0) {
-		return []api.FieldError{{Field: "note", Problem: "must not contain NUL characters"}}
+		return []httpapi.FieldError{{Field: "note", Problem: "must not contain NUL characters"}}
 	}
 	return nil
 }
@@ -137,19 +138,19 @@ func mapErr(err error) error {
 	var ce *query.ClaimedError
 	switch {
 	case errors.Is(err, query.ErrNotFound), errors.Is(err, runs.ErrNotFound):
-		return api.NotFound("run")
+		return httpapi.NotFound("run")
 	case errors.Is(err, query.ErrAutomationNotFound):
-		return api.NotFound("automation")
+		return httpapi.NotFound("automation")
 	case errors.As(err, &ce):
-		e := api.Conflict("run_claimed", "the run is claimed by another member")
+		e := httpapi.Conflict("run_claimed", "the run is claimed by another member")
 		e.Details = map[string]string{"claimed_by": ce.By}
 		return e
 	case errors.Is(err, query.ErrNotClaimant):
-		return api.Forbidden(query.ErrNotClaimant.Error())
+		return httpapi.Forbidden(query.ErrNotClaimant.Error())
 	case errors.Is(err, query.ErrAlreadyResolved):
-		return api.Conflict("run_already_resolved", "the run was already resolved")
+		return httpapi.Conflict("run_already_resolved", "the run was already resolved")
 	case errors.Is(err, query.ErrInvalidTransition), errors.Is(err, runs.ErrStale):
-		return api.Conflict("invalid_transition", "only needs_human, failed or timed_out runs can be resolved")
+		return httpapi.Conflict("invalid_transition", "only needs_human, failed or timed_out runs can be resolved")
 	}
 	return err
 }
@@ -168,7 +169,7 @@ func (h *handlers) list(c *api.Ctx) error {
 		for s := range strings.SplitSeq(v, ",") {
 			s = strings.TrimSpace(s)
 			if !slices.Contains(query.Statuses, s) {
-				return api.Invalid(api.FieldError{Field: "status", Problem: "must be one or more of " + strings.Join(query.Statuses, ", ")})
+				return httpapi.Invalid(httpapi.FieldError{Field: "status", Problem: "must be one or more of " + strings.Join(query.Statuses, ", ")})
 			}
 			if !slices.Contains(statuses, s) {
 				statuses = append(statuses, s)
@@ -183,25 +184,25 @@ func (h *handlers) list(c *api.Ctx) error {
 }
 
 // intQuery reads an optional integer query parameter within [lo, hi].
-func intQuery(c *api.Ctx, name string, def, lo, hi int, fes *[]api.FieldError) int {
+func intQuery(c *api.Ctx, name string, def, lo, hi int, fes *[]httpapi.FieldError) int {
 	raw := c.Query(name)
 	if raw == "" {
 		return def
 	}
 	n, err := strconv.Atoi(raw)
 	if err != nil || n < lo || n > hi {
-		*fes = append(*fes, api.FieldError{Field: name, Problem: fmt.Sprintf("must be a number from %d to %d", lo, hi)})
+		*fes = append(*fes, httpapi.FieldError{Field: name, Problem: fmt.Sprintf("must be a number from %d to %d", lo, hi)})
 		return def
 	}
 	return n
 }
 
 func (h *handlers) attention(c *api.Ctx) error {
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	days := intQuery(c, "max_age_days", DefaultMaxAgeDays, 1, MaxMaxAgeDays, &fes)
 	limit := intQuery(c, "limit", DefaultAttentionLimit, 1, MaxAttentionLimit, &fes)
 	if len(fes) > 0 {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	rows, err := h.q.Attention(c.Request.Context(), c.OrgID(), days, limit)
 	if err != nil {
@@ -296,28 +297,28 @@ func (h *handlers) complete(c *api.Ctx) error {
 		return err
 	}
 	if req.RunID != "" && !strings.EqualFold(req.RunID, id) {
-		return api.Invalid(api.FieldError{Field: "run_id", Problem: "must be the run in the path (or absent)"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "run_id", Problem: "must be the run in the path (or absent)"})
 	}
 	req.RunID = strings.ToLower(id)
 	if ps := req.Validate(); len(ps) > 0 {
-		fes := make([]api.FieldError, len(ps))
+		fes := make([]httpapi.FieldError, len(ps))
 		for i, p := range ps {
-			fes[i] = api.FieldError{Field: p.Field, Problem: p.Message}
+			fes[i] = httpapi.FieldError{Field: p.Field, Problem: p.Message}
 		}
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	res, err := h.q.Complete(c.Request.Context(), req)
 	switch {
 	case err == nil:
 		return c.Reply(http.StatusOK, res)
 	case errors.Is(err, runs.ErrInvalid):
-		return api.Invalid(api.FieldError{Field: "(body)", Problem: err.Error()})
+		return httpapi.Invalid(httpapi.FieldError{Field: "(body)", Problem: err.Error()})
 	case errors.Is(err, runs.ErrNotFound):
-		return api.NotFound("run")
+		return httpapi.NotFound("run")
 	case errors.Is(err, runs.ErrAlreadyCompleted):
-		return api.Conflict("run_already_completed", "the run already finished; its outcome stands")
+		return httpapi.Conflict("run_already_completed", "the run already finished; its outcome stands")
 	case errors.Is(err, runs.ErrNotRunning):
-		return api.Conflict("run_not_running", "the run has not started running yet")
+		return httpapi.Conflict("run_not_running", "the run has not started running yet")
 	}
 	return err
 }

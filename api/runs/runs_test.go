@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/query"
 	"github.com/proliferate/proliferate/schemas"
@@ -60,8 +61,8 @@ func TestRunDetail(t *testing.T) {
 		t.Fatalf("event log %v, want %v", trail, want)
 	}
 	// Unknown and malformed ids name nothing.
-	e.Do(t, http.MethodGet, "/runs/00000000-0000-0000-0000-000000000000", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodGet, "/runs/nope", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/runs/00000000-0000-0000-0000-000000000000", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodGet, "/runs/nope", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func TestListStatusFilterAndPagination(t *testing.T) {
@@ -126,11 +127,11 @@ func TestListStatusFilterAndPagination(t *testing.T) {
 		{"status=bogus", "status"}, {"status=failed,", "status"}, {"limit=0", "limit"}, {"limit=101", "limit"}, {"cursor=abc", "cursor"},
 	} {
 		body := e.Do(t, http.MethodGet, "/automations/"+o.AutomationID+"/runs?"+q.query, o.Member.Token, nil).
-			ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+			ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 		assertField(t, body, q.field)
 	}
 	e.Do(t, http.MethodGet, "/automations/00000000-0000-0000-0000-000000000000/runs", o.Member.Token, nil).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func countOf(xs []string, v string) int {
@@ -179,7 +180,7 @@ func TestAttention(t *testing.T) {
 		{"limit=0", "limit"}, {"limit=51", "limit"},
 	} {
 		assertField(t, e.Do(t, http.MethodGet, "/runs/attention?"+q.query, o.Member.Token, nil).
-			ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation), q.field)
+			ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation), q.field)
 	}
 	e.Do(t, http.MethodGet, "/runs/attention", other.Member.Token, nil).Expect(t, http.StatusOK, &got)
 	if len(got.Items) != 1 || got.Items[0].AutomationID != other.AutomationID {
@@ -219,7 +220,7 @@ func TestAssign(t *testing.T) {
 	if d, _ := body.Error.Details.(map[string]any); d["claimed_by"] != o.Member.ID {
 		t.Fatalf("conflict does not name the claimant: %+v", body.Error)
 	}
-	e.Do(t, http.MethodDelete, p, o.Member2.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodDelete, p, o.Member2.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if after := snapshot(t, e, id); after != before {
 		t.Fatalf("a refused claim changed the run: %s → %s", before, after)
 	}
@@ -358,14 +359,14 @@ func TestResolve(t *testing.T) {
 			code   string
 			field  string
 		}{
-			{"missing outcome", map[string]any{}, 422, api.CodeValidation, "outcome"},
-			{"needs_human outcome", map[string]any{"outcome": "needs_human"}, 422, api.CodeValidation, "outcome"},
-			{"outcome type", map[string]any{"outcome": 1}, 422, api.CodeValidation, "outcome"},
-			{"long note", map[string]any{"outcome": "failed", "note": strings.Repeat("n", 4001)}, 422, api.CodeValidation, "note"},
-			{"NUL note", map[string]any{"outcome": "failed", "note": "a\x00"}, 422, api.CodeValidation, "note"},
-			{"unknown field", map[string]any{"outcome": "failed", "status": "succeeded"}, 422, api.CodeValidation, "status"},
-			{"malformed", `{"outcome":`, 400, api.CodeBadRequest, ""},
-			{"empty", "", 400, api.CodeBadRequest, ""},
+			{"missing outcome", map[string]any{}, 422, httpapi.CodeValidation, "outcome"},
+			{"needs_human outcome", map[string]any{"outcome": "needs_human"}, 422, httpapi.CodeValidation, "outcome"},
+			{"outcome type", map[string]any{"outcome": 1}, 422, httpapi.CodeValidation, "outcome"},
+			{"long note", map[string]any{"outcome": "failed", "note": strings.Repeat("n", 4001)}, 422, httpapi.CodeValidation, "note"},
+			{"NUL note", map[string]any{"outcome": "failed", "note": "a\x00"}, 422, httpapi.CodeValidation, "note"},
+			{"unknown field", map[string]any{"outcome": "failed", "status": "succeeded"}, 422, httpapi.CodeValidation, "status"},
+			{"malformed", `{"outcome":`, 400, httpapi.CodeBadRequest, ""},
+			{"empty", "", 400, httpapi.CodeBadRequest, ""},
 		}
 		for _, tc := range cases {
 			before := snapshot(t, e, id)
@@ -418,7 +419,7 @@ func TestComplete(t *testing.T) {
 	e.Do(t, http.MethodPost, "/runs/"+timedOut+"/complete", e.Service, map[string]any{"completion_id": "x", "outcome": "succeeded"}).
 		ExpectError(t, http.StatusConflict, "run_already_completed")
 	e.Do(t, http.MethodPost, "/runs/00000000-0000-0000-0000-000000000000/complete", e.Service, map[string]any{"completion_id": "x", "outcome": "succeeded"}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	running := run(t, e, o, runs.StatusRunning)
 	rp := "/runs/" + running + "/complete"
@@ -435,7 +436,7 @@ func TestComplete(t *testing.T) {
 		{"unknown field", map[string]any{"completion_id": "x", "outcome": "failed", "status": "x"}, "status"},
 	} {
 		before := snapshot(t, e, running)
-		assertField(t, e.Do(t, http.MethodPost, rp, e.Service, tc.body).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation), tc.field)
+		assertField(t, e.Do(t, http.MethodPost, rp, e.Service, tc.body).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation), tc.field)
 		if after := snapshot(t, e, running); after != before {
 			t.Fatalf("%s: a rejected completion wrote", tc.name)
 		}
@@ -445,9 +446,9 @@ func TestComplete(t *testing.T) {
 	before = snapshot(t, e, running)
 	ok := map[string]any{"completion_id": "y", "outcome": "succeeded"}
 	for _, tok := range []string{o.Owner.Token, o.Admin.Token, o.Member.Token, e.Sandbox} {
-		e.Do(t, http.MethodPost, rp, tok, ok).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		e.Do(t, http.MethodPost, rp, tok, ok).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	}
-	e.Do(t, http.MethodPost, rp, "", ok).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+	e.Do(t, http.MethodPost, rp, "", ok).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 	if after := snapshot(t, e, running); after != before {
 		t.Fatal("a refused caller completed the run")
 	}
@@ -459,12 +460,12 @@ func TestIsolation(t *testing.T) {
 	id := run(t, e, a, runs.StatusNeedsHuman)
 	before := snapshot(t, e, id)
 	for _, tok := range []string{b.Owner.Token, b.Member.Token} {
-		e.Do(t, http.MethodGet, "/runs/"+id, tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		e.Do(t, http.MethodPost, "/runs/"+id+"/assign", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		e.Do(t, http.MethodDelete, "/runs/"+id+"/assign", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		e.Do(t, http.MethodGet, "/runs/"+id, tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		e.Do(t, http.MethodPost, "/runs/"+id+"/assign", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		e.Do(t, http.MethodDelete, "/runs/"+id+"/assign", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 		e.Do(t, http.MethodPost, "/runs/"+id+"/resolve", tok, map[string]any{"outcome": "succeeded"}).
-			ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		e.Do(t, http.MethodGet, "/automations/"+a.AutomationID+"/runs", tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+			ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		e.Do(t, http.MethodGet, "/automations/"+a.AutomationID+"/runs", tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	if after := snapshot(t, e, id); after != before {
 		t.Fatalf("another org changed the run: %s → %s", before, after)
@@ -498,9 +499,9 @@ func TestSandboxAndServiceTokensRefusedOnPersonRoutes(t *testing.T) {
 			body = map[string]any{"outcome": "succeeded"}
 		}
 		for _, tok := range []string{e.Sandbox, e.Service} {
-			e.Do(t, r.method, r.path, tok, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+			e.Do(t, r.method, r.path, tok, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		}
-		e.Do(t, r.method, r.path, "", body).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+		e.Do(t, r.method, r.path, "", body).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 	}
 	if after := snapshot(t, e, id); after != before {
 		t.Fatal("a refused caller changed the run")

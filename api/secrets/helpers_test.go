@@ -12,6 +12,7 @@ import (
 	"github.com/proliferate/proliferate/api/apitest"
 	secretsapi "github.com/proliferate/proliferate/api/secrets"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
@@ -144,7 +145,7 @@ func (e *tenv) count(t *testing.T, where string, args ...any) int {
 	return e.CountRows(t, "secrets", where, args...)
 }
 
-func fieldNames(t *testing.T, body api.ErrorBody) []string {
+func fieldNames(t *testing.T, body httpapi.ErrorBody) []string {
 	t.Helper()
 	raw, ok := body.Error.Details.([]any)
 	if !ok {

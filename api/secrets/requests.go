@@ -6,6 +6,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/dotenv"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/secrets"
 )
 
@@ -21,8 +22,8 @@ type createRequest struct {
 	BundleID    *string `json:"bundle_id" doc:"also add the secret to this bundle"`
 }
 
-func (r createRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r createRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	fes = addErr(fes, secrets.ValidateKey("key", r.Key))
 	fes = addErr(fes, secrets.ValidateValue("value", *r.Value))
 	fes = addErr(fes, secrets.ValidateText("description", r.Description, secrets.MaxDescriptionLen))
@@ -36,11 +37,11 @@ type patchRequest struct {
 	Persist     *bool   `json:"persist"`
 }
 
-func (r patchRequest) Validate() []api.FieldError {
+func (r patchRequest) Validate() []httpapi.FieldError {
 	if r.Value == nil && r.Description == nil && r.Persist == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "set at least one of value, description, persist (key and scope cannot change)"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "set at least one of value, description, persist (key and scope cannot change)"}}
 	}
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if r.Value != nil {
 		fes = addErr(fes, secrets.ValidateValue("value", *r.Value))
 	}
@@ -55,11 +56,11 @@ type checkRequest struct {
 	RepoID *string  `json:"repo_id" doc:"check what this repo's sessions see: its secrets and the org-wide ones"`
 }
 
-func (r checkRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r checkRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	for i, k := range r.Keys {
 		if !dotenv.ValidKey(k) {
-			fes = append(fes, api.FieldError{Field: fmt.Sprintf("keys[%d]", i), Problem: "must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most 128 characters"})
+			fes = append(fes, httpapi.FieldError{Field: fmt.Sprintf("keys[%d]", i), Problem: "must match ^[A-Za-z_][A-Za-z0-9_]*$ and be at most 128 characters"})
 		}
 	}
 	return checkUUID(fes, "repo_id", r.RepoID)
@@ -72,7 +73,7 @@ type importRequest struct {
 	Overwrite bool    `json:"overwrite" doc:"replace the values of existing keys (default: skip them)"`
 }
 
-func (r importRequest) Validate() []api.FieldError {
+func (r importRequest) Validate() []httpapi.FieldError {
 	fes := checkUUID(nil, "repo_id", r.RepoID)
 	return checkUUID(fes, "bundle_id", r.BundleID)
 }
@@ -83,7 +84,7 @@ type upsertRequest struct {
 	Persist     *bool   `json:"persist" doc:"kept when omitted (true for a new secret)"`
 }
 
-func (r upsertRequest) Validate() []api.FieldError {
+func (r upsertRequest) Validate() []httpapi.FieldError {
 	fes := addErr(nil, secrets.ValidateValue("value", *r.Value))
 	if r.Description != nil {
 		fes = addErr(fes, secrets.ValidateText("description", *r.Description, secrets.MaxDescriptionLen))
@@ -97,7 +98,7 @@ type bundleCreateRequest struct {
 	TargetPath  *string `json:"target_path" doc:"relative env file path written at session boot (e.g. apps/web/.env); no .., no leading /"`
 }
 
-func (r bundleCreateRequest) Validate() []api.FieldError {
+func (r bundleCreateRequest) Validate() []httpapi.FieldError {
 	return validateBundle(&r.Name, &r.Description, r.TargetPath)
 }
 
@@ -107,19 +108,19 @@ type bundlePatchRequest struct {
 	TargetPath  *string `json:"target_path" doc:"\"\" removes the target path"`
 }
 
-func (r bundlePatchRequest) Validate() []api.FieldError {
+func (r bundlePatchRequest) Validate() []httpapi.FieldError {
 	if r.Name == nil && r.Description == nil && r.TargetPath == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "set at least one of name, description, target_path"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "set at least one of name, description, target_path"}}
 	}
 	return validateBundle(r.Name, r.Description, r.TargetPath)
 }
 
-func validateBundle(name, description, targetPath *string) []api.FieldError {
-	var fes []api.FieldError
+func validateBundle(name, description, targetPath *string) []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if name != nil {
 		fes = addErr(fes, secrets.ValidateText("name", *name, secrets.MaxBundleNameLen))
 		if len(fes) == 0 && isBlank(*name) {
-			fes = append(fes, api.FieldError{Field: "name", Problem: "must not be blank"})
+			fes = append(fes, httpapi.FieldError{Field: "name", Problem: "must not be blank"})
 		}
 	}
 	if description != nil {
@@ -140,17 +141,17 @@ func isBlank(s string) bool {
 	return true
 }
 
-func addErr(fes []api.FieldError, err error) []api.FieldError {
+func addErr(fes []httpapi.FieldError, err error) []httpapi.FieldError {
 	var inv *secrets.InvalidError
 	if errors.As(err, &inv) {
-		fes = append(fes, api.FieldError{Field: inv.Field, Problem: inv.Problem})
+		fes = append(fes, httpapi.FieldError{Field: inv.Field, Problem: inv.Problem})
 	}
 	return fes
 }
 
-func checkUUID(fes []api.FieldError, field string, v *string) []api.FieldError {
+func checkUUID(fes []httpapi.FieldError, field string, v *string) []httpapi.FieldError {
 	if v != nil && !api.IsUUID(*v) {
-		fes = append(fes, api.FieldError{Field: field, Problem: "must be a UUID"})
+		fes = append(fes, httpapi.FieldError{Field: field, Problem: "must be a UUID"})
 	}
 	return fes
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/secrets"
 )
 
@@ -98,27 +99,27 @@ func domainError(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &inv):
-		return api.Invalid(api.FieldError{Field: inv.Field, Problem: inv.Problem})
+		return httpapi.Invalid(httpapi.FieldError{Field: inv.Field, Problem: inv.Problem})
 	case errors.As(err, &probs):
 		msg := fmt.Sprintf("text: %d problem(s); nothing was imported", len(probs.Problems))
 		if len(probs.Problems) == 1 {
 			msg = fmt.Sprintf("text: line %d: %s; nothing was imported", probs.Problems[0].Line, probs.Problems[0].Problem)
 		}
-		return &api.Error{Status: http.StatusUnprocessableEntity, Code: api.CodeValidation, Message: msg, Details: probs.Problems}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: httpapi.CodeValidation, Message: msg, Details: probs.Problems}
 	case errors.Is(err, secrets.ErrNotFound):
-		return api.NotFound("secret")
+		return httpapi.NotFound("secret")
 	case errors.Is(err, secrets.ErrRepoNotFound):
-		return api.NotFound("repo")
+		return httpapi.NotFound("repo")
 	case errors.Is(err, secrets.ErrBundleNotFound):
-		return api.NotFound("secret bundle")
+		return httpapi.NotFound("secret bundle")
 	case errors.Is(err, secrets.ErrNotInBundle):
-		return api.NotFound("secret in this bundle")
+		return httpapi.NotFound("secret in this bundle")
 	case errors.Is(err, secrets.ErrExists):
-		return api.Conflict("secret_exists", "a secret with this key already exists in this scope; change it with PATCH /secrets/{id}")
+		return httpapi.Conflict("secret_exists", "a secret with this key already exists in this scope; change it with PATCH /secrets/{id}")
 	case errors.Is(err, secrets.ErrBundleExists):
-		return api.Conflict("bundle_exists", "a secret bundle with this name already exists")
+		return httpapi.Conflict("bundle_exists", "a secret bundle with this name already exists")
 	case errors.Is(err, secrets.ErrTargetPathTaken):
-		return api.Conflict("target_path_taken", "another secret bundle already writes this target path")
+		return httpapi.Conflict("target_path_taken", "another secret bundle already writes this target path")
 	}
 	return err
 }
@@ -160,7 +161,7 @@ func (h *handlers) list(c *api.Ctx) error {
 	var f secrets.ListFilter
 	if raw, ok := c.GetQuery("repo_id"); ok {
 		if !api.IsUUID(raw) {
-			return api.Invalid(api.FieldError{Field: "repo_id", Problem: "must be a UUID"})
+			return httpapi.Invalid(httpapi.FieldError{Field: "repo_id", Problem: "must be a UUID"})
 		}
 		f.RepoID = raw
 	}

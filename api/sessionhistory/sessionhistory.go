@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/transcript"
 )
@@ -54,7 +55,7 @@ func (h *handlers) messages(c *api.Ctx) error {
 	ctx := c.Request.Context()
 	if _, err := h.store.Get(ctx, c.OrgID(), id); err != nil {
 		if errors.Is(err, sessions.ErrNotFound) {
-			return api.NotFound("session")
+			return httpapi.NotFound("session")
 		}
 		return err
 	}
@@ -64,7 +65,7 @@ func (h *handlers) messages(c *api.Ctx) error {
 	}
 	rows, err := transcript.List(ctx, h.s.Pool, c.OrgID(), id, after, page.Limit+1)
 	if errors.Is(err, transcript.ErrBadCursor) {
-		return api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor of this session's messages"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor of this session's messages"})
 	}
 	if err != nil {
 		return err
@@ -82,20 +83,20 @@ type SearchPage struct {
 
 func (h *handlers) search(c *api.Ctx) error {
 	q := strings.TrimSpace(c.Query("q"))
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	switch {
 	case q == "":
-		fes = append(fes, api.FieldError{Field: "q", Problem: "is required"})
+		fes = append(fes, httpapi.FieldError{Field: "q", Problem: "is required"})
 	case len(q) > transcript.MaxQuery:
-		fes = append(fes, api.FieldError{Field: "q", Problem: "must be at most 500 bytes"})
+		fes = append(fes, httpapi.FieldError{Field: "q", Problem: "must be at most 500 bytes"})
 	case !utf8.ValidString(q) || strings.ContainsRune(q, 0):
-		fes = append(fes, api.FieldError{Field: "q", Problem: "must be text without NUL characters"})
+		fes = append(fes, httpapi.FieldError{Field: "q", Problem: "must be text without NUL characters"})
 	}
 	limit := api.DefaultPageSize
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > api.MaxPageSize {
-			fes = append(fes, api.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
+			fes = append(fes, httpapi.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
 		}
 		limit = n
 	}
@@ -103,12 +104,12 @@ func (h *handlers) search(c *api.Ctx) error {
 	if raw := c.Query("cursor"); raw != "" {
 		cur, err := transcript.DecodeSearchCursor(raw)
 		if err != nil {
-			fes = append(fes, api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+			fes = append(fes, httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 		}
 		after = &cur
 	}
 	if len(fes) > 0 {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	hits, err := transcript.Search(c.Request.Context(), h.s.Pool, c.OrgID(), q, after, limit+1)
 	if err != nil {

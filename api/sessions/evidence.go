@@ -9,6 +9,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/evidence"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // EvidenceList is a session's verification evidence (the verify tool's
@@ -58,7 +59,7 @@ func (h *handlers) evidenceContent(c *api.Ctx) error {
 	st := evidence.Store{Pool: h.evidence.Pool, Blobs: blobs}
 	it, data, err := st.Open(c.Request.Context(), s.OrgID, s.ID, id)
 	if errors.Is(err, evidence.ErrNotFound) {
-		return api.NotFound("evidence")
+		return httpapi.NotFound("evidence")
 	}
 	if err != nil {
 		return err

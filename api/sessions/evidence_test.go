@@ -15,6 +15,7 @@ import (
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/evidence"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
@@ -66,10 +67,10 @@ func TestEvidenceListAndDownload(t *testing.T) {
 		"/sessions/" + sid + "/evidence/nope/content",
 		"/sessions/nope/evidence",
 	} {
-		e.Do(t, "GET", path, owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		e.Do(t, "GET", path, owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
-	e.Do(t, "GET", "/sessions/"+sid+"/evidence", stranger.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, "GET", "/sessions/"+sid+"/evidence/"+items[0].ID+"/content", stranger.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, "GET", "/sessions/"+sid+"/evidence", stranger.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, "GET", "/sessions/"+sid+"/evidence/"+items[0].ID+"/content", stranger.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	// A session without evidence lists none.
 	empty := sessionstest.New(t, e.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -34,10 +35,10 @@ func (h *handlers) finalize(c *api.Ctx) error {
 		return err
 	}
 	if s.SessionType != sessions.TypeSetup || s.ConfigurationID == nil {
-		return api.Conflict("not_setup_session", "only a setup session of a configuration can be finalized (this is a "+s.SessionType+" session)")
+		return httpapi.Conflict("not_setup_session", "only a setup session of a configuration can be finalized (this is a "+s.SessionType+" session)")
 	}
 	if s.Status != sessions.StatusRunning {
-		return api.Conflict("invalid_transition", "only a running setup session can be finalized (it is "+s.Status+")")
+		return httpapi.Conflict("invalid_transition", "only a running setup session can be finalized (it is "+s.Status+")")
 	}
 	if h.rt == nil || h.prebuilt == nil {
 		return unavailable("no gateway is reachable to snapshot the session")
@@ -48,7 +49,7 @@ func (h *handlers) finalize(c *api.Ctx) error {
 			return mapErr(err)
 		}
 		c.Log().Error("finalize: snapshot through gateway failed", "session_id", s.ID, "error", err)
-		return api.Unavailable("the gateway could not snapshot the session")
+		return httpapi.Unavailable("the gateway could not snapshot the session")
 	}
 	// The provider that took the snapshot is the session's.
 	if fresh, err := h.store.Get(c.Request.Context(), s.OrgID, s.ID); err == nil {
@@ -59,7 +60,7 @@ func (h *handlers) finalize(c *api.Ctx) error {
 		return err
 	}
 	if !ok {
-		return api.NotFound("configuration")
+		return httpapi.NotFound("configuration")
 	}
 	c.Log().Info("setup session finalized", "session_id", s.ID, "configuration_id", *s.ConfigurationID, "snapshot_id", id)
 	return c.Reply(http.StatusOK, FinalizeResponse{SnapshotID: id, ConfigurationID: *s.ConfigurationID, SnapshotStatus: "ready"})

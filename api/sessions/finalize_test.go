@@ -8,6 +8,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	sessionsapi "github.com/proliferate/proliferate/api/sessions"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -47,9 +48,9 @@ func TestFinalizeSetupSession(t *testing.T) {
 	paused := newSession(sessions.TypeSetup, sessions.StatusPaused)
 	finalize(paused, org.Member.Token).ExpectError(t, http.StatusConflict, "invalid_transition")
 	setup := newSession(sessions.TypeSetup, sessions.StatusRunning)
-	finalize(setup, org.Member2.Token).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	finalize(setup, org.Member2.Token).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	stranger := newOrg(t, e)
-	finalize(setup, stranger.Owner.Token).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	finalize(setup, stranger.Owner.Token).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if st, _ := status(); st != "none" || len(gw.Calls()) != 0 {
 		t.Fatalf("refused finalizations changed something: status %s, gateway calls %v", st, gw.Calls())
 	}

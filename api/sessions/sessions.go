@@ -52,6 +52,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/evidence"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
@@ -254,21 +255,21 @@ type CreateRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *CreateRequest) Validate() []api.FieldError {
-	var fes []api.FieldError
+func (r *CreateRequest) Validate() []httpapi.FieldError {
+	var fes []httpapi.FieldError
 	if r.SessionType == sessions.TypeSetup && r.ConfigurationID == nil {
-		fes = append(fes, api.FieldError{Field: "configuration_id", Problem: "is required for a setup session"})
+		fes = append(fes, httpapi.FieldError{Field: "configuration_id", Problem: "is required for a setup session"})
 	}
 	for name, v := range map[string]string{"title": r.Title, "model_id": r.ModelID} {
 		if strings.ContainsRune(v, 0) {
-			fes = append(fes, api.FieldError{Field: name, Problem: "must not contain NUL characters"})
+			fes = append(fes, httpapi.FieldError{Field: name, Problem: "must not contain NUL characters"})
 		}
 	}
 	if r.InitialPrompt != nil && strings.ContainsRune(*r.InitialPrompt, 0) {
-		fes = append(fes, api.FieldError{Field: "initial_prompt", Problem: "must not contain NUL characters"})
+		fes = append(fes, httpapi.FieldError{Field: "initial_prompt", Problem: "must not contain NUL characters"})
 	}
 	if r.SystemPrompt != nil && strings.ContainsRune(*r.SystemPrompt, 0) {
-		fes = append(fes, api.FieldError{Field: "system_prompt", Problem: "must not contain NUL characters"})
+		fes = append(fes, httpapi.FieldError{Field: "system_prompt", Problem: "must not contain NUL characters"})
 	}
 	return fes
 }
@@ -279,9 +280,9 @@ type RenameRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *RenameRequest) Validate() []api.FieldError {
+func (r *RenameRequest) Validate() []httpapi.FieldError {
 	if strings.TrimSpace(r.Title) == "" || strings.ContainsRune(r.Title, 0) {
-		return []api.FieldError{{Field: "title", Problem: "must be non-blank text without NUL characters"}}
+		return []httpapi.FieldError{{Field: "title", Problem: "must be non-blank text without NUL characters"}}
 	}
 	return nil
 }
@@ -315,15 +316,15 @@ func mapErr(err error) error {
 	}
 	switch {
 	case errors.Is(err, sessions.ErrNotFound):
-		return api.NotFound("session")
+		return httpapi.NotFound("session")
 	case errors.Is(err, sessions.ErrLimit):
-		return api.Conflict("session_limit", "the organization has reached its limit of concurrent sessions")
+		return httpapi.Conflict("session_limit", "the organization has reached its limit of concurrent sessions")
 	case errors.Is(err, sessions.ErrInvalidTransition):
-		return api.Conflict("invalid_transition", err.Error())
+		return httpapi.Conflict("invalid_transition", err.Error())
 	case errors.Is(err, sessions.ErrConfigurationNotFound):
-		return api.Invalid(api.FieldError{Field: "configuration_id", Problem: "no such configuration in this organization"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "configuration_id", Problem: "no such configuration in this organization"})
 	case errors.Is(err, sessions.ErrInvalid):
-		return api.Invalid(api.FieldError{Field: "(body)", Problem: err.Error()})
+		return httpapi.Invalid(httpapi.FieldError{Field: "(body)", Problem: err.Error()})
 	}
 	return err
 }
@@ -332,12 +333,12 @@ func mapErr(err error) error {
 // denial's stable code, and the action the user should take in details:
 //
 //	{"error": {"code": "credits_exhausted", "message": "…", "details": {"action": "buy_credits"}}}
-func DenialError(d *billing.Denial) *api.Error {
-	return &api.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
+func DenialError(d *billing.Denial) *httpapi.Error {
+	return &httpapi.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
 }
 
 func unavailable(msg string) error {
-	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: msg}
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: msg}
 }
 
 func (h *handlers) create(c *api.Ctx) error {
@@ -348,7 +349,7 @@ func (h *handlers) create(c *api.Ctx) error {
 	var key *string
 	if k := c.GetHeader("Idempotency-Key"); k != "" {
 		if len(k) > 200 {
-			return api.Invalid(api.FieldError{Field: "Idempotency-Key", Problem: "must be at most 200 bytes"})
+			return httpapi.Invalid(httpapi.FieldError{Field: "Idempotency-Key", Problem: "must be at most 200 bytes"})
 		}
 		key = &k
 	}
@@ -386,22 +387,22 @@ func (h *handlers) list(c *api.Ctx) error {
 		return err
 	}
 	f := sessions.ListFilter{Status: c.Query("status"), SessionType: c.Query("type")}
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if f.Status != "" && !slices.Contains(statuses, f.Status) {
-		fes = append(fes, api.FieldError{Field: "status", Problem: "must be one of " + strings.Join(statuses, ", ")})
+		fes = append(fes, httpapi.FieldError{Field: "status", Problem: "must be one of " + strings.Join(statuses, ", ")})
 	}
 	if f.SessionType != "" && !slices.Contains(types, f.SessionType) {
-		fes = append(fes, api.FieldError{Field: "type", Problem: "must be one of " + strings.Join(types, ", ")})
+		fes = append(fes, httpapi.FieldError{Field: "type", Problem: "must be one of " + strings.Join(types, ", ")})
 	}
 	switch c.Query("mine") {
 	case "", "false":
 	case "true":
 		f.CreatedBy = c.UserID()
 	default:
-		fes = append(fes, api.FieldError{Field: "mine", Problem: "must be true or false"})
+		fes = append(fes, httpapi.FieldError{Field: "mine", Problem: "must be true or false"})
 	}
 	if len(fes) > 0 {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	at, id := p.CursorArgs()
 	rows, err := h.store.List(c.Request.Context(), c.OrgID(), f, sessions.Page{Limit: p.Limit, At: at, ID: id})
@@ -440,7 +441,7 @@ func (h *handlers) loadForChange(c *api.Ctx) (sessions.Session, error) {
 	if p.Role.AtLeast(auth.RoleAdmin) || (s.CreatedBy != nil && *s.CreatedBy == c.UserID()) {
 		return s, nil
 	}
-	return s, api.Forbidden("only the session's creator or an admin can change it")
+	return s, httpapi.Forbidden("only the session's creator or an admin can change it")
 }
 
 func (h *handlers) get(c *api.Ctx) error {
@@ -492,7 +493,7 @@ func (h *handlers) pause(c *api.Ctx) error {
 	ctx := c.Request.Context()
 	switch {
 	case s.Status == sessions.StatusStopped || s.Status == sessions.StatusFailed:
-		return api.Conflict("invalid_transition", "the session has ended ("+s.Status+")")
+		return httpapi.Conflict("invalid_transition", "the session has ended ("+s.Status+")")
 	case s.Status == sessions.StatusPaused:
 		return c.Reply(http.StatusOK, view(s, h.now()))
 	case !hasSandbox(s):
@@ -506,7 +507,7 @@ func (h *handlers) pause(c *api.Ctx) error {
 				return mapErr(err)
 			}
 			c.Log().Error("pause through gateway failed", "session_id", s.ID, "error", err)
-			return api.Unavailable("the gateway could not pause the session")
+			return httpapi.Unavailable("the gateway could not pause the session")
 		}
 		s, err = h.store.Get(ctx, c.OrgID(), s.ID)
 	}
@@ -522,7 +523,7 @@ func (h *handlers) snapshot(c *api.Ctx) error {
 		return err
 	}
 	if s.Status != sessions.StatusRunning {
-		return api.Conflict("invalid_transition", "only a running session can be snapshotted (it is "+s.Status+")")
+		return httpapi.Conflict("invalid_transition", "only a running session can be snapshotted (it is "+s.Status+")")
 	}
 	if h.rt == nil {
 		return unavailable("no gateway is reachable to snapshot the session")
@@ -533,7 +534,7 @@ func (h *handlers) snapshot(c *api.Ctx) error {
 			return mapErr(err)
 		}
 		c.Log().Error("snapshot through gateway failed", "session_id", s.ID, "error", err)
-		return api.Unavailable("the gateway could not snapshot the session")
+		return httpapi.Unavailable("the gateway could not snapshot the session")
 	}
 	return c.Reply(http.StatusOK, SnapshotResponse{SnapshotID: id})
 }
@@ -550,7 +551,7 @@ func (h *handlers) subscribe(c *api.Ctx) error {
 	sub, err := sessionnotify.Subscribe(c.Request.Context(), h.store.Pool, c.OrgID(), s.ID, c.UserID(),
 		req.SlackInstallationID, req.SlackUserID)
 	if errors.Is(err, sessionnotify.ErrNotFound) {
-		return api.Invalid(api.FieldError{Field: "slack_installation_id", Problem: "no such Slack installation in this organization"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "slack_installation_id", Problem: "no such Slack installation in this organization"})
 	}
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/proliferate/proliferate/api/apitest"
 	sessionsapi "github.com/proliferate/proliferate/api/sessions"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -184,19 +185,19 @@ func TestCreateInvalidInputWritesNothing(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{"malformed JSON", `{"title":`, 400, api.CodeBadRequest, ""},
-		{"unknown field", map[string]any{"color": "red"}, 422, api.CodeValidation, "color"},
-		{"wrong type", map[string]any{"title": 5}, 422, api.CodeValidation, "title"},
-		{"long title", map[string]any{"title": strings.Repeat("x", 301)}, 422, api.CodeValidation, "title"},
-		{"bad mode", map[string]any{"sandbox_mode": "eager"}, 422, api.CodeValidation, "sandbox_mode"},
-		{"automation type", map[string]any{"session_type": "automation"}, 422, api.CodeValidation, "session_type"},
-		{"setup without configuration", map[string]any{"session_type": "setup"}, 422, api.CodeValidation, "configuration_id"},
-		{"malformed configuration", map[string]any{"configuration_id": "nope"}, 422, api.CodeValidation, "configuration_id"},
-		{"foreign configuration", map[string]any{"configuration_id": foreignCfg}, 422, api.CodeValidation, "configuration_id"},
-		{"huge prompt", map[string]any{"initial_prompt": strings.Repeat("x", 100001)}, 422, api.CodeValidation, "initial_prompt"},
-		{"NUL title", map[string]any{"title": "a\x00b"}, 422, api.CodeValidation, "title"},
-		{"huge system prompt", map[string]any{"system_prompt": strings.Repeat("x", 20001)}, 422, api.CodeValidation, "system_prompt"},
-		{"NUL system prompt", map[string]any{"system_prompt": "a\x00b"}, 422, api.CodeValidation, "system_prompt"},
+		{"malformed JSON", `{"title":`, 400, httpapi.CodeBadRequest, ""},
+		{"unknown field", map[string]any{"color": "red"}, 422, httpapi.CodeValidation, "color"},
+		{"wrong type", map[string]any{"title": 5}, 422, httpapi.CodeValidation, "title"},
+		{"long title", map[string]any{"title": strings.Repeat("x", 301)}, 422, httpapi.CodeValidation, "title"},
+		{"bad mode", map[string]any{"sandbox_mode": "eager"}, 422, httpapi.CodeValidation, "sandbox_mode"},
+		{"automation type", map[string]any{"session_type": "automation"}, 422, httpapi.CodeValidation, "session_type"},
+		{"setup without configuration", map[string]any{"session_type": "setup"}, 422, httpapi.CodeValidation, "configuration_id"},
+		{"malformed configuration", map[string]any{"configuration_id": "nope"}, 422, httpapi.CodeValidation, "configuration_id"},
+		{"foreign configuration", map[string]any{"configuration_id": foreignCfg}, 422, httpapi.CodeValidation, "configuration_id"},
+		{"huge prompt", map[string]any{"initial_prompt": strings.Repeat("x", 100001)}, 422, httpapi.CodeValidation, "initial_prompt"},
+		{"NUL title", map[string]any{"title": "a\x00b"}, 422, httpapi.CodeValidation, "title"},
+		{"huge system prompt", map[string]any{"system_prompt": strings.Repeat("x", 20001)}, 422, httpapi.CodeValidation, "system_prompt"},
+		{"NUL system prompt", map[string]any{"system_prompt": "a\x00b"}, 422, httpapi.CodeValidation, "system_prompt"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -207,12 +208,12 @@ func TestCreateInvalidInputWritesNothing(t *testing.T) {
 		})
 	}
 	e.DoWith(t, http.MethodPost, "/sessions", o.Member.Token, map[string]any{},
-		map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}).ExpectError(t, 422, api.CodeValidation)
+		map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}).ExpectError(t, 422, httpapi.CodeValidation)
 	if n := e.CountRows(t, "sessions", "org_id = $1", o.ID); n != 0 {
 		t.Fatalf("%d sessions written", n)
 	}
 	e.Do(t, http.MethodPatch, "/sessions/"+sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{CreatedBy: o.Member.ID, Title: "keep"}),
-		o.Member.Token, map[string]any{"title": "  "}).ExpectError(t, 422, api.CodeValidation)
+		o.Member.Token, map[string]any{"title": "  "}).ExpectError(t, 422, httpapi.CodeValidation)
 	if n := e.CountRows(t, "sessions", "org_id = $1 AND title = 'keep'", o.ID); n != 1 {
 		t.Fatal("blank rename written")
 	}
@@ -247,8 +248,8 @@ func TestTenantIsolation(t *testing.T) {
 		if r.path == "/notifications" && r.method == http.MethodPost {
 			body = map[string]any{"slack_installation_id": "00000000-0000-0000-0000-000000000001", "slack_user_id": "U1"}
 		}
-		e.Do(t, r.method, "/sessions/"+id+r.path, b.Owner.Token, body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-		e.Do(t, r.method, "/sessions/not-a-uuid"+r.path, a.Owner.Token, body).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		e.Do(t, r.method, "/sessions/"+id+r.path, b.Owner.Token, body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+		e.Do(t, r.method, "/sessions/not-a-uuid"+r.path, a.Owner.Token, body).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	got := e.session(t, id)
 	if got.Title != "A's" || got.Status != "running" || len(e.gw.Calls()) != 0 {
@@ -296,10 +297,10 @@ func TestRoleMatrix(t *testing.T) {
 		}
 		id := mk(o.Member.ID)
 		before := e.session(t, id)
-		op.do(o.Member2.Token, id).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		op.do(o.Member2.Token, id).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		// A headless session: admins only.
 		headless := mk("")
-		op.do(o.Member.Token, headless).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		op.do(o.Member.Token, headless).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		if r := op.do(o.Admin.Token, headless); r.Status != op.ok {
 			t.Errorf("%s of headless by admin: %d %s", op.name, r.Status, r.Body)
 		}
@@ -369,7 +370,7 @@ func TestListFiltersPagesAndDisplayStatus(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"status=asleep", "type=terminal", "mine=maybe", "limit=0", "cursor=zzz"} {
-		e.Do(t, http.MethodGet, "/sessions?"+q, o.Member.Token, nil).ExpectError(t, 422, api.CodeValidation)
+		e.Do(t, http.MethodGet, "/sessions?"+q, o.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
 	}
 }
 
@@ -384,8 +385,8 @@ func TestPauseAndSnapshot(t *testing.T) {
 			t.Fatalf("deferred pause %+v", s)
 		}
 		running := sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{CreatedBy: o.Member.ID, Status: "running", SandboxID: "sb"})
-		e.Do(t, http.MethodPost, "/sessions/"+running+"/pause", o.Member.Token, nil).ExpectError(t, http.StatusServiceUnavailable, api.CodeUnavailable)
-		e.Do(t, http.MethodPost, "/sessions/"+running+"/snapshot", o.Member.Token, nil).ExpectError(t, http.StatusServiceUnavailable, api.CodeUnavailable)
+		e.Do(t, http.MethodPost, "/sessions/"+running+"/pause", o.Member.Token, nil).ExpectError(t, http.StatusServiceUnavailable, httpapi.CodeUnavailable)
+		e.Do(t, http.MethodPost, "/sessions/"+running+"/snapshot", o.Member.Token, nil).ExpectError(t, http.StatusServiceUnavailable, httpapi.CodeUnavailable)
 		if e.session(t, running).Status != "running" {
 			t.Fatal("live session marked paused without its gateway")
 		}
@@ -415,7 +416,7 @@ func TestPauseAndSnapshot(t *testing.T) {
 		// A gateway failure is a 502, and the session is untouched.
 		other := sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{CreatedBy: o.Member.ID, Status: "running", SandboxID: "sb"})
 		e.gw.fail = fmt.Errorf("gateway down")
-		e.Do(t, http.MethodPost, "/sessions/"+other+"/pause", o.Member.Token, nil).ExpectError(t, http.StatusBadGateway, api.CodeUnavailable)
+		e.Do(t, http.MethodPost, "/sessions/"+other+"/pause", o.Member.Token, nil).ExpectError(t, http.StatusBadGateway, httpapi.CodeUnavailable)
 		if e.session(t, other).Status != "running" {
 			t.Fatal("failed pause changed the session")
 		}
@@ -438,8 +439,8 @@ func TestRenameAndDelete(t *testing.T) {
 		}
 	}
 	e.Do(t, http.MethodDelete, "/sessions/"+id, o.Member.Token, nil).Expect(t, http.StatusNoContent, nil)
-	e.Do(t, http.MethodGet, "/sessions/"+id, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	e.Do(t, http.MethodDelete, "/sessions/"+id, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodGet, "/sessions/"+id, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/sessions/"+id, o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := e.CountRows(t, "outbox", "key = $1 AND topic = 'sessions.events'", id); n != 1 {
 		t.Fatalf("%d deleted events", n)
 	}
@@ -467,7 +468,7 @@ func TestNotifications(t *testing.T) {
 		t.Fatalf("subscription %+v", sub)
 	}
 	e.Do(t, http.MethodPost, path, o.Member2.Token, map[string]any{"slack_installation_id": foreign, "slack_user_id": "U2"}).
-		ExpectError(t, 422, api.CodeValidation)
+		ExpectError(t, 422, httpapi.CodeValidation)
 	for _, body := range []any{map[string]any{"slack_user_id": "U2"}, map[string]any{"slack_installation_id": "x", "slack_user_id": "U"},
 		map[string]any{"slack_installation_id": mine, "slack_user_id": strings.Repeat("U", 65)}, `{`} {
 		r := e.Do(t, http.MethodPost, path, o.Member.Token, body)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/snapshots"
 )
@@ -113,7 +114,7 @@ func (h *handlers) list(c *api.Ctx) error {
 	}
 	f := snapshots.ListFilter{SessionID: c.Query("session_id")}
 	if f.SessionID != "" && !api.IsUUID(f.SessionID) {
-		return api.Invalid(api.FieldError{Field: "session_id", Problem: "must be a session id"})
+		return httpapi.Invalid(httpapi.FieldError{Field: "session_id", Problem: "must be a session id"})
 	}
 	ctx := c.Request.Context()
 	rows, err := h.book.List(ctx, c.OrgID(), f, snapshots.Page{Limit: limit, At: at, ID: after})
@@ -141,7 +142,7 @@ func page(c *api.Ctx) (limit int, at time.Time, after string, err error) {
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > api.MaxPageSize {
-			return 0, at, "", api.Invalid(api.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
+			return 0, at, "", httpapi.Invalid(httpapi.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
 		}
 		limit = n
 	}
@@ -152,7 +153,7 @@ func page(c *api.Ctx) (limit int, at time.Time, after string, err error) {
 		b, err := base64.RawURLEncoding.DecodeString(raw)
 		var cur api.Cursor
 		if err != nil || json.Unmarshal(b, &cur) != nil || !snapshots.ValidID(cur.ID) {
-			return 0, at, "", api.Invalid(api.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+			return 0, at, "", httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 		}
 		at, after = cur.At, cur.ID
 	}
@@ -162,11 +163,11 @@ func page(c *api.Ctx) (limit int, at time.Time, after string, err error) {
 func (h *handlers) delete(c *api.Ctx) error {
 	id := c.Param("id")
 	if !snapshots.ValidID(id) {
-		return api.NotFound("snapshot")
+		return httpapi.NotFound("snapshot")
 	}
 	err := h.book.Delete(c.Request.Context(), c.OrgID(), id)
 	if errors.Is(err, snapshots.ErrNotFound) {
-		return api.NotFound("snapshot")
+		return httpapi.NotFound("snapshot")
 	}
 	if err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	identityapi "github.com/proliferate/proliferate/api/identity"
 	snapshotsapi "github.com/proliferate/proliferate/api/snapshots"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -129,10 +130,10 @@ func TestListShowsTheOrgsLiveSnapshotsWithSummaryAndPages(t *testing.T) {
 		t.Fatalf("stranger sees %+v", none)
 	}
 
-	e.Do(t, http.MethodGet, "/snapshots?session_id=nope", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
-	e.Do(t, http.MethodGet, "/snapshots?cursor=garbage", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
-	e.Do(t, http.MethodGet, "/snapshots?limit=0", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
-	e.Do(t, http.MethodGet, "/snapshots", "", nil).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+	e.Do(t, http.MethodGet, "/snapshots?session_id=nope", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
+	e.Do(t, http.MethodGet, "/snapshots?cursor=garbage", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
+	e.Do(t, http.MethodGet, "/snapshots?limit=0", member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
+	e.Do(t, http.MethodGet, "/snapshots", "", nil).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 }
 
 func TestDeleteIsForAdminsOfTheOrgAndClearsTheSession(t *testing.T) {
@@ -146,14 +147,14 @@ func TestDeleteIsForAdminsOfTheOrgAndClearsTheSession(t *testing.T) {
 	stranger := e.NewUser(t)
 	foreign := e.snap(stranger.OrgID, sessionstest.New(t, e.Deps.Pool, stranger.OrgID, sessionstest.Options{}), time.Hour, 1, false)
 
-	e.Do(t, http.MethodDelete, "/snapshots/"+id, member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	e.Do(t, http.MethodDelete, "/snapshots/"+id, member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	// Another organization's snapshot is not found, and stays.
-	e.Do(t, http.MethodDelete, "/snapshots/"+foreign, admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/snapshots/"+foreign, admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if _, err := os.Stat(e.file(foreign)); err != nil || e.CountRows(t, "session_snapshots", "id = $1 AND deleted_at IS NULL", foreign) != 1 {
 		t.Fatal("another organization's snapshot was touched")
 	}
 	for _, bad := range []string{"..%2F..%2Fetc", "snap%20x", "does_not_exist"} {
-		e.Do(t, http.MethodDelete, "/snapshots/"+bad, admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		e.Do(t, http.MethodDelete, "/snapshots/"+bad, admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	if e.CountRows(t, "session_snapshots", "id = $1 AND deleted_at IS NULL", id) != 1 {
 		t.Fatal("refused deletes changed the snapshot")
@@ -169,7 +170,7 @@ func TestDeleteIsForAdminsOfTheOrgAndClearsTheSession(t *testing.T) {
 	if e.CountRows(t, "sessions", "id = $1 AND snapshot_id IS NULL", sess) != 1 {
 		t.Fatal("session still references the deleted snapshot")
 	}
-	e.Do(t, http.MethodDelete, "/snapshots/"+id, owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	e.Do(t, http.MethodDelete, "/snapshots/"+id, owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 
 	var l snapshotsapi.List
 	e.Do(t, http.MethodGet, "/snapshots", owner.Token, nil).Expect(t, http.StatusOK, &l)

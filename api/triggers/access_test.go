@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 func TestProvidersCatalog(t *testing.T) {
@@ -32,7 +33,7 @@ func TestProvidersCatalog(t *testing.T) {
 	if props, _ := byID["github"].ConfigSchema["properties"].(map[string]any); props["branches"] == nil {
 		t.Fatalf("github schema lacks branches: %v", byID["github"].ConfigSchema)
 	}
-	env.Do(t, http.MethodGet, "/providers", "", nil).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+	env.Do(t, http.MethodGet, "/providers", "", nil).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 }
 
 // Every route of the package is a person route: sandbox credentials are
@@ -52,8 +53,8 @@ func TestSandboxAndServiceTokensAreRefused(t *testing.T) {
 		if r.Request != nil {
 			body = map[string]any{}
 		}
-		env.Do(t, r.Method, path, sandbox, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-		env.Do(t, r.Method, path, "", body).ExpectError(t, http.StatusUnauthorized, api.CodeUnauthenticated)
+		env.Do(t, r.Method, path, sandbox, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+		env.Do(t, r.Method, path, "", body).ExpectError(t, http.StatusUnauthorized, httpapi.CodeUnauthenticated)
 		if r.Access < api.OrgMember || r.Access > api.OrgAdmin {
 			t.Fatalf("%s %s has access %s", r.Method, r.Path, r.Access)
 		}

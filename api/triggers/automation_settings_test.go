@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
 
@@ -81,10 +81,10 @@ func TestAutomationEverySetting(t *testing.T) {
 	// Switching to a DM needs the Slack user; the check constraint never answers.
 	before := automationRow(t, env, a.ID)
 	body422 := env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"notification_destination_type": "slack_dm_user"}).
-		ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	assertField(t, body422, "notification_slack_user_id")
 	body422 = env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"notification_slack_installation_id": nil}).
-		ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	assertField(t, body422, "notification_slack_installation_id")
 	if after := automationRow(t, env, a.ID); after != before {
 		t.Fatalf("a refused patch wrote:\n%s\n%s", before, after)
@@ -100,7 +100,7 @@ func TestAutomationEverySetting(t *testing.T) {
 	exec(t, env, `UPDATE slack_installations SET status = 'revoked' WHERE id = $1`, inst)
 	env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"description": "still editable"}).Expect(t, http.StatusOK, nil)
 	assertField(t, env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"notification_destination_type": "slack_channel",
-		"notification_channel_id": "C1"}).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation), "notification_slack_installation_id")
+		"notification_channel_id": "C1"}).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation), "notification_slack_installation_id")
 	got = store.Automation{}
 	env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"notification_destination_type": "none"}).Expect(t, http.StatusOK, &got)
 	if got.NotificationDestinationType != "none" {
@@ -108,7 +108,7 @@ func TestAutomationEverySetting(t *testing.T) {
 	}
 	// agent_decide keeps needing an allowlist.
 	assertField(t, env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"allowed_configuration_ids": nil}).
-		ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation), "allowed_configuration_ids")
+		ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation), "allowed_configuration_ids")
 	got = store.Automation{}
 	env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"allowed_configuration_ids": nil,
 		"config_selection_strategy": "fixed"}).Expect(t, http.StatusOK, &got)
@@ -174,7 +174,7 @@ func TestAutomationSettingsInvalid(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			n := env.CountRows(t, "automations", "org_id = $1", o.ID)
-			body := env.Do(t, http.MethodPost, "/automations", o.Admin.Token, tc.body).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+			body := env.Do(t, http.MethodPost, "/automations", o.Admin.Token, tc.body).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 			for _, f := range tc.fields {
 				assertField(t, body, f)
 			}
@@ -189,7 +189,7 @@ func TestAutomationSettingsInvalid(t *testing.T) {
 				}
 			}
 			before := automationRow(t, env, auto.ID)
-			body = env.Do(t, http.MethodPatch, "/automations/"+auto.ID, o.Admin.Token, patch).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+			body = env.Do(t, http.MethodPatch, "/automations/"+auto.ID, o.Admin.Token, patch).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 			for _, f := range tc.fields {
 				assertField(t, body, f)
 			}
@@ -220,7 +220,7 @@ func TestAutomationEnableDisable(t *testing.T) {
 		token  string
 		status int
 		code   string
-	}{{o.Member.Token, 403, api.CodeForbidden}, {other.Owner.Token, 404, api.CodeNotFound}} {
+	}{{o.Member.Token, 403, httpapi.CodeForbidden}, {other.Owner.Token, 404, httpapi.CodeNotFound}} {
 		env.Do(t, http.MethodPost, "/automations/"+a.ID+"/disable", tc.token, nil).ExpectError(t, tc.status, tc.code)
 	}
 	if !scalar[bool](t, env, `SELECT enabled FROM automations WHERE id = $1`, a.ID) {
@@ -270,32 +270,32 @@ func TestAutomationConnections(t *testing.T) {
 	}
 	// Another member's private integration is invisible to the admin; the
 	// creator (an owner) may bind it.
-	env.Do(t, http.MethodPut, base+"/"+private, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodPut, base+"/"+private, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPut, base+"/"+private, o.Owner.Token, nil).Expect(t, http.StatusOK, &list)
 	if len(list.Items) != 2 {
 		t.Fatalf("connections %+v", list.Items)
 	}
 	env.Do(t, http.MethodPut, base+"/"+inactive, o.Admin.Token, nil).ExpectError(t, http.StatusConflict, "integration_inactive")
-	env.Do(t, http.MethodPut, base+"/"+theirs, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPut, base+"/not-a-uuid", o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPut, base+"/"+linear, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodDelete, base+"/"+linear, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodPut, base+"/"+theirs, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPut, base+"/not-a-uuid", o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPut, base+"/"+linear, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodDelete, base+"/"+linear, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	// Another org cannot see, bind to or unbind from the automation.
-	env.Do(t, http.MethodGet, base, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPut, base+"/"+theirs, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, base+"/"+linear, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, base, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPut, base+"/"+theirs, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, base+"/"+linear, other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "automation_connections", "automation_id = $1", a.ID); n != 2 {
 		t.Fatalf("%d connections after refused writes", n)
 	}
 
 	env.Do(t, http.MethodDelete, base+"/"+linear, o.Admin.Token, nil).Expect(t, http.StatusNoContent, nil)
-	env.Do(t, http.MethodDelete, base+"/"+linear, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodDelete, base+"/"+linear, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "automation_connections", "automation_id = $1", a.ID); n != 1 {
 		t.Fatalf("%d connections after unbinding", n)
 	}
 	// Sandbox tokens are refused.
 	_, sandbox := env.SandboxToken(t, o.ID)
-	env.Do(t, http.MethodGet, base, sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodPut, base+"/"+linear, sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodPost, "/automations/"+a.ID+"/disable", sandbox, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodGet, base, sandbox, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodPut, base+"/"+linear, sandbox, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodPost, "/automations/"+a.ID+"/disable", sandbox, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 }

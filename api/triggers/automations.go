@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
@@ -105,7 +106,7 @@ type AutomationSettings struct {
 }
 
 // Validate checks what tags cannot.
-func (r *CreateAutomationRequest) Validate() []api.FieldError {
+func (r *CreateAutomationRequest) Validate() []httpapi.FieldError {
 	var c checker
 	c.text("name", &r.Name, true)
 	f := r
@@ -182,14 +183,14 @@ type UpdateAutomationRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *UpdateAutomationRequest) Validate() []api.FieldError {
+func (r *UpdateAutomationRequest) Validate() []httpapi.FieldError {
 	if r.Name == nil && r.Description == nil && r.Enabled == nil && r.AgentInstructions == nil && r.AgentType == nil &&
 		r.ModelID == nil && !r.DefaultConfigurationID.Set() && r.ConfigSelectionStrategy == nil &&
 		!r.AllowedConfigurationIDs.Set() && !r.FallbackConfigurationID.Set() && !r.EnabledTools.Set() &&
 		!r.ActionModes.Set() && !r.LLMFilterPrompt.Set() && !r.LLMAnalysisPrompt.Set() &&
 		r.NotificationDestinationType == nil && !r.NotificationSlackInstallationID.Set() &&
 		!r.NotificationChannelID.Set() && !r.NotificationSlackUserID.Set() && r.RunDeadlineSeconds == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
 	}
 	var c checker
 	c.text("name", r.Name, true)
@@ -528,7 +529,7 @@ func (h *handlers) connectionParams(c *api.Ctx) (automationID string, it integra
 	}
 	it, err = h.integ.Get(c.Request.Context(), c.OrgID(), c.UserID(), integrationID)
 	if errors.Is(err, integrations.ErrNotFound) {
-		return "", it, api.NotFound("integration")
+		return "", it, httpapi.NotFound("integration")
 	}
 	return automationID, it, err
 }
@@ -539,11 +540,11 @@ func (h *handlers) bindConnection(c *api.Ctx) error {
 		return err
 	}
 	if it.Status != integrations.StatusActive {
-		return api.Conflict("integration_inactive", "the integration is not active; re-authorize it")
+		return httpapi.Conflict("integration_inactive", "the integration is not active; re-authorize it")
 	}
 	if err := h.integ.BindAutomation(c.Request.Context(), c.OrgID(), automationID, it.ID); err != nil {
 		if errors.Is(err, integrations.ErrNotFound) {
-			return api.NotFound("integration")
+			return httpapi.NotFound("integration")
 		}
 		return err
 	}
@@ -557,7 +558,7 @@ func (h *handlers) unbindConnection(c *api.Ctx) error {
 	}
 	if err := h.integ.UnbindAutomation(c.Request.Context(), c.OrgID(), automationID, it.ID); err != nil {
 		if errors.Is(err, integrations.ErrNotFound) {
-			return api.NotFound("connection")
+			return httpapi.NotFound("connection")
 		}
 		return err
 	}

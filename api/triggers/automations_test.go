@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
 
@@ -41,7 +42,7 @@ func TestAutomationCRUDAndPagination(t *testing.T) {
 	}
 
 	env.Do(t, http.MethodDelete, "/automations/"+a.ID, o.Admin.Token, nil).Expect(t, http.StatusNoContent, nil)
-	env.Do(t, http.MethodGet, "/automations/"+a.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/automations/"+a.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "audit_log", "org_id = $1 AND action = 'automation.delete' AND target_id = $2", o.ID, a.ID); n != 1 {
 		t.Fatalf("%d audit rows", n)
 	}
@@ -54,7 +55,7 @@ func TestAutomationDefaultConfiguration(t *testing.T) {
 
 	before := env.CountRows(t, "automations", "org_id = $1", a.ID)
 	env.Do(t, http.MethodPost, "/automations", a.Admin.Token, map[string]any{"name": "x", "default_configuration_id": theirs}).
-		ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	if n := env.CountRows(t, "automations", "org_id = $1", a.ID); n != before {
 		t.Fatal("a rejected automation was written")
 	}
@@ -63,7 +64,7 @@ func TestAutomationDefaultConfiguration(t *testing.T) {
 		t.Fatalf("created %+v", auto)
 	}
 	body := env.Do(t, http.MethodPatch, "/automations/"+auto.ID, a.Admin.Token, map[string]any{"default_configuration_id": theirs, "name": "y"}).
-		ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	if !strings.Contains(body.Error.Message, "default_configuration_id") {
 		t.Fatalf("error %+v", body.Error)
 	}
@@ -84,12 +85,12 @@ func TestAutomationIsolation(t *testing.T) {
 	createAutomation(t, env, b.Admin.Token, map[string]any{"name": "B's"})
 
 	for _, tok := range []string{b.Owner.Token, b.Member.Token} {
-		env.Do(t, http.MethodGet, "/automations/"+auto.ID, tok, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodGet, "/automations/"+auto.ID, tok, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	env.Do(t, http.MethodPatch, "/automations/"+auto.ID, b.Owner.Token, map[string]any{"name": "stolen", "enabled": false}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, "/automations/"+auto.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/run", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, "/automations/"+auto.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/run", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if got := scalar[string](t, env, `SELECT name || ':' || enabled::text FROM automations WHERE id = $1`, auto.ID); got != "A's:true" {
 		t.Fatalf("another org changed the automation: %s", got)
 	}
@@ -101,7 +102,7 @@ func TestAutomationIsolation(t *testing.T) {
 		t.Fatalf("list leaks: %+v", page.Items)
 	}
 	// Malformed ids name nothing.
-	env.Do(t, http.MethodGet, "/automations/not-a-uuid", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/automations/not-a-uuid", a.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func TestAutomationRoles(t *testing.T) {
@@ -110,9 +111,9 @@ func TestAutomationRoles(t *testing.T) {
 	auto := createAutomation(t, env, o.Owner.Token, nil)
 	path := "/automations/" + auto.ID
 
-	env.Do(t, http.MethodPost, "/automations", o.Member.Token, map[string]any{"name": "m"}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodPatch, path, o.Member.Token, map[string]any{"name": "m"}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodDelete, path, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodPost, "/automations", o.Member.Token, map[string]any{"name": "m"}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodPatch, path, o.Member.Token, map[string]any{"name": "m"}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodDelete, path, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if n := env.CountRows(t, "automations", "org_id = $1", o.ID); n != 1 {
 		t.Fatalf("%d automations after member writes", n)
 	}
@@ -137,22 +138,22 @@ func TestAutomationInvalidInput(t *testing.T) {
 		status             int
 		code, field        string
 	}{
-		{"missing name", "POST", "/automations", map[string]any{}, 422, api.CodeValidation, "name"},
-		{"blank name", "POST", "/automations", map[string]any{"name": "   "}, 422, api.CodeValidation, "name"},
-		{"long name", "POST", "/automations", map[string]any{"name": long}, 422, api.CodeValidation, "name"},
-		{"NUL name", "POST", "/automations", map[string]any{"name": "a\x00b"}, 422, api.CodeValidation, "name"},
-		{"wrong type", "POST", "/automations", map[string]any{"name": 5}, 422, api.CodeValidation, "name"},
-		{"enabled type", "POST", "/automations", map[string]any{"name": "a", "enabled": "yes"}, 422, api.CodeValidation, "enabled"},
-		{"long instructions", "POST", "/automations", map[string]any{"name": "a", "agent_instructions": strings.Repeat("i", 50001)}, 422, api.CodeValidation, "agent_instructions"},
-		{"bad config id", "POST", "/automations", map[string]any{"name": "a", "default_configuration_id": "nope"}, 422, api.CodeValidation, "default_configuration_id"},
-		{"unknown field", "POST", "/automations", map[string]any{"name": "a", "owner": "me"}, 422, api.CodeValidation, "owner"},
-		{"malformed", "POST", "/automations", `{"name":`, 400, api.CodeBadRequest, ""},
-		{"empty body", "POST", "/automations", "", 400, api.CodeBadRequest, ""},
-		{"patch nothing", "PATCH", "/automations/" + auto.ID, map[string]any{}, 422, api.CodeValidation, "(body)"},
-		{"patch blank name", "PATCH", "/automations/" + auto.ID, map[string]any{"name": ""}, 422, api.CodeValidation, "name"},
-		{"patch long description", "PATCH", "/automations/" + auto.ID, map[string]any{"description": strings.Repeat("d", 5001)}, 422, api.CodeValidation, "description"},
-		{"patch unknown", "PATCH", "/automations/" + auto.ID, map[string]any{"agent_type": "x"}, 422, api.CodeValidation, "agent_type"},
-		{"patch malformed", "PATCH", "/automations/" + auto.ID, `[1,2]`, 422, api.CodeValidation, "(body)"},
+		{"missing name", "POST", "/automations", map[string]any{}, 422, httpapi.CodeValidation, "name"},
+		{"blank name", "POST", "/automations", map[string]any{"name": "   "}, 422, httpapi.CodeValidation, "name"},
+		{"long name", "POST", "/automations", map[string]any{"name": long}, 422, httpapi.CodeValidation, "name"},
+		{"NUL name", "POST", "/automations", map[string]any{"name": "a\x00b"}, 422, httpapi.CodeValidation, "name"},
+		{"wrong type", "POST", "/automations", map[string]any{"name": 5}, 422, httpapi.CodeValidation, "name"},
+		{"enabled type", "POST", "/automations", map[string]any{"name": "a", "enabled": "yes"}, 422, httpapi.CodeValidation, "enabled"},
+		{"long instructions", "POST", "/automations", map[string]any{"name": "a", "agent_instructions": strings.Repeat("i", 50001)}, 422, httpapi.CodeValidation, "agent_instructions"},
+		{"bad config id", "POST", "/automations", map[string]any{"name": "a", "default_configuration_id": "nope"}, 422, httpapi.CodeValidation, "default_configuration_id"},
+		{"unknown field", "POST", "/automations", map[string]any{"name": "a", "owner": "me"}, 422, httpapi.CodeValidation, "owner"},
+		{"malformed", "POST", "/automations", `{"name":`, 400, httpapi.CodeBadRequest, ""},
+		{"empty body", "POST", "/automations", "", 400, httpapi.CodeBadRequest, ""},
+		{"patch nothing", "PATCH", "/automations/" + auto.ID, map[string]any{}, 422, httpapi.CodeValidation, "(body)"},
+		{"patch blank name", "PATCH", "/automations/" + auto.ID, map[string]any{"name": ""}, 422, httpapi.CodeValidation, "name"},
+		{"patch long description", "PATCH", "/automations/" + auto.ID, map[string]any{"description": strings.Repeat("d", 5001)}, 422, httpapi.CodeValidation, "description"},
+		{"patch unknown", "PATCH", "/automations/" + auto.ID, map[string]any{"agent_type": "x"}, 422, httpapi.CodeValidation, "agent_type"},
+		{"patch malformed", "PATCH", "/automations/" + auto.ID, `[1,2]`, 422, httpapi.CodeValidation, "(body)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,11 +168,11 @@ func TestAutomationInvalidInput(t *testing.T) {
 		})
 	}
 	resp := env.DoWith(t, http.MethodPost, "/automations", o.Admin.Token, []byte(`{"name":"a"}`), map[string]string{"Content-Type": "text/plain"})
-	resp.ExpectError(t, http.StatusUnsupportedMediaType, api.CodeUnsupportedMedia)
+	resp.ExpectError(t, http.StatusUnsupportedMediaType, httpapi.CodeUnsupportedMedia)
 	huge := `{"name":"a","agent_instructions":"` + strings.Repeat("x", env.Deps.Cfg.APIMaxBodyBytes) + `"}`
-	env.Do(t, http.MethodPost, "/automations", o.Admin.Token, huge).ExpectError(t, http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge)
+	env.Do(t, http.MethodPost, "/automations", o.Admin.Token, huge).ExpectError(t, http.StatusRequestEntityTooLarge, httpapi.CodeBodyTooLarge)
 	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/triggers", o.Admin.Token, `{"trigger_type":"webhook","provider":"custom","config":{"a":"`+
-		strings.Repeat("x", env.Deps.Cfg.APIMaxBodyBytes)+`"}}`).ExpectError(t, http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge)
+		strings.Repeat("x", env.Deps.Cfg.APIMaxBodyBytes)+`"}}`).ExpectError(t, http.StatusRequestEntityTooLarge, httpapi.CodeBodyTooLarge)
 	if n := env.CountRows(t, "automations", "org_id = $1", o.ID); n != 1 {
 		t.Fatalf("%d automations after oversized requests", n)
 	}
@@ -181,7 +182,7 @@ func TestAutomationInvalidInput(t *testing.T) {
 }
 
 // assertField checks a validation error names field.
-func assertField(t *testing.T, body api.ErrorBody, field string) {
+func assertField(t *testing.T, body httpapi.ErrorBody, field string) {
 	t.Helper()
 	fes, _ := body.Error.Details.([]any)
 	for _, fe := range fes {

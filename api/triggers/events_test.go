@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -58,7 +59,7 @@ func TestEventListFiltersAndPagination(t *testing.T) {
 	}
 	for _, q := range []string{"trigger_id=nope", "status=done", "since=yesterday", "until=2025-13-01T00:00:00Z", "provider=%20x",
 		"since=2025-01-02T00:00:00Z&until=2025-01-01T00:00:00Z", "limit=101", "automation_id=1"} {
-		env.Do(t, http.MethodGet, "/trigger-events?"+q, o.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		env.Do(t, http.MethodGet, "/trigger-events?"+q, o.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 	}
 
 	// Pages of two walk all six, newest first, without repeats.
@@ -90,8 +91,8 @@ func TestEventListFiltersAndPagination(t *testing.T) {
 		ev.ParsedContext == nil || ev.ParsedContext["n"] == nil || ev.TriggerID != t1.ID || ev.DedupKey == "" || ev.TriggerType != "webhook" {
 		t.Fatalf("event %+v", ev)
 	}
-	env.Do(t, http.MethodGet, "/trigger-events/"+q1[1], other.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodGet, "/trigger-events/x", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/trigger-events/"+q1[1], other.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodGet, "/trigger-events/x", o.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }
 
 func TestSkipQueuedEvent(t *testing.T) {
@@ -112,8 +113,8 @@ func TestSkipQueuedEvent(t *testing.T) {
 	outboxBefore := env.CountRows(t, "outbox", "true")
 
 	// Members cannot; another org gets 404; neither changes anything.
-	env.Do(t, http.MethodPost, "/trigger-events/"+ids[0]+"/skip", o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodPost, "/trigger-events/"+ids[0]+"/skip", other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodPost, "/trigger-events/"+ids[0]+"/skip", o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodPost, "/trigger-events/"+ids[0]+"/skip", other.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if _, st := runOf(ids[0]); st != "queued" || env.CountRows(t, "trigger_events", "id = $1 AND status = 'queued'", ids[0]) != 1 ||
 		env.CountRows(t, "outbox", "true") != outboxBefore {
 		t.Fatal("a refused skip changed something")
@@ -182,5 +183,5 @@ func TestSkipQueuedEvent(t *testing.T) {
 		t.Fatalf("%d audit rows", n)
 	}
 	env.Do(t, http.MethodPost, "/trigger-events/00000000-0000-0000-0000-000000000000/skip", o.Owner.Token, nil).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
 
@@ -115,7 +116,7 @@ func (h *handlers) listEvents(c *api.Ctx) error {
 		Since: q.time(c, "since"), Until: q.time(c, "until"),
 	}
 	if f.Since != nil && f.Until != nil && !f.Since.Before(*f.Until) {
-		q = append(q, api.FieldError{Field: "until", Problem: "must be after since"})
+		q = append(q, httpapi.FieldError{Field: "until", Problem: "must be after since"})
 	}
 	if err := q.err(); err != nil {
 		return err

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -94,16 +94,16 @@ func TestRunNowRefusals(t *testing.T) {
 		code   string
 	}{
 		{nil, http.StatusConflict, "automation_disabled"},
-		{map[string]any{"note": strings.Repeat("n", 2001)}, 422, api.CodeValidation},
-		{map[string]any{"note": 1}, 422, api.CodeValidation},
-		{map[string]any{"note": "a\x00"}, 422, api.CodeValidation},
-		{map[string]any{"reason": "x"}, 422, api.CodeValidation},
-		{`{"note":`, 400, api.CodeBadRequest},
+		{map[string]any{"note": strings.Repeat("n", 2001)}, 422, httpapi.CodeValidation},
+		{map[string]any{"note": 1}, 422, httpapi.CodeValidation},
+		{map[string]any{"note": "a\x00"}, 422, httpapi.CodeValidation},
+		{map[string]any{"reason": "x"}, 422, httpapi.CodeValidation},
+		{`{"note":`, 400, httpapi.CodeBadRequest},
 	} {
 		env.Do(t, http.MethodPost, path, o.Owner.Token, tc.body).ExpectError(t, tc.status, tc.code)
 	}
 	env.Do(t, http.MethodPost, "/automations/00000000-0000-0000-0000-000000000000/run", o.Owner.Token, nil).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if env.CountRows(t, "triggers", "automation_id = $1", auto.ID) != 0 || env.CountRows(t, "automation_runs", "automation_id = $1", auto.ID) != 0 {
 		t.Fatal("a refused Run Now wrote")
 	}

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 	"github.com/proliferate/proliferate/schemas"
@@ -170,15 +171,15 @@ func mapErr(err error) error {
 	var ce *store.ConflictError
 	switch {
 	case errors.As(err, &nf):
-		return api.NotFound(nf.What)
+		return httpapi.NotFound(nf.What)
 	case errors.As(err, &ve):
-		fes := make([]api.FieldError, len(ve.Fields))
+		fes := make([]httpapi.FieldError, len(ve.Fields))
 		for i, f := range ve.Fields {
-			fes[i] = api.FieldError{Field: f.Field, Problem: f.Problem}
+			fes[i] = httpapi.FieldError{Field: f.Field, Problem: f.Problem}
 		}
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	case errors.As(err, &ce):
-		return api.Conflict(ce.Code, ce.Message)
+		return httpapi.Conflict(ce.Code, ce.Message)
 	}
 	return err
 }
@@ -199,12 +200,12 @@ var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // query filters ----------------------------------------------------------------
 
-type queryErrs []api.FieldError
+type queryErrs []httpapi.FieldError
 
 func (q *queryErrs) uuid(c *api.Ctx, name string) string {
 	v := c.Query(name)
 	if v != "" && !api.IsUUID(v) {
-		*q = append(*q, api.FieldError{Field: name, Problem: "must be a UUID"})
+		*q = append(*q, httpapi.FieldError{Field: name, Problem: "must be a UUID"})
 		return ""
 	}
 	return v
@@ -213,7 +214,7 @@ func (q *queryErrs) uuid(c *api.Ctx, name string) string {
 func (q *queryErrs) provider(c *api.Ctx) string {
 	v := c.Query("provider")
 	if v != "" && !providerRE.MatchString(v) {
-		*q = append(*q, api.FieldError{Field: "provider", Problem: "must be a provider id (lower-case letters, digits, - and _, at most 32)"})
+		*q = append(*q, httpapi.FieldError{Field: "provider", Problem: "must be a provider id (lower-case letters, digits, - and _, at most 32)"})
 		return ""
 	}
 	return v
@@ -229,7 +230,7 @@ func (q *queryErrs) oneOf(c *api.Ctx, name string, allowed ...string) string {
 			return v
 		}
 	}
-	*q = append(*q, api.FieldError{Field: name, Problem: "must be one of " + strings.Join(allowed, ", ")})
+	*q = append(*q, httpapi.FieldError{Field: name, Problem: "must be one of " + strings.Join(allowed, ", ")})
 	return ""
 }
 
@@ -240,7 +241,7 @@ func (q *queryErrs) time(c *api.Ctx, name string) *time.Time {
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		*q = append(*q, api.FieldError{Field: name, Problem: "must be an RFC 3339 time such as 2025-01-02T15:04:05Z"})
+		*q = append(*q, httpapi.FieldError{Field: name, Problem: "must be an RFC 3339 time such as 2025-01-02T15:04:05Z"})
 		return nil
 	}
 	return &t
@@ -248,7 +249,7 @@ func (q *queryErrs) time(c *api.Ctx, name string) *time.Time {
 
 func (q queryErrs) err() error {
 	if len(q) > 0 {
-		return api.Invalid(q...)
+		return httpapi.Invalid(q...)
 	}
 	return nil
 }

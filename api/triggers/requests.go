@@ -5,16 +5,17 @@ import (
 	"strings"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
 )
 
 // maxConfigDepth bounds the nesting of a trigger config.
 const maxConfigDepth = 16
 
-type checker []api.FieldError
+type checker []httpapi.FieldError
 
 func (c *checker) add(field, problem string) {
-	*c = append(*c, api.FieldError{Field: field, Problem: problem})
+	*c = append(*c, httpapi.FieldError{Field: field, Problem: problem})
 }
 
 // text checks a string field: no NUL characters (Postgres text cannot hold
@@ -73,7 +74,7 @@ type RunNowRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *RunNowRequest) Validate() []api.FieldError {
+func (r *RunNowRequest) Validate() []httpapi.FieldError {
 	var c checker
 	c.text("note", r.Note, false)
 	return c
@@ -97,7 +98,7 @@ type CreateTriggerRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *CreateTriggerRequest) Validate() []api.FieldError {
+func (r *CreateTriggerRequest) Validate() []httpapi.FieldError {
 	var c checker
 	if !providerRE.MatchString(r.Provider) {
 		c.add("provider", "must be a provider id (lower-case letters, digits, - and _)")
@@ -115,9 +116,9 @@ type UpdateTriggerRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *UpdateTriggerRequest) Validate() []api.FieldError {
+func (r *UpdateTriggerRequest) Validate() []httpapi.FieldError {
 	if r.Config == nil && r.Enabled == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set config or enabled"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set config or enabled"}}
 	}
 	var c checker
 	c.config("config", r.Config, 0)
@@ -139,7 +140,7 @@ type CreateScheduleRequest struct {
 }
 
 // Validate checks what tags cannot (schedule.Parse checks the rest).
-func (r *CreateScheduleRequest) Validate() []api.FieldError {
+func (r *CreateScheduleRequest) Validate() []httpapi.FieldError {
 	var c checker
 	c.text("name", r.Name, false)
 	c.text("cron_expression", &r.CronExpression, false)
@@ -156,9 +157,9 @@ type UpdateScheduleRequest struct {
 }
 
 // Validate checks what tags cannot.
-func (r *UpdateScheduleRequest) Validate() []api.FieldError {
+func (r *UpdateScheduleRequest) Validate() []httpapi.FieldError {
 	if r.Name == nil && r.CronExpression == nil && r.Timezone == nil && r.Enabled == nil {
-		return []api.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
+		return []httpapi.FieldError{{Field: "(body)", Problem: "must set at least one field"}}
 	}
 	var c checker
 	c.text("name", r.Name, false)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/schedule"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
@@ -89,7 +89,7 @@ func TestScheduleLifecycle(t *testing.T) {
 	// Deleting the schedule deletes its trigger (and the trigger's events).
 	enqueue(t, env, sc.TriggerID, "queued", 1)
 	env.Do(t, http.MethodDelete, "/schedules/"+sc.ID, o.Admin.Token, nil).Expect(t, http.StatusNoContent, nil)
-	env.Do(t, http.MethodGet, "/schedules/"+sc.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/schedules/"+sc.ID, o.Admin.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if env.CountRows(t, "triggers", "id = $1", sc.TriggerID) != 0 || env.CountRows(t, "trigger_events", "trigger_id = $1", sc.TriggerID) != 0 {
 		t.Fatal("the schedule's trigger or its events survived")
 	}
@@ -115,22 +115,22 @@ func TestScheduleInvalidInput(t *testing.T) {
 		status             int
 		code, field, msg   string
 	}{
-		{"missing cron", "POST", create, map[string]any{"name": "x"}, 422, api.CodeValidation, "cron_expression", ""},
-		{"six fields", "POST", create, map[string]any{"cron_expression": "0 0 9 * * *"}, 422, api.CodeValidation, "cron_expression", parseErr("0 0 9 * * *", "UTC")},
-		{"bad minute", "POST", create, map[string]any{"cron_expression": "61 * * * *"}, 422, api.CodeValidation, "cron_expression", parseErr("61 * * * *", "UTC")},
-		{"never", "POST", create, map[string]any{"cron_expression": "0 0 30 2 *"}, 422, api.CodeValidation, "cron_expression", parseErr("0 0 30 2 *", "UTC")},
-		{"bad timezone", "POST", create, map[string]any{"cron_expression": "@daily", "timezone": "Mars/Olympus"}, 422, api.CodeValidation, "timezone", parseErr("@daily", "Mars/Olympus")},
-		{"long cron", "POST", create, map[string]any{"cron_expression": strings.Repeat("*", 201)}, 422, api.CodeValidation, "cron_expression", ""},
-		{"long name", "POST", create, map[string]any{"cron_expression": "@daily", "name": strings.Repeat("n", 201)}, 422, api.CodeValidation, "name", ""},
-		{"NUL timezone", "POST", create, map[string]any{"cron_expression": "@daily", "timezone": "UTC\x00"}, 422, api.CodeValidation, "timezone", ""},
-		{"cron type", "POST", create, map[string]any{"cron_expression": 5}, 422, api.CodeValidation, "cron_expression", ""},
-		{"unknown field", "POST", create, map[string]any{"cron_expression": "@daily", "next_run_at": "now"}, 422, api.CodeValidation, "next_run_at", ""},
-		{"malformed", "POST", create, `{"cron_expression": "@daily"`, 400, api.CodeBadRequest, "", ""},
-		{"other org's automation", "POST", "/automations/00000000-0000-0000-0000-000000000000/schedules", map[string]any{"cron_expression": "@daily"}, 404, api.CodeNotFound, "", ""},
-		{"patch nothing", "PATCH", patch, map[string]any{}, 422, api.CodeValidation, "(body)", ""},
-		{"patch bad cron", "PATCH", patch, map[string]any{"cron_expression": "every day"}, 422, api.CodeValidation, "cron_expression", parseErr("every day", "UTC")},
-		{"patch bad timezone", "PATCH", patch, map[string]any{"timezone": "Europe/Pariss"}, 422, api.CodeValidation, "timezone", parseErr("0 9 * * *", "Europe/Pariss")},
-		{"patch enabled type", "PATCH", patch, map[string]any{"enabled": "yes"}, 422, api.CodeValidation, "enabled", ""},
+		{"missing cron", "POST", create, map[string]any{"name": "x"}, 422, httpapi.CodeValidation, "cron_expression", ""},
+		{"six fields", "POST", create, map[string]any{"cron_expression": "0 0 9 * * *"}, 422, httpapi.CodeValidation, "cron_expression", parseErr("0 0 9 * * *", "UTC")},
+		{"bad minute", "POST", create, map[string]any{"cron_expression": "61 * * * *"}, 422, httpapi.CodeValidation, "cron_expression", parseErr("61 * * * *", "UTC")},
+		{"never", "POST", create, map[string]any{"cron_expression": "0 0 30 2 *"}, 422, httpapi.CodeValidation, "cron_expression", parseErr("0 0 30 2 *", "UTC")},
+		{"bad timezone", "POST", create, map[string]any{"cron_expression": "@daily", "timezone": "Mars/Olympus"}, 422, httpapi.CodeValidation, "timezone", parseErr("@daily", "Mars/Olympus")},
+		{"long cron", "POST", create, map[string]any{"cron_expression": strings.Repeat("*", 201)}, 422, httpapi.CodeValidation, "cron_expression", ""},
+		{"long name", "POST", create, map[string]any{"cron_expression": "@daily", "name": strings.Repeat("n", 201)}, 422, httpapi.CodeValidation, "name", ""},
+		{"NUL timezone", "POST", create, map[string]any{"cron_expression": "@daily", "timezone": "UTC\x00"}, 422, httpapi.CodeValidation, "timezone", ""},
+		{"cron type", "POST", create, map[string]any{"cron_expression": 5}, 422, httpapi.CodeValidation, "cron_expression", ""},
+		{"unknown field", "POST", create, map[string]any{"cron_expression": "@daily", "next_run_at": "now"}, 422, httpapi.CodeValidation, "next_run_at", ""},
+		{"malformed", "POST", create, `{"cron_expression": "@daily"`, 400, httpapi.CodeBadRequest, "", ""},
+		{"other org's automation", "POST", "/automations/00000000-0000-0000-0000-000000000000/schedules", map[string]any{"cron_expression": "@daily"}, 404, httpapi.CodeNotFound, "", ""},
+		{"patch nothing", "PATCH", patch, map[string]any{}, 422, httpapi.CodeValidation, "(body)", ""},
+		{"patch bad cron", "PATCH", patch, map[string]any{"cron_expression": "every day"}, 422, httpapi.CodeValidation, "cron_expression", parseErr("every day", "UTC")},
+		{"patch bad timezone", "PATCH", patch, map[string]any{"timezone": "Europe/Pariss"}, 422, httpapi.CodeValidation, "timezone", parseErr("0 9 * * *", "Europe/Pariss")},
+		{"patch enabled type", "PATCH", patch, map[string]any{"enabled": "yes"}, 422, httpapi.CodeValidation, "enabled", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -163,10 +163,10 @@ func TestScheduleIsolationAndRoles(t *testing.T) {
 	createSchedule(t, env, b.Admin.Token, autoB.ID, map[string]any{"cron_expression": "@weekly"})
 
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/schedules", b.Owner.Token, map[string]any{"cron_expression": "@daily"}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodGet, "/schedules/"+sc.ID, b.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPatch, "/schedules/"+sc.ID, b.Owner.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, "/schedules/"+sc.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodGet, "/schedules/"+sc.ID, b.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPatch, "/schedules/"+sc.ID, b.Owner.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, "/schedules/"+sc.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if env.CountRows(t, "schedules", "id = $1 AND enabled AND automation_id = $2", sc.ID, autoA.ID) != 1 ||
 		env.CountRows(t, "schedules", "automation_id = $1", autoA.ID) != 1 {
 		t.Fatal("another org changed A's schedules")
@@ -175,13 +175,13 @@ func TestScheduleIsolationAndRoles(t *testing.T) {
 	if len(page.Items) != 1 || page.Items[0].CronExpression != "@weekly" {
 		t.Fatalf("list leaks %+v", page.Items)
 	}
-	env.Do(t, http.MethodGet, "/schedules?automation_id=bad", b.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+	env.Do(t, http.MethodGet, "/schedules?automation_id=bad", b.Member.Token, nil).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 
 	// Roles: members read only.
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/schedules", a.Member.Token, map[string]any{"cron_expression": "@daily"}).
-		ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodPatch, "/schedules/"+sc.ID, a.Member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-	env.Do(t, http.MethodDelete, "/schedules/"+sc.ID, a.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodPatch, "/schedules/"+sc.ID, a.Member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+	env.Do(t, http.MethodDelete, "/schedules/"+sc.ID, a.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	env.Do(t, http.MethodGet, "/schedules/"+sc.ID, a.Member.Token, nil).Expect(t, http.StatusOK, nil)
 	for _, u := range []string{a.Admin.Token, a.Owner.Token} {
 		s := createSchedule(t, env, u, autoA.ID, map[string]any{"cron_expression": "0 0 1 * *"})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
 
@@ -79,7 +80,7 @@ func TestCustomWebhookSecretShownOnce(t *testing.T) {
 	assertNoSecret(t, env, secret, get.Body, list.Body, patch.Body)
 
 	// Rotation: a new secret, once; the old one is gone.
-	env.Do(t, http.MethodPost, "/triggers/"+tr.ID+"/rotate-secret", o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodPost, "/triggers/"+tr.ID+"/rotate-secret", o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	var rot store.CreatedTrigger
 	env.Do(t, http.MethodPost, "/triggers/"+tr.ID+"/rotate-secret", o.Admin.Token, nil).Expect(t, http.StatusOK, &rot)
 	if rot.WebhookSecret == nil || *rot.WebhookSecret == secret || !secretRE.MatchString(*rot.WebhookSecret) ||
@@ -128,26 +129,26 @@ func TestTriggerValidation(t *testing.T) {
 		code   string
 		field  string
 	}{
-		{"missing type", map[string]any{"provider": "github"}, 422, api.CodeValidation, "trigger_type"},
-		{"bad type", map[string]any{"trigger_type": "scheduled", "provider": "scheduled"}, 422, api.CodeValidation, "trigger_type"},
-		{"missing provider", map[string]any{"trigger_type": "webhook"}, 422, api.CodeValidation, "provider"},
-		{"unknown provider", map[string]any{"trigger_type": "webhook", "provider": "jira"}, 422, api.CodeValidation, "provider"},
-		{"bad provider id", map[string]any{"trigger_type": "webhook", "provider": "Git Hub"}, 422, api.CodeValidation, "provider"},
-		{"unsupported type", map[string]any{"trigger_type": "polling", "provider": "github", "integration_id": linear}, 422, api.CodeValidation, "trigger_type"},
-		{"config item", map[string]any{"trigger_type": "webhook", "provider": "github", "config": map[string]any{"branches": []any{"main", "dev", 5}}}, 422, api.CodeValidation, "config.branches[2]"},
-		{"config unknown key", map[string]any{"trigger_type": "webhook", "provider": "sentry", "config": map[string]any{"min_level": "error", "colour": "red"}}, 422, api.CodeValidation, "config.colour"},
-		{"config enum", map[string]any{"trigger_type": "webhook", "provider": "sentry", "config": map[string]any{"min_level": "loud"}}, 422, api.CodeValidation, "config.min_level"},
-		{"config NUL", map[string]any{"trigger_type": "webhook", "provider": "custom", "config": map[string]any{"conditions": []any{map[string]any{"path": "$.a", "equals": "x\x00"}}}}, 422, api.CodeValidation, "config.conditions[0].equals"},
-		{"config too big", map[string]any{"trigger_type": "webhook", "provider": "github", "config": map[string]any{"branches": bigList(2000)}}, 422, api.CodeValidation, "config"},
-		{"config not object", map[string]any{"trigger_type": "webhook", "provider": "github", "config": []any{1}}, 422, api.CodeValidation, "config"},
-		{"integration malformed", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": "x"}, 422, api.CodeValidation, "integration_id"},
-		{"integration wrong kind", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": sentry}, 422, api.CodeValidation, "integration_id"},
-		{"polling without integration", map[string]any{"trigger_type": "polling", "provider": "linear"}, 422, api.CodeValidation, "integration_id"},
-		{"custom with integration", map[string]any{"trigger_type": "webhook", "provider": "custom", "integration_id": linear}, 422, api.CodeValidation, "integration_id"},
-		{"enabled type", map[string]any{"trigger_type": "webhook", "provider": "custom", "enabled": 1}, 422, api.CodeValidation, "enabled"},
-		{"unknown field", map[string]any{"trigger_type": "webhook", "provider": "custom", "webhook_secret": "mine"}, 422, api.CodeValidation, "webhook_secret"},
-		{"malformed", `{"trigger_type": "webhook",`, 400, api.CodeBadRequest, ""},
-		{"integration missing", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": "00000000-0000-0000-0000-000000000001"}, 404, api.CodeNotFound, ""},
+		{"missing type", map[string]any{"provider": "github"}, 422, httpapi.CodeValidation, "trigger_type"},
+		{"bad type", map[string]any{"trigger_type": "scheduled", "provider": "scheduled"}, 422, httpapi.CodeValidation, "trigger_type"},
+		{"missing provider", map[string]any{"trigger_type": "webhook"}, 422, httpapi.CodeValidation, "provider"},
+		{"unknown provider", map[string]any{"trigger_type": "webhook", "provider": "jira"}, 422, httpapi.CodeValidation, "provider"},
+		{"bad provider id", map[string]any{"trigger_type": "webhook", "provider": "Git Hub"}, 422, httpapi.CodeValidation, "provider"},
+		{"unsupported type", map[string]any{"trigger_type": "polling", "provider": "github", "integration_id": linear}, 422, httpapi.CodeValidation, "trigger_type"},
+		{"config item", map[string]any{"trigger_type": "webhook", "provider": "github", "config": map[string]any{"branches": []any{"main", "dev", 5}}}, 422, httpapi.CodeValidation, "config.branches[2]"},
+		{"config unknown key", map[string]any{"trigger_type": "webhook", "provider": "sentry", "config": map[string]any{"min_level": "error", "colour": "red"}}, 422, httpapi.CodeValidation, "config.colour"},
+		{"config enum", map[string]any{"trigger_type": "webhook", "provider": "sentry", "config": map[string]any{"min_level": "loud"}}, 422, httpapi.CodeValidation, "config.min_level"},
+		{"config NUL", map[string]any{"trigger_type": "webhook", "provider": "custom", "config": map[string]any{"conditions": []any{map[string]any{"path": "$.a", "equals": "x\x00"}}}}, 422, httpapi.CodeValidation, "config.conditions[0].equals"},
+		{"config too big", map[string]any{"trigger_type": "webhook", "provider": "github", "config": map[string]any{"branches": bigList(2000)}}, 422, httpapi.CodeValidation, "config"},
+		{"config not object", map[string]any{"trigger_type": "webhook", "provider": "github", "config": []any{1}}, 422, httpapi.CodeValidation, "config"},
+		{"integration malformed", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": "x"}, 422, httpapi.CodeValidation, "integration_id"},
+		{"integration wrong kind", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": sentry}, 422, httpapi.CodeValidation, "integration_id"},
+		{"polling without integration", map[string]any{"trigger_type": "polling", "provider": "linear"}, 422, httpapi.CodeValidation, "integration_id"},
+		{"custom with integration", map[string]any{"trigger_type": "webhook", "provider": "custom", "integration_id": linear}, 422, httpapi.CodeValidation, "integration_id"},
+		{"enabled type", map[string]any{"trigger_type": "webhook", "provider": "custom", "enabled": 1}, 422, httpapi.CodeValidation, "enabled"},
+		{"unknown field", map[string]any{"trigger_type": "webhook", "provider": "custom", "webhook_secret": "mine"}, 422, httpapi.CodeValidation, "webhook_secret"},
+		{"malformed", `{"trigger_type": "webhook",`, 400, httpapi.CodeBadRequest, ""},
+		{"integration missing", map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": "00000000-0000-0000-0000-000000000001"}, 404, httpapi.CodeNotFound, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +178,7 @@ func TestTriggerValidation(t *testing.T) {
 		{map[string]any{"enabled": "no"}, "enabled"},
 		{map[string]any{"provider": "linear"}, "provider"},
 	} {
-		body := env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, o.Admin.Token, tc.body).ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+		body := env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, o.Admin.Token, tc.body).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 		assertField(t, body, tc.field)
 	}
 	if got := scalar[string](t, env, `SELECT config::text FROM triggers WHERE id = $1`, tr.ID); got != `{"branches": ["main"]}` {
@@ -211,11 +212,11 @@ func TestTriggerIsolation(t *testing.T) {
 
 	// A trigger on another org's automation, or with another org's integration.
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/triggers", b.Owner.Token, map[string]any{"trigger_type": "webhook", "provider": "custom"}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPost, "/automations/"+autoB.ID+"/triggers", b.Owner.Token, map[string]any{"trigger_type": "webhook",
-		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPost, "/automations/"+autoB.ID+"/triggers", b.Owner.Token, map[string]any{"trigger_type": "polling",
-		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "triggers", "automation_id = $1", autoA.ID); n != 1 {
 		t.Fatalf("%d triggers on A's automation", n)
 	}
@@ -227,11 +228,11 @@ func TestTriggerIsolation(t *testing.T) {
 	}
 
 	// B cannot read or write A's trigger.
-	env.Do(t, http.MethodGet, "/triggers/"+trA.ID, b.Member.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+	env.Do(t, http.MethodGet, "/triggers/"+trA.ID, b.Member.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPatch, "/triggers/"+trA.ID, b.Owner.Token, map[string]any{"enabled": false, "config": map[string]any{}}).
-		ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodDelete, "/triggers/"+trA.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
-	env.Do(t, http.MethodPost, "/triggers/"+trA.ID+"/rotate-secret", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodDelete, "/triggers/"+trA.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
+	env.Do(t, http.MethodPost, "/triggers/"+trA.ID+"/rotate-secret", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	if got := scalar[string](t, env, `SELECT enabled::text || config::text FROM triggers WHERE id = $1`, trA.ID); got != `true{"states": ["Todo"]}` {
 		t.Fatalf("another org changed the trigger: %s", got)
 	}
@@ -247,11 +248,11 @@ func TestTriggerIsolation(t *testing.T) {
 	// A private integration of another member, or a deleted one, is not usable.
 	priv := integration(t, env, a.ID, "linear", true, a.Owner.ID)
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/triggers", a.Admin.Token, map[string]any{"trigger_type": "webhook",
-		"provider": "linear", "integration_id": priv}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		"provider": "linear", "integration_id": priv}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	createTrigger(t, env, a.Owner.Token, autoA.ID, map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": priv})
 	exec(t, env, `UPDATE integrations SET status = 'deleted' WHERE id = $1`, integA)
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/triggers", a.Admin.Token, map[string]any{"trigger_type": "webhook",
-		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	// The admin sees the trigger on the owner's private integration, but not the integration itself.
 	page = getPage[store.Trigger](t, env, "/triggers?provider=linear", a.Admin.Token)
 	for _, tr := range page.Items {
@@ -267,15 +268,15 @@ func TestTriggerRolesAndFilters(t *testing.T) {
 	auto := createAutomation(t, env, o.Owner.Token, nil)
 	other := createAutomation(t, env, o.Owner.Token, nil)
 	body := map[string]any{"trigger_type": "webhook", "provider": "custom"}
-	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/triggers", o.Member.Token, body).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/triggers", o.Member.Token, body).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 	if n := env.CountRows(t, "triggers", "org_id = $1", o.ID); n != 0 {
 		t.Fatal("a member created a trigger")
 	}
 	var ids []string
 	for _, u := range []*apitest.User{o.Admin, o.Owner} {
 		tr := createTrigger(t, env, u.Token, auto.ID, body)
-		env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, o.Member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
-		env.Do(t, http.MethodDelete, "/triggers/"+tr.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, api.CodeForbidden)
+		env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, o.Member.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
+		env.Do(t, http.MethodDelete, "/triggers/"+tr.ID, o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 		env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, u.Token, map[string]any{"enabled": false}).Expect(t, http.StatusOK, nil)
 		ids = append(ids, tr.ID)
 	}
@@ -305,7 +306,7 @@ func TestTriggerRolesAndFilters(t *testing.T) {
 	} {
 		resp := env.Do(t, http.MethodGet, "/triggers"+q, o.Member.Token, nil)
 		if want < 0 {
-			resp.ExpectError(t, http.StatusUnprocessableEntity, api.CodeValidation)
+			resp.ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 			continue
 		}
 		page = api.Page[store.Trigger]{}
@@ -319,7 +320,7 @@ func TestTriggerRolesAndFilters(t *testing.T) {
 	enqueue(t, env, ids[0], "queued", 1)
 	for i, u := range []*apitest.User{o.Admin, o.Owner} {
 		env.Do(t, http.MethodDelete, "/triggers/"+ids[i], u.Token, nil).Expect(t, http.StatusNoContent, nil)
-		env.Do(t, http.MethodGet, "/triggers/"+ids[i], u.Token, nil).ExpectError(t, http.StatusNotFound, api.CodeNotFound)
+		env.Do(t, http.MethodGet, "/triggers/"+ids[i], u.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	}
 	if n := env.CountRows(t, "trigger_events", "trigger_id = $1", ids[0]); n != 0 {
 		t.Fatalf("%d events left", n)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/web"
 )
 
@@ -50,7 +51,7 @@ func (a *App) frontDoor(apiHandler http.Handler) (http.Handler, error) {
 	mux.Handle(api.Prefix, apiHandler)
 	mux.HandleFunc("/proliferate/", func(w http.ResponseWriter, r *http.Request) {
 		if previewPath.MatchString(r.URL.Path) || strings.Contains(r.URL.Path, "..") {
-			writeFrontDoorError(w, http.StatusNotFound, api.CodeNotFound,
+			writeFrontDoorError(w, http.StatusNotFound, httpapi.CodeNotFound,
 				"previews are served on the gateway's own origin ("+a.Cfg.GatewayPublicURL+")")
 			return
 		}
@@ -62,7 +63,7 @@ func (a *App) frontDoor(apiHandler http.Handler) (http.Handler, error) {
 
 // writeFrontDoorError answers in the API's error shape.
 func writeFrontDoorError(w http.ResponseWriter, status int, code, msg string) {
-	var b api.ErrorBody
+	var b httpapi.ErrorBody
 	b.Error.Code, b.Error.Message = code, msg
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

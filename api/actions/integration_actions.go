@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/providers/slack"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // provider is a code-defined source's static catalog.
@@ -79,11 +81,20 @@ type automationModes struct {
 
 func (h *handlers) loadAutomation(ctx context.Context, orgID, id string) (automationModes, error) {
 	var a automationModes
-	err := h.pool.QueryRow(ctx, `SELECT a.enabled_tools, a.action_modes, o.action_modes,
-			ARRAY(SELECT DISTINCT t.provider FROM triggers t WHERE t.automation_id = a.id AND t.org_id = a.org_id ORDER BY 1)
-		FROM automations a JOIN organizations o ON o.id = a.org_id
-		WHERE a.id = $1 AND a.org_id = $2`, id, orgID).Scan(&a.enabledTools, &a.automationModes, &a.orgModes, &a.triggers)
-	return a, err
+	r, err := triggersdb.New(h.pool).AutomationActionModes(ctx, triggersdb.AutomationActionModesParams{ID: id, OrgID: orgID})
+	if err != nil {
+		return a, err
+	}
+	a.triggers = r.TriggerProviders
+	for _, f := range []struct {
+		raw []byte
+		to  any
+	}{{r.EnabledTools, &a.enabledTools}, {r.ActionModes, &a.automationModes}, {r.OrgActionModes, &a.orgModes}} {
+		if err := json.Unmarshal(f.raw, f.to); err != nil {
+			return a, err
+		}
+	}
+	return a, nil
 }
 
 // toolEnabled reads an enabled_tools entry: false, or an object with

@@ -18,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/enrich"
 	"github.com/proliferate/proliferate/internal/runs/target"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Executor is the run-executor group's handler. For a ready run it resolves
@@ -73,13 +74,11 @@ type automation struct {
 	target                      target.Automation
 }
 
-func loadAutomation(ctx context.Context, q runs.Querier, run runs.Run) (automation, error) {
-	var a automation
-	err := q.QueryRow(ctx, `SELECT name, agent_instructions, model_id, config_selection_strategy,
-			default_configuration_id::text, fallback_configuration_id::text, allowed_configuration_ids::text[]
-		FROM automations WHERE id = $1`, run.AutomationID).
-		Scan(&a.name, &a.instructions, &a.modelID, &a.target.Strategy, &a.target.DefaultConfigurationID,
-			&a.target.FallbackConfigurationID, &a.target.AllowedConfigurationIDs)
+func loadAutomation(ctx context.Context, q triggersdb.DBTX, run runs.Run) (automation, error) {
+	r, err := triggersdb.New(q).AutomationExecution(ctx, run.AutomationID)
+	a := automation{name: r.Name, instructions: r.AgentInstructions, modelID: r.ModelID, target: target.Automation{
+		Strategy: r.ConfigSelectionStrategy, DefaultConfigurationID: r.DefaultConfigurationID,
+		FallbackConfigurationID: r.FallbackConfigurationID, AllowedConfigurationIDs: r.AllowedConfigurationIDs}}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, runs.ErrNotFound
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // sessionPrompt is the system prompt of a session (hub.Deps.SystemPrompt):
@@ -60,8 +61,10 @@ func (a *App) promptContext(ctx context.Context, s sessions.Session) (prompts.Pr
 		}
 	}
 	if s.AutomationID != nil {
-		err := a.Pool.QueryRow(ctx, `SELECT name FROM automations WHERE id = $1 AND org_id = $2`,
-			*s.AutomationID, s.OrgID).Scan(&pc.AutomationName)
+		name, err := triggersdb.New(a.Pool).AutomationName(ctx, triggersdb.AutomationNameParams{ID: *s.AutomationID, OrgID: s.OrgID})
+		if err == nil {
+			pc.AutomationName = name
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return pc, fmt.Errorf("prompt: automation: %w", err)
 		}

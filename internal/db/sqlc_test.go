@@ -59,6 +59,7 @@ func TestSQLCGeneratedIsCurrent(t *testing.T) {
 // package), or, where sqlc cannot express it, in handWritten below.
 var owners = map[string]string{
 	"organizations": "internal/orgs",
+	"automations":   "internal/triggers/store",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -148,16 +149,21 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 			}
 		}
 		for what, q := range map[string]struct {
-			id  *string
-			sql string
+			id    *string
+			check func(id string) error
 		}{
-			"automation": {in.AutomationID, `SELECT 1 FROM automations WHERE id = $1 AND org_id = $2`},
-			"run":        {in.RunID, `SELECT 1 FROM automation_runs WHERE id = $1 AND org_id = $2`},
+			"automation": {in.AutomationID, func(id string) error {
+				_, err := triggersdb.New(tx).AutomationExists(ctx, triggersdb.AutomationExistsParams{ID: id, OrgID: in.OrgID})
+				return err
+			}},
+			"run": {in.RunID, func(id string) error {
+				return exists(ctx, tx, `SELECT 1 FROM automation_runs WHERE id = $1 AND org_id = $2`, id, in.OrgID)
+			}},
 		} {
 			if q.id == nil {
 				continue
 			}
-			if err := exists(ctx, tx, q.sql, *q.id, in.OrgID); err != nil {
+			if err := q.check(*q.id); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
 					return invalid("%s not found", what)
 				}

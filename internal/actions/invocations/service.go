@@ -47,6 +47,7 @@ import (
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -643,12 +644,11 @@ func (s *Svc) afterExpire(ctx context.Context, tx pgx.Tx, inv Invocation) error 
 func setAllow(ctx context.Context, tx pgx.Tx, inv Invocation) error {
 	key := actions.ModeKey(inv.Integration, inv.Action)
 	if inv.AutomationID != nil {
-		tag, err := tx.Exec(ctx, `UPDATE automations SET action_modes = jsonb_set(action_modes, ARRAY[$2::text], '"allow"'),
-			updated_at = now() WHERE id = $1 AND org_id = $3`, *inv.AutomationID, key, inv.OrgID)
+		n, err := triggersdb.New(tx).AllowAutomationActionMode(ctx, triggersdb.AllowAutomationActionModeParams{ID: *inv.AutomationID, Key: key, OrgID: inv.OrgID})
 		if err != nil {
 			return fmt.Errorf("set automation action mode %s: %w", key, err)
 		}
-		if tag.RowsAffected() == 1 {
+		if n == 1 {
 			return nil
 		}
 		// The automation is gone: fall back to the org scope.

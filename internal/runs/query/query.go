@@ -38,6 +38,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -141,8 +142,7 @@ type Page struct {
 // ListForAutomation lists an automation's runs, newest first, only those in
 // statuses when it is not empty.
 func (s *Store) ListForAutomation(ctx context.Context, orgID, automationID string, statuses []string, p Page) ([]Summary, error) {
-	var one int
-	err := s.Pool.QueryRow(ctx, `SELECT 1 FROM automations WHERE id = $1 AND org_id = $2`, automationID, orgID).Scan(&one)
+	_, err := triggersdb.New(s.Pool).AutomationExists(ctx, triggersdb.AutomationExistsParams{ID: automationID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrAutomationNotFound
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/triggers/pollgroups"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Automation settings values.
@@ -89,19 +91,25 @@ func NewAutomation() Automation {
 	}
 }
 
-const automationCols = `a.id::text, a.name, a.description, a.enabled, a.agent_instructions, a.agent_type, a.model_id,
-	a.default_configuration_id::text, a.config_selection_strategy, a.allowed_configuration_ids::text[],
-	a.fallback_configuration_id::text, a.enabled_tools, a.action_modes, a.llm_filter_prompt, a.llm_analysis_prompt,
-	a.notification_destination_type, a.notification_slack_installation_id::text, a.notification_channel_id,
-	a.notification_slack_user_id, a.run_deadline_seconds, a.created_by::text, a.created_at, a.updated_at`
-
-func scanAutomation(row pgx.Row) (Automation, error) {
-	var a Automation
-	err := row.Scan(&a.ID, &a.Name, &a.Description, &a.Enabled, &a.AgentInstructions, &a.AgentType, &a.ModelID,
-		&a.DefaultConfigurationID, &a.ConfigSelectionStrategy, &a.AllowedConfigurationIDs,
-		&a.FallbackConfigurationID, &a.EnabledTools, &a.ActionModes, &a.LLMFilterPrompt, &a.LLMAnalysisPrompt,
-		&a.NotificationDestinationType, &a.NotificationSlackInstallationID, &a.NotificationChannelID,
-		&a.NotificationSlackUserID, &a.RunDeadlineSeconds, &a.CreatedBy, &a.CreatedAt, &a.UpdatedAt)
+// automation converts a stored row (err is the query's).
+func automation(r triggersdb.Automation, err error) (Automation, error) {
+	if err != nil {
+		return Automation{}, err
+	}
+	a := Automation{ID: r.ID, Name: r.Name, Description: r.Description, Enabled: r.Enabled,
+		AgentInstructions: r.AgentInstructions, AgentType: r.AgentType, ModelID: r.ModelID,
+		DefaultConfigurationID: r.DefaultConfigurationID, ConfigSelectionStrategy: r.ConfigSelectionStrategy,
+		AllowedConfigurationIDs: r.AllowedConfigurationIDs, FallbackConfigurationID: r.FallbackConfigurationID,
+		LLMFilterPrompt: r.LLMFilterPrompt, LLMAnalysisPrompt: r.LLMAnalysisPrompt,
+		NotificationDestinationType: r.NotificationDestinationType, NotificationSlackInstallationID: r.NotificationSlackInstallationID,
+		NotificationChannelID: r.NotificationChannelID, NotificationSlackUserID: r.NotificationSlackUserID,
+		RunDeadlineSeconds: int(r.RunDeadlineSeconds), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if err := json.Unmarshal(r.EnabledTools, &a.EnabledTools); err != nil {
+		return Automation{}, fmt.Errorf("automation %s: enabled_tools: %w", r.ID, err)
+	}
+	if err := json.Unmarshal(r.ActionModes, &a.ActionModes); err != nil {
+		return Automation{}, fmt.Errorf("automation %s: action_modes: %w", r.ID, err)
+	}
 	if a.AllowedConfigurationIDs == nil {
 		a.AllowedConfigurationIDs = []string{}
 	}
@@ -111,7 +119,18 @@ func scanAutomation(row pgx.Row) (Automation, error) {
 	if a.ActionModes == nil {
 		a.ActionModes = map[string]string{}
 	}
-	return a, err
+	return a, nil
+}
+
+// jsonSettings encodes the JSON columns of a.
+func jsonSettings(a Automation) (tools, modes []byte, err error) {
+	if tools, err = json.Marshal(a.EnabledTools); err != nil {
+		return nil, nil, err
+	}
+	if modes, err = json.Marshal(a.ActionModes); err != nil {
+		return nil, nil, err
+	}
+	return tools, modes, nil
 }
 
 // checkAutomation validates the settings of a (as they will be stored)
@@ -232,19 +251,19 @@ func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in A
 		if err := checkAutomation(ctx, tx, orgID, &in, nil); err != nil {
 			return err
 		}
-		var err error
-		a, err = scanAutomation(tx.QueryRow(ctx, `INSERT INTO automations AS a (org_id, name, description, enabled,
-				agent_instructions, agent_type, model_id, default_configuration_id, config_selection_strategy,
-				allowed_configuration_ids, fallback_configuration_id, enabled_tools, action_modes, llm_filter_prompt,
-				llm_analysis_prompt, notification_destination_type, notification_slack_installation_id,
-				notification_channel_id, notification_slack_user_id, run_deadline_seconds, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::uuid[], $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
-			RETURNING `+automationCols,
-			orgID, in.Name, in.Description, in.Enabled, in.AgentInstructions, in.AgentType, in.ModelID,
-			in.DefaultConfigurationID, in.ConfigSelectionStrategy, in.AllowedConfigurationIDs, in.FallbackConfigurationID,
-			in.EnabledTools, in.ActionModes, in.LLMFilterPrompt, in.LLMAnalysisPrompt, in.NotificationDestinationType,
-			in.NotificationSlackInstallationID, in.NotificationChannelID, in.NotificationSlackUserID, in.RunDeadlineSeconds,
-			nullable(userID)))
+		tools, modes, err := jsonSettings(in)
+		if err != nil {
+			return err
+		}
+		a, err = automation(triggersdb.New(tx).CreateAutomation(ctx, triggersdb.CreateAutomationParams{
+			OrgID: orgID, Name: in.Name, Description: in.Description, Enabled: in.Enabled,
+			AgentInstructions: in.AgentInstructions, AgentType: in.AgentType, ModelID: in.ModelID,
+			DefaultConfigurationID: in.DefaultConfigurationID, ConfigSelectionStrategy: in.ConfigSelectionStrategy,
+			AllowedConfigurationIDs: in.AllowedConfigurationIDs, FallbackConfigurationID: in.FallbackConfigurationID,
+			EnabledTools: tools, ActionModes: modes, LLMFilterPrompt: in.LLMFilterPrompt, LLMAnalysisPrompt: in.LLMAnalysisPrompt,
+			NotificationDestinationType: in.NotificationDestinationType, NotificationSlackInstallationID: in.NotificationSlackInstallationID,
+			NotificationChannelID: in.NotificationChannelID, NotificationSlackUserID: in.NotificationSlackUserID,
+			RunDeadlineSeconds: int32(in.RunDeadlineSeconds), CreatedBy: nullable(userID)}))
 		if err != nil {
 			return fmt.Errorf("insert automation: %w", err)
 		}
@@ -255,18 +274,25 @@ func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in A
 
 // ListAutomations lists the organization's automations, newest first.
 func (s *Store) ListAutomations(ctx context.Context, orgID string, p Page) ([]Automation, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+automationCols+` FROM automations a
-		WHERE a.org_id = $1 AND (a.created_at, a.id) < ($2, $3::uuid)
-		ORDER BY a.created_at DESC, a.id DESC LIMIT $4`, orgID, p.At, p.ID, p.Limit+1)
+	rows, err := triggersdb.New(s.Pool).ListAutomations(ctx, triggersdb.ListAutomationsParams{OrgID: orgID, BeforeAt: p.At, BeforeID: p.ID,
+		Max: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Automation, error) { return scanAutomation(r) })
+	out := make([]Automation, 0, len(rows))
+	for _, r := range rows {
+		a, err := automation(r, nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, nil
 }
 
 // GetAutomation returns one automation.
 func (s *Store) GetAutomation(ctx context.Context, orgID, id string) (Automation, error) {
-	a, err := scanAutomation(s.Pool.QueryRow(ctx, `SELECT `+automationCols+` FROM automations a WHERE a.id = $1 AND a.org_id = $2`, id, orgID))
+	a, err := automation(triggersdb.New(s.Pool).GetAutomation(ctx, triggersdb.GetAutomationParams{ID: id, OrgID: orgID}))
 	if isNoRows(err) {
 		return a, notFound("automation")
 	}
@@ -279,8 +305,7 @@ func (s *Store) GetAutomation(ctx context.Context, orgID, id string) (Automation
 func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch func(*Automation)) (Automation, error) {
 	var a Automation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		old, err := scanAutomation(tx.QueryRow(ctx, `SELECT `+automationCols+` FROM automations a
-			WHERE a.id = $1 AND a.org_id = $2 FOR UPDATE`, id, orgID))
+		old, err := automation(triggersdb.New(tx).LockAutomation(ctx, triggersdb.LockAutomationParams{ID: id, OrgID: orgID}))
 		if isNoRows(err) {
 			return notFound("automation")
 		}
@@ -293,18 +318,19 @@ func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch fu
 		if err := checkAutomation(ctx, tx, orgID, &in, &old); err != nil {
 			return err
 		}
-		a, err = scanAutomation(tx.QueryRow(ctx, `UPDATE automations a SET
-				name = $3, description = $4, enabled = $5, agent_instructions = $6, agent_type = $7, model_id = $8,
-				default_configuration_id = $9, config_selection_strategy = $10, allowed_configuration_ids = $11::uuid[],
-				fallback_configuration_id = $12, enabled_tools = $13, action_modes = $14, llm_filter_prompt = $15,
-				llm_analysis_prompt = $16, notification_destination_type = $17, notification_slack_installation_id = $18,
-				notification_channel_id = $19, notification_slack_user_id = $20, run_deadline_seconds = $21,
-				updated_at = now()
-			WHERE a.id = $1 AND a.org_id = $2 RETURNING `+automationCols,
-			id, orgID, in.Name, in.Description, in.Enabled, in.AgentInstructions, in.AgentType, in.ModelID,
-			in.DefaultConfigurationID, in.ConfigSelectionStrategy, in.AllowedConfigurationIDs, in.FallbackConfigurationID,
-			in.EnabledTools, in.ActionModes, in.LLMFilterPrompt, in.LLMAnalysisPrompt, in.NotificationDestinationType,
-			in.NotificationSlackInstallationID, in.NotificationChannelID, in.NotificationSlackUserID, in.RunDeadlineSeconds))
+		tools, modes, err := jsonSettings(in)
+		if err != nil {
+			return err
+		}
+		a, err = automation(triggersdb.New(tx).UpdateAutomation(ctx, triggersdb.UpdateAutomationParams{
+			ID: id, OrgID: orgID, Name: in.Name, Description: in.Description, Enabled: in.Enabled,
+			AgentInstructions: in.AgentInstructions, AgentType: in.AgentType, ModelID: in.ModelID,
+			DefaultConfigurationID: in.DefaultConfigurationID, ConfigSelectionStrategy: in.ConfigSelectionStrategy,
+			AllowedConfigurationIDs: in.AllowedConfigurationIDs, FallbackConfigurationID: in.FallbackConfigurationID,
+			EnabledTools: tools, ActionModes: modes, LLMFilterPrompt: in.LLMFilterPrompt, LLMAnalysisPrompt: in.LLMAnalysisPrompt,
+			NotificationDestinationType: in.NotificationDestinationType, NotificationSlackInstallationID: in.NotificationSlackInstallationID,
+			NotificationChannelID: in.NotificationChannelID, NotificationSlackUserID: in.NotificationSlackUserID,
+			RunDeadlineSeconds: int32(in.RunDeadlineSeconds)}))
 		if err != nil {
 			return fmt.Errorf("update automation: %w", err)
 		}
@@ -318,8 +344,7 @@ func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch fu
 // go too.
 func (s *Store) DeleteAutomation(ctx context.Context, orgID, id string, au Audit) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		var name string
-		err := tx.QueryRow(ctx, `DELETE FROM automations WHERE id = $1 AND org_id = $2 RETURNING name`, id, orgID).Scan(&name)
+		name, err := triggersdb.New(tx).DeleteAutomation(ctx, triggersdb.DeleteAutomationParams{ID: id, OrgID: orgID})
 		if isNoRows(err) {
 			return notFound("automation")
 		}
@@ -336,8 +361,7 @@ func (s *Store) DeleteAutomation(ctx context.Context, orgID, id string, au Audit
 // AutomationExists reports whether id is an automation of the organization
 // (NotFoundError otherwise).
 func (s *Store) AutomationExists(ctx context.Context, orgID, id string) error {
-	var one int
-	err := s.Pool.QueryRow(ctx, `SELECT 1 FROM automations WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&one)
+	_, err := triggersdb.New(s.Pool).AutomationExists(ctx, triggersdb.AutomationExistsParams{ID: id, OrgID: orgID})
 	if isNoRows(err) {
 		return notFound("automation")
 	}
@@ -347,7 +371,7 @@ func (s *Store) AutomationExists(ctx context.Context, orgID, id string) error {
 // lockAutomation locks an automation row of the org (for writes that hang
 // off it) and returns whether it is enabled.
 func lockAutomation(ctx context.Context, tx pgx.Tx, orgID, id string) (enabled bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT enabled FROM automations WHERE id = $1 AND org_id = $2 FOR SHARE`, id, orgID).Scan(&enabled)
+	enabled, err = triggersdb.New(tx).LockAutomationEnabled(ctx, triggersdb.LockAutomationEnabledParams{ID: id, OrgID: orgID})
 	if isNoRows(err) {
 		return false, notFound("automation")
 	}

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -139,7 +140,7 @@ func TestDashboardSignupOnboardingAndPhoneLayout(t *testing.T) {
 	}
 
 	browser.Do(t, ctx, wait,
-		chromedp.SetValue(chromedp.CSS(`input[name=password]`), ""),
+		clearInput(`input[name=password]`),
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "mauve otter juggles kites"),
 		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=plan][value=dev]`)),
@@ -184,5 +185,14 @@ func TestDashboardSignupOnboardingAndPhoneLayout(t *testing.T) {
 	)
 	if tok := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`localStorage.getItem('proliferate.auth') ?? ''`)); tok != "" {
 		t.Fatalf("tokens left after logout: %q", tok)
+	}
+}
+
+// clearInput empties a form field the way typing would (an input event),
+// so the app's state follows.
+func clearInput(sel string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[bool](fmt.Sprintf(`(() => { const e = document.querySelector(%q); e.value = ''; e.dispatchEvent(new Event('input', { bubbles: true })); return true })()`, sel))(ctx, t)
+		return chromedp.Void{}, err
 	}
 }

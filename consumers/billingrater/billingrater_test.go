@@ -7,92 +7,39 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/billingrater"
-	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
 
 type world struct {
-	t     *testing.T
-	seeds []string
-	codec *schemas.Codec
-	cl    *kgo.Client
+	*consumerstest.World
+	t *testing.T
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	seeds := testenv.Kafka(t,
-		kfake.SeedTopics(3, topics.LLMSpend, topics.BillingUsage, billingrater.Group.DeadLetter()),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, seeds: seeds, codec: codec}
-	w.cl = w.client()
-	return w
-}
-
-func (w *world) client(opts ...kgo.Opt) *kgo.Client {
-	w.t.Helper()
-	cl, err := kafka.NewClient(kafka.Options{Seeds: w.seeds}, opts...)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(cl.Close)
-	return cl
+	return &world{World: consumerstest.New(t, consumerstest.Options{Partitions: 3}, billingrater.Group), t: t}
 }
 
 // start runs the billing-rater group until the test ends.
 func (w *world) start() {
 	w.t.Helper()
-	r, err := consumers.New(consumers.Config{
-		Group: billingrater.Group.Name, Topics: []string{topics.LLMSpend}, Codec: w.codec,
-		Handler:        billingrater.Handler(billingrater.Deps{Producer: w.cl, Codec: w.codec}),
+	w.Start(billingrater.Group, billingrater.Handler(billingrater.Deps{Producer: w.Client, Codec: w.Codec}), consumers.Config{
 		Retry:          consumers.RetryOptions{MaxAttempts: 3, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		CommitInterval: 100 * time.Millisecond,
-		Kafka:          kafka.Options{Seeds: w.seeds},
 		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)},
-		Metrics:        consumers.NewMetrics(prometheus.NewRegistry()),
 	})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	w.t.Cleanup(func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				w.t.Errorf("rater: %v", err)
-			}
-		})
-	})
-}
-
-func (w *world) produce(recs ...*kgo.Record) {
-	w.t.Helper()
-	if err := w.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		w.t.Fatal(err)
-	}
 }
 
 func (w *world) spendRecord(ev *schemas.Event) *kgo.Record {
 	w.t.Helper()
-	rec, err := kafka.EventRecord(w.codec, topics.LLMSpend, ev.OrgID, ev)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return rec
+	return w.Record(topics.LLMSpend, ev.OrgID, ev)
 }
 
 // collector reads a topic from the start.
@@ -103,7 +50,7 @@ type collector struct {
 
 func (w *world) collect(topic string) *collector {
 	c := &collector{}
-	cl := w.client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := w.NewClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	w.t.Cleanup(func() { cancel(); <-done })
@@ -149,14 +96,14 @@ func TestSpendBecomesOneUsageKeyedByRequest(t *testing.T) {
 
 	first := spend(org, "req-1", 12_345, 1000)
 	rec := w.spendRecord(first)
-	w.produce(rec)
+	w.Produce(rec)
 	// A redelivery of the same record (a crash before the offset commit,
 	// or a duplicate from the proxy).
-	w.produce(w.spendRecord(first))
+	w.Produce(w.spendRecord(first))
 	// Zero cost, with tokens: nothing to bill.
-	w.produce(w.spendRecord(spend(org, "req-zero", 0, 500)))
+	w.Produce(w.spendRecord(spend(org, "req-zero", 0, 500)))
 	// A later request of the same org (same partition) marks the end.
-	w.produce(w.spendRecord(spend(org, "req-2", 1, 10)))
+	w.Produce(w.spendRecord(spend(org, "req-2", 1, 10)))
 
 	got := usages.wait(t, 3, "three usages")
 	if len(got) != 3 {
@@ -171,7 +118,7 @@ func TestSpendBecomesOneUsageKeyedByRequest(t *testing.T) {
 		if et, _ := consumers.Header(r, schemas.HeaderEventType); et != schemas.TypeBillingUsage {
 			t.Fatalf("event type header %q", et)
 		}
-		ev, err := w.codec.Decode(r.Value)
+		ev, err := w.Codec.Decode(r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,11 +165,11 @@ func TestMalformedSpendIsDeadLettered(t *testing.T) {
 	w.start()
 	org := uuid.NewString()
 
-	w.produce(w.spendRecord(spend(org, "", 100, 10)))                                                     // no request id
-	w.produce(w.spendRecord(spend("", "req-no-org", 100, 10)))                                            // no org
-	w.produce(w.spendRecord(spend(org, "req-negative", -5, 10)))                                          // negative cost
-	w.produce(&kgo.Record{Topic: topics.LLMSpend, Key: []byte(org), Value: []byte("not an avro record")}) // undecodable
-	w.produce(w.spendRecord(spend(org, "req-ok", 100, 10)))
+	w.Produce(w.spendRecord(spend(org, "", 100, 10)))                                                     // no request id
+	w.Produce(w.spendRecord(spend("", "req-no-org", 100, 10)))                                            // no org
+	w.Produce(w.spendRecord(spend(org, "req-negative", -5, 10)))                                          // negative cost
+	w.Produce(&kgo.Record{Topic: topics.LLMSpend, Key: []byte(org), Value: []byte("not an avro record")}) // undecodable
+	w.Produce(w.spendRecord(spend(org, "req-ok", 100, 10)))
 
 	dead := dlq.wait(t, 4, "four dead letters")
 	for _, r := range dead {
@@ -231,7 +178,7 @@ func TestMalformedSpendIsDeadLettered(t *testing.T) {
 		}
 	}
 	got := usages.wait(t, 1, "the valid usage")
-	ev, err := w.codec.Decode(got[0].Value)
+	ev, err := w.Codec.Decode(got[0].Value)
 	if err != nil {
 		t.Fatal(err)
 	}

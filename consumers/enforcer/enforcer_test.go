@@ -10,15 +10,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/enforcer"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/client"
@@ -160,35 +159,14 @@ func creditPaused(s sessions.Session) bool {
 // returns a producer.
 func (w *world) runGroup(t *testing.T) *kgo.Client {
 	t.Helper()
-	seeds := testenv.Kafka(t, kfake.SeedTopics(3, topics.BillingState, enforcer.Group.DeadLetter()),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
-	r, err := consumers.New(consumers.Config{
-		Group: enforcer.Group.Name, Topics: []string{topics.BillingState}, Codec: w.codec,
-		Handler:        enforcer.Handler(w.deps),
+	k := consumerstest.New(t, consumerstest.Options{Partitions: 3}, enforcer.Group)
+	k.Start(enforcer.Group, enforcer.Handler(w.deps), consumers.Config{
+		Codec:          w.codec,
 		Retry:          consumers.RetryOptions{MaxAttempts: 3, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		CommitInterval: 100 * time.Millisecond,
-		Kafka:          kafka.Options{Seeds: seeds},
 		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)},
-		Metrics:        consumers.NewMetrics(prometheus.NewRegistry()),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("enforcer group: %v", err)
-		}
-	})
-	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	return k.Client
 }
 
 func (w *world) publish(t *testing.T, cl *kgo.Client, from, to string) {

@@ -12,11 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/notifier"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations"
@@ -48,7 +47,7 @@ type env struct {
 	slack      *slackfake.Server
 	tokens     *integrations.Service
 	logs       *testenv.LogBuffer
-	seeds      []string
+	kafka      *consumerstest.World
 	org, auto  string
 	trig, inst string
 	team       string
@@ -78,8 +77,7 @@ func newEnv(t *testing.T) *env {
 	e.trig = runstest.NewTrigger(t, pool, runstest.Trigger{OrgID: e.org, AutomationID: e.auto})
 	e.inst = e.installSlack(e.team, e.token)
 	e.slack.AddChannel(e.team, "C-RUNS")
-	e.seeds = testenv.Kafka(t, kfake.SeedTopics(2, topics.RunsLifecycle, topics.SessionsEvents),
-		kfake.SeedTopics(1, notifier.Group.DeadLetter()))
+	e.kafka = consumerstest.New(t, consumerstest.Options{Partitions: 2}, notifier.Group)
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), e.token) {
 			t.Errorf("the bot token was logged")
@@ -207,14 +205,7 @@ func (e *env) sessionStopped(sessionID, kind string) *kgo.Record {
 
 func (e *env) produce(recs ...*kgo.Record) {
 	e.t.Helper()
-	cl, err := kafka.NewClient(kafka.Options{Seeds: e.seeds})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
-		e.t.Fatal(err)
-	}
+	e.kafka.Produce(recs...)
 }
 
 // start runs the notifier under a consumers.Runner in group until the test
@@ -231,24 +222,11 @@ func (e *env) start(group string) {
 		}
 		return err
 	}
-	r, err := consumers.New(consumers.Config{
-		Group: group, Topics: []string{topics.RunsLifecycle, topics.SessionsEvents}, Handler: counted, Codec: e.codec,
-		Retry:   consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
-		Kafka:   kafka.Options{Seeds: e.seeds},
-		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
-		Logger:  log,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			e.t.Errorf("runner: %v", err)
-		}
+	e.kafka.Start(notifier.Group, counted, consumers.Config{
+		Group:  group,
+		Codec:  e.codec,
+		Retry:  consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
+		Logger: log,
 	})
 }
 

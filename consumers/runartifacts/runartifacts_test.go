@@ -14,15 +14,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/blobstore/s3fake"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -38,7 +36,7 @@ type env struct {
 	codec           *schemas.Codec
 	store           blobstore.Store
 	logs            *testenv.LogBuffer
-	seeds           []string
+	kafka           *consumerstest.World
 	org, auto, trig string
 	processed       atomic.Int64 // handler calls that returned nil
 	attempts        atomic.Int64 // every handler call
@@ -54,8 +52,7 @@ func newEnv(t *testing.T, store blobstore.Store) *env {
 	e.org = runstest.Org(t, pool)
 	e.auto = runstest.Automation(t, pool, e.org)
 	e.trig = runstest.NewTrigger(t, pool, runstest.Trigger{OrgID: e.org, AutomationID: e.auto})
-	e.seeds = testenv.Kafka(t, kfake.SeedTopics(2, topics.RunsLifecycle),
-		kfake.SeedTopics(1, runartifacts.Group.DeadLetter()))
+	e.kafka = consumerstest.New(t, consumerstest.Options{Partitions: 2}, runartifacts.Group)
 	return e
 }
 
@@ -121,14 +118,7 @@ func (e *env) publish(runID string) int {
 	for _, v := range vals {
 		recs = append(recs, &kgo.Record{Topic: topics.RunsLifecycle, Key: []byte(runID), Value: v})
 	}
-	cl, err := kafka.NewClient(kafka.Options{Seeds: e.seeds})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
-		e.t.Fatal(err)
-	}
+	e.kafka.Produce(recs...)
 	return len(recs)
 }
 
@@ -144,22 +134,11 @@ func (e *env) start(group string, maxAttempts int) {
 		}
 		return err
 	}
-	r, err := consumers.New(consumers.Config{
-		Group: group, Topics: []string{topics.RunsLifecycle}, Handler: counted, Codec: e.codec,
-		Retry:   consumers.RetryOptions{MaxAttempts: maxAttempts, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
-		Kafka:   kafka.Options{Seeds: e.seeds},
-		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
-		Logger:  log,
-	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	e.t.Cleanup(func() {
-		cancel()
-		<-done
+	e.kafka.Start(runartifacts.Group, counted, consumers.Config{
+		Group:  group,
+		Codec:  e.codec,
+		Retry:  consumers.RetryOptions{MaxAttempts: maxAttempts, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
+		Logger: log,
 	})
 }
 

@@ -2,22 +2,17 @@ package sessionmaterializer_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/transcript"
 	"github.com/proliferate/proliferate/schemas"
@@ -27,51 +22,24 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 type env struct {
-	t     *testing.T
-	pool  *pgxpool.Pool
-	codec *schemas.Codec
-	seeds []string
-	cl    *kgo.Client
-	orgs  []string
+	*consumerstest.World
+	t    *testing.T
+	pool *pgxpool.Pool
+	orgs []string
 }
 
 func newEnv(t *testing.T) *env {
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seeds := testenv.Kafka(t, kfake.SeedTopics(4, topics.SessionsTranscript, topics.SessionsEvents),
-		kfake.SeedTopics(1, sessionmaterializer.Group.DeadLetter()))
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	return &env{t: t, pool: testenv.Postgres(t), codec: codec, seeds: seeds, cl: cl}
+	w := consumerstest.New(t, consumerstest.Options{Partitions: 4}, sessionmaterializer.Group)
+	return &env{World: w, t: t, pool: w.Pool()}
 }
 
-// run starts the group's runner (group name: group) until the test ends.
-func (e *env) run(group string) {
-	r, err := consumers.New(consumers.Config{
-		Group: group, Topics: []string{topics.SessionsTranscript, topics.SessionsEvents}, Codec: e.codec,
-		BatchHandler: sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: e.pool}),
-		Kafka:        kafka.Options{Seeds: e.seeds}, Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
+// run starts the group's runner (group id: id) until the test ends.
+func (e *env) run(id string) {
+	e.StartBatch(sessionmaterializer.Group, sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: e.pool}), consumers.Config{
+		Group:          id,
 		CommitInterval: 100 * time.Millisecond,
 		Retry:          consumers.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
 	})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = r.Run(ctx) }()
-	e.t.Cleanup(func() { cancel(); <-done })
-}
-
-func (e *env) produce(recs ...*kgo.Record) {
-	if err := e.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-		e.t.Fatal(err)
-	}
 }
 
 func (e *env) record(org, session, kind, text string, seq int) *kgo.Record {
@@ -83,12 +51,7 @@ func (e *env) record(org, session, kind, text string, seq int) *kgo.Record {
 		p.Tool = &schemas.TranscriptToolCall{ToolCallID: fmt.Sprintf("call_%d", seq), Name: "bash", Status: "completed",
 			InputJSON: `{"command":"ls"}`, Output: "README.md", DurationMs: int64(seq)}
 	}
-	ev := schemas.New(org, p)
-	rec, err := kafka.EventRecord(e.codec, topics.SessionsTranscript, session, ev)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return rec
+	return e.Record(topics.SessionsTranscript, session, schemas.New(org, p))
 }
 
 type row struct {
@@ -117,30 +80,6 @@ func (e *env) rows() []row {
 	return out
 }
 
-// committed reports whether group committed every offset of the topic.
-func (e *env) committed(group, topic string) bool {
-	adm := kadm.NewClient(e.cl)
-	ends, err := adm.ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	offs, err := adm.FetchOffsetsForTopics(context.Background(), group, topic)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return false
-	}
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	all := true
-	ends.Each(func(o kadm.ListedOffset) {
-		c, ok := offs.Lookup(topic, o.Partition)
-		if o.Offset > 0 && (!ok || c.At < o.Offset) {
-			all = false
-		}
-	})
-	return all
-}
-
 // TestReplayAndDuplicatesChangeNothing: a transcript produced with
 // duplicates (the same records produced again, as after a producer retry
 // or an outbox relay crash) materializes each event once, in the order
@@ -160,11 +99,11 @@ func TestReplayAndDuplicatesChangeNothing(t *testing.T) {
 		recs = append(recs, r)
 		want[s] = append(want[s], string(r.Headers[1].Value))
 	}
-	e.produce(recs...)
-	e.produce(recs[100:200]...) // duplicates, later in the partitions
+	e.Produce(recs...)
+	e.Produce(recs[100:200]...) // duplicates, later in the partitions
 	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "the group to commit everything", func() bool {
-		return e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
+		return e.CaughtUp(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	first := e.rows()
 	if len(first) != 300 {
@@ -188,11 +127,11 @@ func TestReplayAndDuplicatesChangeNothing(t *testing.T) {
 		t.Fatalf("tool call row = %+v", page[2])
 	}
 
-	e.produce(recs[:50]...) // redelivered again
+	e.Produce(recs[:50]...) // redelivered again
 	e.run("session-materializer-replay")
 	testenv.Eventually(t, 30*time.Second, "the replaying group to commit everything", func() bool {
-		return e.committed("session-materializer-replay", topics.SessionsTranscript) &&
-			e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
+		return e.CaughtUp("session-materializer-replay", topics.SessionsTranscript) &&
+			e.CaughtUp(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	if after := e.rows(); fmt.Sprint(after) != fmt.Sprint(first) {
 		t.Fatalf("replay changed rows: %d before, %d after", len(first), len(after))
@@ -210,10 +149,10 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	bad.Key = []byte(sess) // same partition as the good ones
 	garbage := &kgo.Record{Topic: topics.SessionsTranscript, Key: []byte(sess), Value: []byte("not avro")}
 	good := e.record(org, sess, schemas.TranscriptUserMessage, "after the poison", 1)
-	e.produce(garbage, bad, good)
+	e.Produce(garbage, bad, good)
 	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "the good record to apply", func() bool { return len(e.rows()) == 1 })
-	dl := readAll(t, e.seeds, sessionmaterializer.Group.DeadLetter(), 2)
+	dl := e.ReadAll(sessionmaterializer.Group.DeadLetter(), 2)
 	if len(dl) != 2 || string(dl[0].Value) != "not avro" {
 		t.Fatalf("dead letters: %d", len(dl))
 	}
@@ -227,40 +166,17 @@ func TestDeletedSessionHistoryGone(t *testing.T) {
 	e.orgs = []string{org}
 	a := e.record(org, sess, schemas.TranscriptUserMessage, "to be deleted", 0)
 	b := e.record(org, other, schemas.TranscriptUserMessage, "kept", 1)
-	e.produce(a, b)
+	e.Produce(a, b)
 	e.run(sessionmaterializer.Group.Name)
 	testenv.Eventually(t, 30*time.Second, "two rows", func() bool { return len(e.rows()) == 2 })
-	del, err := kafka.EventRecord(e.codec, topics.SessionsEvents, sess, schemas.New(org, &schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindDeleted}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.produce(del)
+	del := e.Record(topics.SessionsEvents, sess, schemas.New(org, &schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindDeleted}))
+	e.Produce(del)
 	testenv.Eventually(t, 30*time.Second, "the deleted session's row to go", func() bool { return len(e.rows()) == 1 })
-	e.produce(a) // replayed after the deletion
+	e.Produce(a) // replayed after the deletion
 	testenv.Eventually(t, 30*time.Second, "the group to commit everything", func() bool {
-		return e.committed(sessionmaterializer.Group.Name, topics.SessionsTranscript)
+		return e.CaughtUp(sessionmaterializer.Group.Name, topics.SessionsTranscript)
 	})
 	if rows := e.rows(); len(rows) != 1 || rows[0].session != other {
 		t.Fatalf("rows after replay: %+v", rows)
 	}
-}
-
-func readAll(t *testing.T, seeds []string, topic string, want int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records from %s", len(out), want, topic)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }

@@ -8,16 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/blobstore/s3fake"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
-	"github.com/proliferate/proliferate/topics"
 )
 
 // byRef stores body in store under key and returns the message of rec with
@@ -101,15 +100,15 @@ func TestBadBodyRefDeadLettered(t *testing.T) {
 
 	// Through the runner, on a real broker.
 	dlq := triggerprocessor.Group.DeadLetter()
-	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.WebhooksRaw), kfake.SeedTopics(1, dlq))
-	runGroup(t, e, seeds, append(bad, good), func(*consumers.Message) string { return "custom:" + trig },
+	k := consumerstest.New(t, consumerstest.Options{}, triggerprocessor.Group)
+	runGroup(t, e, k, append(bad, good), func(*consumers.Message) string { return "custom:" + trig },
 		// Permanent errors skip the retries: a long backoff would show.
 		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: time.Minute, MaxBackoff: time.Minute})
 	testenv.Eventually(t, 30*time.Second, "the good record processed", func() bool { return len(e.events(trig)) == 1 })
 	if ev := e.one(trig); ev.Status != "queued" || ev.WebhookEventID != good.Event.EventID {
 		t.Fatalf("%+v", ev)
 	}
-	dl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	dl, err := kgo.NewClient(kgo.SeedBrokers(k.Seeds...), kgo.ConsumeTopics(dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}

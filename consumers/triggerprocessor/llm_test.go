@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/config"
@@ -247,11 +246,11 @@ func TestLLMFilterThroughRunner(t *testing.T) {
 	e := newEnv(t)
 	sim, base := scriptedModel(t)
 	e.withModel(base, llmjudge.DefaultTimeout, false)
-	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, triggerprocessor.Group.DeadLetter()))
+	k := consumerstest.New(t, consumerstest.Options{Partitions: 2}, triggerprocessor.Group)
 	trig := e.trigger("github", e.githubApp(), nil)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "")
 	msgs := []*consumers.Message{e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-2")}
-	runGroup(t, e, seeds, msgs, func(*consumers.Message) string { return "one-partition" },
+	runGroup(t, e, k, msgs, func(*consumers.Message) string { return "one-partition" },
 		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 	testenv.Eventually(t, 30*time.Second, "records processed", func() bool { return len(e.events(trig)) == 2 })
 	for _, ev := range e.events(trig) {

@@ -1,17 +1,14 @@
 package triggerprocessor_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -22,7 +19,7 @@ import (
 // the partition, and a second delivery still queues its run.
 func TestThroughRunner(t *testing.T) {
 	e := newEnv(t)
-	seeds := testenv.Kafka(t, kfake.SeedTopics(2, topics.WebhooksRaw), kfake.SeedTopics(1, triggerprocessor.Group.DeadLetter()))
+	k := consumerstest.New(t, consumerstest.Options{Partitions: 2}, triggerprocessor.Group)
 	push := e.trigger("github", e.githubApp(), map[string]any{"events": []any{"push"}, "branches": []any{"main"}})
 	custom := e.trigger("custom", "", nil)
 
@@ -33,7 +30,7 @@ func TestThroughRunner(t *testing.T) {
 		e.message(pushRec), // redelivered by the provider: a new record, the same delivery
 		e.message(record{provider: "custom", route: "trigger", triggerID: custom, body: []byte(`{"ok":true}`)}),
 	}
-	runGroup(t, e, seeds, msgs, func(m *consumers.Message) string { return m.Event.EventID },
+	runGroup(t, e, k, msgs, func(m *consumers.Message) string { return m.Event.EventID },
 		consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 
 	testenv.Eventually(t, 30*time.Second, "webhooks processed", func() bool {
@@ -53,38 +50,12 @@ func TestThroughRunner(t *testing.T) {
 
 // runGroup produces msgs to webhooks.raw (keyed by key) and runs the
 // trigger-processor group on them with retry until the test ends.
-func runGroup(t *testing.T, e *env, seeds []string, msgs []*consumers.Message, key func(*consumers.Message) string, retry consumers.RetryOptions) {
+func runGroup(t *testing.T, e *env, k *consumerstest.World, msgs []*consumers.Message, key func(*consumers.Message) string, retry consumers.RetryOptions) {
 	t.Helper()
 	var recs []*kgo.Record
 	for _, m := range msgs {
-		r, err := kafka.EventRecord(e.codec, topics.WebhooksRaw, key(m), m.Event)
-		if err != nil {
-			t.Fatal(err)
-		}
-		recs = append(recs, r)
+		recs = append(recs, k.Record(topics.WebhooksRaw, key(m), m.Event))
 	}
-	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	if err := kafka.NewProducer(cl, nil).Produce(context.Background(), recs...); err != nil {
-		t.Fatal(err)
-	}
-	r, err := consumers.New(consumers.Config{
-		Group: triggerprocessor.Group.Name, Topics: []string{topics.WebhooksRaw}, Handler: e.handler, Codec: e.codec,
-		Retry: retry, Kafka: kafka.Options{Seeds: seeds}, Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runner: %v", err)
-		}
-	})
+	k.Produce(recs...)
+	k.Start(triggerprocessor.Group, e.handler, consumers.Config{Codec: e.codec, Retry: retry})
 }

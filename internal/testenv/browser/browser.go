@@ -120,7 +120,7 @@ func Screenshot(t testing.TB, ctx context.Context, name string) string {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	png := Get(t, ctx, 30*time.Second, chromedp.FullScreenshot(90))
+	png := Get(t, ctx, 30*time.Second, chromedp.FullScreenshot(100)) // 100: PNG (lower qualities are JPEG)
 	p := filepath.Join(dir, name+".png")
 	if err := os.WriteFile(p, png, 0o644); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 // The signed-in screens, by path. Each screen owns a file in pages/.
 import type { FunctionComponent } from 'preact'
-import { Placeholder } from './pages/placeholder'
+import { SettingsRoute } from './pages/settings/route'
 import { SessionsPage } from './pages/sessions'
 import { AutomationPage, AutomationsPage, NewAutomationPage } from './pages/automations/automations'
 import { RunPage } from './pages/automations/run'
@@ -15,5 +15,6 @@ export const routes: RouteDef[] = [
   { path: '/automations/new', component: NewAutomationPage },
   { path: '/automations/:id', component: (p) => <AutomationPage id={p.id} /> },
   { path: '/runs/:id', component: (p) => <RunPage id={p.id} /> },
-  { path: '/settings', component: () => <Placeholder title="Settings" /> },
+  { path: '/settings', component: () => <SettingsRoute /> },
+  { path: '/settings/:section', component: (p) => <SettingsRoute section={p.section} /> },
 ]

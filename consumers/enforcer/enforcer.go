@@ -43,6 +43,7 @@ import (
 	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -122,12 +123,7 @@ func (d Deps) EnforceOrg(ctx context.Context, orgID string) (Result, error) {
 		return Result{}, err
 	}
 	d.revokeOrg(ctx, orgID)
-	rows, err := d.Pool.Query(ctx, `SELECT id::text FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running')
-		ORDER BY started_at`, orgID)
-	if err != nil {
-		return Result{}, fmt.Errorf("enforcer: live sessions of %s: %w", orgID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := sessionsdb.New(d.Pool).LiveSessionIDs(ctx, orgID)
 	if err != nil {
 		return Result{}, fmt.Errorf("enforcer: live sessions of %s: %w", orgID, err)
 	}

@@ -48,7 +48,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -57,6 +56,7 @@ import (
 	"github.com/proliferate/proliferate/internal/llmkeys"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // PauseReason is the pause_reason of a swept session.
@@ -173,23 +173,13 @@ func (s *Sweeper) Pass(ctx context.Context) (Result, error) {
 		return res, nil
 	}
 	defer release()
-	rows, err := conn.Query(ctx, `SELECT id::text, sandbox_provider, COALESCE(sandbox_id, '') FROM sessions
-		WHERE (status = 'running' OR (status = 'starting' AND sandbox_id IS NOT NULL))
-		  AND GREATEST(COALESCE(last_activity_at, updated_at), updated_at) < now() - $1::interval
-		ORDER BY updated_at LIMIT $2`, s.d.Grace, s.d.Batch)
+	rows, err := sessionsdb.New(conn).OrphanCandidates(ctx, sessionsdb.OrphanCandidatesParams{Grace: s.d.Grace, Max: int32(s.d.Batch)})
 	if err != nil {
 		return res, fmt.Errorf("sweeper: list candidates: %w", err)
 	}
-	cands, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		err := r.Scan(&c.id, &c.provider, &c.sandboxID)
-		return c, err
-	})
-	if err != nil {
-		return res, fmt.Errorf("sweeper: list candidates: %w", err)
-	}
-	res.Candidates = len(cands)
-	for _, c := range cands {
+	res.Candidates = len(rows)
+	for _, r := range rows {
+		c := candidate{id: r.ID, provider: r.SandboxProvider, sandboxID: r.SandboxID}
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // CodeLiveSessions refuses deleting an organization while sessions of it
@@ -67,8 +68,8 @@ func (s *Store) Delete(ctx context.Context, a Actor, orgID, confirmName string) 
 		if strings.TrimSpace(confirmName) != out.Name {
 			return invalid("confirm_name", "must be the organization's name exactly, to confirm the deletion")
 		}
-		var live int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running')`, orgID).Scan(&live); err != nil {
+		live, err := sessionsdb.New(tx).CountLiveSessions(ctx, orgID)
+		if err != nil {
 			return err
 		}
 		if live > 0 {

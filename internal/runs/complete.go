@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -139,7 +140,10 @@ func Complete(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, orgID, sessi
 	if r.SessionID != nil {
 		// The session's pull requests join the completion, so the run's
 		// completion artifact and its notification carry their links.
-		err := tx.QueryRow(ctx, `SELECT pr_urls FROM sessions WHERE id = $1`, *r.SessionID).Scan(&c.PRURLs)
+		urls, err := sessionsdb.New(tx).SessionPRURLs(ctx, *r.SessionID)
+		if err == nil {
+			c.PRURLs = urls
+		}
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return CompleteResult{}, fmt.Errorf("read the pull requests of run %s: %w", r.ID, err)
 		}

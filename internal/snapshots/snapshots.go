@@ -51,6 +51,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // Delete reasons (session_snapshots.delete_reason).
@@ -300,9 +301,8 @@ func markDeleted(ctx context.Context, tx pgx.Tx, orgID string, refs []Ref, reaso
 	if orgID == "" {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE sessions SET snapshot_id = NULL, updated_at = now()
-		WHERE org_id = $1 AND snapshot_id = ANY($2::text[]) AND ($3 OR status NOT IN ('starting', 'running'))`,
-		orgID, ids, includeLive); err != nil {
+	if err := sessionsdb.New(tx).ClearSessionSnapshots(ctx, sessionsdb.ClearSessionSnapshotsParams{OrgID: orgID, SnapshotIDs: ids,
+		IncludeLive: includeLive}); err != nil {
 		return fmt.Errorf("clear session references: %w", err)
 	}
 	return nil

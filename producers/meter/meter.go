@@ -68,6 +68,7 @@ import (
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -459,19 +460,14 @@ type outcome struct {
 }
 
 func (m *Meter) running(ctx context.Context, res *Result) error {
-	rows, err := m.d.Pool.Query(ctx, `SELECT id::text, org_id::text, sandbox_id, sandbox_provider, metered_through_at,
-			last_seen_alive_at, alive_check_failures
-		FROM sessions WHERE status = 'running' AND sandbox_id IS NOT NULL ORDER BY id`)
+	rows, err := sessionsdb.New(m.d.Pool).MeteredSessions(ctx)
 	if err != nil {
 		return fmt.Errorf("meter: list running sessions: %w", err)
 	}
-	ss, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (session, error) {
-		var s session
-		err := r.Scan(&s.id, &s.orgID, &s.sandboxID, &s.provider, &s.from, &s.lastSeen, &s.failures)
-		return s, err
-	})
-	if err != nil {
-		return fmt.Errorf("meter: list running sessions: %w", err)
+	ss := make([]session, len(rows))
+	for i, r := range rows {
+		ss[i] = session{id: r.ID, orgID: r.OrgID, sandboxID: r.SandboxID, provider: r.SandboxProvider, from: r.MeteredThroughAt,
+			lastSeen: r.LastSeenAliveAt, failures: int(r.AliveCheckFailures)}
 	}
 	res.Running = len(ss)
 	outs := make([]outcome, len(ss))
@@ -554,8 +550,7 @@ func (m *Meter) alive(ctx context.Context, s session, now time.Time) outcome {
 	if s.from == nil {
 		// Running without a mark on a live sandbox: it moved to a new
 		// sandbox after the old one was declared dead. Meter from now.
-		_, err := m.d.Pool.Exec(ctx, `UPDATE sessions SET metered_through_at = $3, last_seen_alive_at = $3, alive_check_failures = 0
-			WHERE id = $1 AND status = 'running' AND sandbox_id = $2 AND metered_through_at IS NULL`, s.id, s.sandboxID, now)
+		err := sessionsdb.New(m.d.Pool).RestartMetering(ctx, sessionsdb.RestartMeteringParams{ID: s.id, SandboxID: s.sandboxID, Now: now})
 		if err != nil {
 			return outcome{err: fmt.Errorf("restart metering: %w", err)}
 		}
@@ -563,20 +558,18 @@ func (m *Meter) alive(ctx context.Context, s session, now time.Time) outcome {
 	}
 	iv := interval{sessionID: s.id, orgID: s.orgID, from: *s.from, seconds: wholeSeconds(now.Sub(*s.from))}
 	if iv.seconds < billing.ComputeMinBillableSeconds {
-		if _, err := m.d.Pool.Exec(ctx, `UPDATE sessions SET last_seen_alive_at = $2, alive_check_failures = 0
-			WHERE id = $1 AND status = 'running'`, s.id, now); err != nil {
+		if err := sessionsdb.New(m.d.Pool).RecordAlive(ctx, sessionsdb.RecordAliveParams{ID: s.id, Now: now}); err != nil {
 			return outcome{err: fmt.Errorf("record liveness: %w", err)}
 		}
 		return outcome{skipped: true}
 	}
 	moved := false
 	err := pgx.BeginFunc(ctx, m.d.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE sessions SET metered_through_at = $3, last_seen_alive_at = $4, alive_check_failures = 0
-			WHERE id = $1 AND metered_through_at = $2 AND status = 'running'`, s.id, iv.from, iv.to(), now)
+		n, err := sessionsdb.New(tx).AdvanceMeter(ctx, sessionsdb.AdvanceMeterParams{ID: s.id, FromAt: iv.from, ToAt: iv.to(), Now: now})
 		if err != nil {
 			return fmt.Errorf("advance mark: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return nil // paused, stopped or billed by someone else meanwhile
 		}
 		moved = true
@@ -592,10 +585,11 @@ func (m *Meter) alive(ctx context.Context, s session, now time.Time) outcome {
 }
 
 func (m *Meter) notAlive(ctx context.Context, s session, now time.Time) outcome {
-	var failures int
-	err := m.d.Pool.QueryRow(ctx, `UPDATE sessions SET alive_check_failures = alive_check_failures + 1
-		WHERE id = $1 AND status = 'running' AND sandbox_id = $2 RETURNING alive_check_failures, metered_through_at, last_seen_alive_at`,
-		s.id, s.sandboxID).Scan(&failures, &s.from, &s.lastSeen)
+	r, err := sessionsdb.New(m.d.Pool).CountAliveFailure(ctx, sessionsdb.CountAliveFailureParams{ID: s.id, SandboxID: s.sandboxID})
+	failures := int(r.AliveCheckFailures)
+	if err == nil {
+		s.from, s.lastSeen = r.MeteredThroughAt, r.LastSeenAliveAt
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return outcome{skipped: true} // no longer running on that sandbox
 	}
@@ -616,12 +610,11 @@ func (m *Meter) notAlive(ctx context.Context, s session, now time.Time) outcome 
 		iv := interval{sessionID: s.id, orgID: s.orgID, from: *s.from, seconds: wholeSeconds(end.Sub(*s.from)), final: true}
 		closed := false
 		err := pgx.BeginFunc(ctx, m.d.Pool, func(tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, `UPDATE sessions SET metered_through_at = NULL
-				WHERE id = $1 AND metered_through_at = $2 AND status = 'running' AND sandbox_id = $3`, s.id, iv.from, s.sandboxID)
+			n, err := sessionsdb.New(tx).CloseMeter(ctx, sessionsdb.CloseMeterParams{ID: s.id, FromAt: iv.from, SandboxID: s.sandboxID})
 			if err != nil {
 				return fmt.Errorf("close mark: %w", err)
 			}
-			if tag.RowsAffected() == 0 {
+			if n == 0 {
 				return nil
 			}
 			closed = true

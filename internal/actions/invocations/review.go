@@ -36,6 +36,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // Drift is a connector tool checked against its review at invocation time
@@ -181,7 +182,10 @@ func (s *Svc) checkDefinition(ctx context.Context, a Approver, invocationID stri
 // sessionOf is the session an invocation's source is built for.
 func (s *Svc) sessionOf(ctx context.Context, inv Invocation) sessions.Session {
 	sess := sessions.Session{ID: inv.SessionID, OrgID: inv.OrgID, AutomationID: inv.AutomationID, RunID: inv.RunID}
-	if err := s.d.Pool.QueryRow(ctx, `SELECT title FROM sessions WHERE id = $1`, inv.SessionID).Scan(&sess.Title); err != nil {
+	title, err := sessionsdb.New(s.d.Pool).SessionTitle(ctx, inv.SessionID)
+	if err == nil {
+		sess.Title = title
+	} else {
 		s.d.Log.WarnContext(ctx, "read session of invocation", "invocation_id", inv.ID, "error", err)
 	}
 	return sess

@@ -47,6 +47,7 @@ import (
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -153,11 +154,9 @@ type sessionPolicy struct {
 
 func (s *Svc) loadPolicy(ctx context.Context, tx pgx.Tx, sess sessions.Session) (sessionPolicy, error) {
 	var p sessionPolicy
-	var orgRaw, autoRaw []byte
-	err := tx.QueryRow(ctx, `SELECT o.action_modes, a.action_modes, s.automation_id::text, s.run_id::text
-		FROM sessions s JOIN organizations o ON o.id = s.org_id
-		LEFT JOIN automations a ON a.id = s.automation_id
-		WHERE s.id = $1 AND s.org_id = $2`, sess.ID, sess.OrgID).Scan(&orgRaw, &autoRaw, &p.automationID, &p.runID)
+	r, err := sessionsdb.New(tx).SessionActionPolicy(ctx, sessionsdb.SessionActionPolicyParams{ID: sess.ID, OrgID: sess.OrgID})
+	orgRaw, autoRaw := r.OrgActionModes, r.AutomationActionModes
+	p.automationID, p.runID = r.AutomationID, r.RunID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return p, fmt.Errorf("session %s: %w", sess.ID, ErrNotFound)
 	}
@@ -509,7 +508,9 @@ func (s *Svc) executeApproved(ctx context.Context, inv Invocation) (Outcome, err
 		return fail("action sources are not available to this service")
 	}
 	sess := sessions.Session{ID: inv.SessionID, OrgID: inv.OrgID, AutomationID: inv.AutomationID, RunID: inv.RunID}
-	if err := s.d.Pool.QueryRow(ctx, `SELECT title FROM sessions WHERE id = $1`, inv.SessionID).Scan(&sess.Title); err != nil {
+	if title, err := sessionsdb.New(s.d.Pool).SessionTitle(ctx, inv.SessionID); err == nil {
+		sess.Title = title
+	} else {
 		s.d.Log.WarnContext(ctx, "read session of approved invocation", "invocation_id", inv.ID, "error", err)
 	}
 	src, ec, _, err := s.d.Sources.Get(ctx, sess, inv.Integration)

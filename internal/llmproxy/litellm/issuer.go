@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/internal/llmkeys"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // IssuerDeps are the Issuer's dependencies.
@@ -140,11 +140,7 @@ const revokeBatch = 100
 // RevokeOrg deletes the keys of every session of the organization that is
 // not stopped.
 func (i *Issuer) RevokeOrg(ctx context.Context, orgID, reason string) error {
-	rows, err := i.d.Pool.Query(ctx, `SELECT id::text FROM sessions WHERE org_id = $1 AND status <> 'stopped' ORDER BY id`, orgID)
-	if err != nil {
-		return fmt.Errorf("litellm: list sessions of organization %s: %w", orgID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := sessionsdb.New(i.d.Pool).UnstoppedSessionIDs(ctx, orgID)
 	if err != nil {
 		return fmt.Errorf("litellm: list sessions of organization %s: %w", orgID, err)
 	}

@@ -69,7 +69,7 @@ func RegisterWith(o Options) func(*api.Server) error {
 			}
 		}
 		h := &handlers{q: &query.Store{Pool: s.Pool, Codec: o.Codec}}
-		for _, r := range h.routes() {
+		for _, r := range append(h.routes(), h.feedRoutes()...) {
 			s.Handle(r)
 		}
 		return nil

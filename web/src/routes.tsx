@@ -1,7 +1,8 @@
 // The signed-in screens, by path. Each screen owns a file in pages/.
 import type { FunctionComponent } from 'preact'
 import { SettingsRoute } from './pages/settings/route'
-import { SessionsPage } from './pages/sessions'
+import { SessionsPage } from './pages/sessions/list'
+import { SessionPage } from './pages/sessions/session'
 import { AutomationPage, AutomationsPage, NewAutomationPage } from './pages/automations/automations'
 import { RunPage } from './pages/automations/run'
 import { InboxPage } from './pages/inbox/inbox'
@@ -10,6 +11,7 @@ export type RouteDef = { path: string; component: FunctionComponent<Record<strin
 
 export const routes: RouteDef[] = [
   { path: '/sessions', component: SessionsPage },
+  { path: '/sessions/:id', component: (p) => <SessionPage id={p.id} /> },
   { path: '/inbox', component: InboxPage },
   { path: '/automations', component: AutomationsPage },
   { path: '/automations/new', component: NewAutomationPage },

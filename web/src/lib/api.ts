@@ -134,11 +134,22 @@ async function toError(res: Response): Promise<ApiError> {
   return new ApiError(res.status, 'http_' + res.status, res.statusText || 'request failed')
 }
 
-export type Options = { query?: Record<string, string | number | boolean | undefined | null>; signal?: AbortSignal }
+export type Options = {
+  query?: Record<string, string | number | boolean | undefined | null>
+  signal?: AbortSignal
+  // base replaces /api/v1 (GATEWAY: the session gateway's HTTP routes on this origin).
+  base?: string
+  // headers are added to the request's (e.g. Idempotency-Key).
+  headers?: Record<string, string>
+}
+
+// GATEWAY is the base of the session gateway's HTTP routes (/proliferate/…),
+// forwarded on this origin by the API role.
+export const GATEWAY = '/proliferate'
 
 // call sends one request; a 401 refreshes the access token once and retries.
 export async function call<T>(method: string, path: string, body?: unknown, opts: Options = {}): Promise<T> {
-  let url = API + path
+  let url = (opts.base ?? API) + path
   if (opts.query) {
     const q = new URLSearchParams()
     for (const [k, v] of Object.entries(opts.query)) if (v !== undefined && v !== null && v !== '') q.set(k, String(v))
@@ -146,7 +157,7 @@ export async function call<T>(method: string, path: string, body?: unknown, opts
     if (s) url += (url.includes('?') ? '&' : '?') + s
   }
   const send = () => {
-    const headers: Record<string, string> = {}
+    const headers: Record<string, string> = { ...opts.headers }
     if (body !== undefined) headers['Content-Type'] = 'application/json'
     if (tokens) headers['Authorization'] = 'Bearer ' + tokens.access
     return fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: opts.signal })

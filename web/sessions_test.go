@@ -1,0 +1,252 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/proliferate/proliferate/internal/testenv/browser"
+)
+
+// signUpInBrowser signs a new person up in the dashboard and starts the
+// trial; it returns their access token (for setting up data over the API).
+func signUpInBrowser(t *testing.T, ctx context.Context, origin string) string {
+	t.Helper()
+	email := fmt.Sprintf("sessions-%d@example.com", time.Now().UnixNano())
+	const wait = 30 * time.Second
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/signup"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=name]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=name]`), "Grace"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "mauve otter juggles kites"),
+		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=plan][value=dev]`)),
+		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-action=new-session]`)),
+	)
+	// A failing test leaves the page's text and a screenshot behind.
+	t.Cleanup(func() {
+		if t.Failed() {
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if txt, err := chromedp.Run(c, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`)); err == nil {
+				t.Logf("the page when the test failed:\n%s", txt)
+			}
+			if png, err := chromedp.Run(c, chromedp.FullScreenshot(90)); err == nil {
+				_ = os.WriteFile(filepath.Join(t.TempDir(), "failure.png"), png, 0o644)
+			}
+		}
+	})
+	return browser.Get(t, ctx, wait, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem('proliferate.auth')).access`))
+}
+
+// waitJS waits until the page's expression is true (polled in the page
+// on each animation frame).
+func waitJS(t *testing.T, ctx context.Context, timeout time.Duration, expr string) {
+	t.Helper()
+	if !browser.Get(t, ctx, timeout, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))) {
+		t.Fatalf("never true: %s", expr)
+	}
+}
+
+// apiDo calls the REST API with a bearer token and decodes the answer.
+func apiDo(t *testing.T, origin, method, path, token string, body, out any) int {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, origin+"/api/v1"+path, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if out != nil {
+		_ = json.NewDecoder(resp.Body).Decode(out)
+	}
+	return resp.StatusCode
+}
+
+// A person signs up, starts the trial and starts a session from the
+// dashboard with a first prompt; the real agent (OpenCode with the
+// scripted model) runs bash and its streamed answer appears in the
+// timeline with the tool call collapsed. A long answer is cancelled while
+// it streams. Then the session is paused from the page and, after a
+// reload, its history renders without waking it.
+func TestSessionChatStreamCancelAndPausedHistory(t *testing.T) {
+	origin, platform := startPlatform(t, "RUN_SESSIONS", "gateway")
+	ctx := browser.New(t, browser.Options{})
+	// The first answer boots a sandbox and OpenCode: generous on a loaded
+	// machine (about 15 s when idle).
+	const wait = 120 * time.Second
+	signUpInBrowser(t, ctx, origin)
+
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`[data-action=new-session]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.new-session textarea[name=initial_prompt]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.new-session input[name=title]`), "Make a file"),
+		chromedp.SendKeys(chromedp.CSS(`form.new-session textarea[name=initial_prompt]`), "Make a file. [[script:bash]]"),
+	)
+	browser.Screenshot(t, ctx, "session-new")
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`form.new-session button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.session-page h1`)),
+		// The agent's tool call, collapsed, and its final answer.
+		chromedp.WaitVisible(chromedp.CSS(`.msg-assistant details.tool[data-tool=bash][data-status=completed]`)),
+	)
+	waitJS(t, ctx, wait, `[...document.querySelectorAll('.msg-assistant .md')].some(e => e.textContent.includes('Created hello.txt'))`)
+	if open := browser.Get(t, ctx, wait, chromedp.Evaluate[bool](`document.querySelector('details.tool').open`)); open {
+		t.Fatal("a tool call is expanded by default; want collapsed")
+	}
+	loc := browser.Get(t, ctx, wait, chromedp.Location())
+	sessionID := loc[strings.LastIndex(loc, "/")+1:]
+	browser.Screenshot(t, ctx, "session-timeline")
+
+	// A long answer streams; cancel it while it works.
+	browser.Do(t, ctx, wait,
+		chromedp.SendKeys(chromedp.CSS(`textarea#prompt`), "Tell a long story [[script:slow]]"),
+		chromedp.Click(chromedp.CSS(`button[data-action=send]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action=cancel]`)),
+	)
+	waitJS(t, ctx, wait, `(() => { const m = document.querySelector('.msg.streaming .md'); return !!m && m.textContent.length > 20 })()`)
+	browser.Screenshot(t, ctx, "session-streaming")
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`button[data-action=cancel]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=cancelled]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`button[data-action=cancel]`)),
+	)
+
+	// Pause from the page; a reload shows the history from the API without
+	// resuming the sandbox.
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`button[data-action=pause]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action=resume]`)),
+	)
+	var status string
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT status FROM sessions WHERE id = $1`, sessionID).Scan(&status); err != nil || status != "paused" {
+		t.Fatalf("after Pause the session is %q (%v)", status, err)
+	}
+	browser.Do(t, ctx, wait,
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`button[data-action=resume]`)),
+	)
+	waitJS(t, ctx, wait, `[...document.querySelectorAll('.msg-user')].some(e => e.textContent.includes('Make a file.')) &&
+		[...document.querySelectorAll('.msg-assistant .md')].some(e => e.textContent.includes('Created hello.txt')) &&
+		!!document.querySelector('details.tool[data-tool=bash]')`)
+	browser.Screenshot(t, ctx, "session-paused-history")
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT status FROM sessions WHERE id = $1`, sessionID).Scan(&status); err != nil || status != "paused" {
+		t.Fatalf("showing the history woke the session: %q (%v)", status, err)
+	}
+}
+
+// The sessions list: 30 sessions page by the API's cursor (25, then the
+// older 5, the cursor in the URL); the status filter lives in the URL and
+// survives a reload; the peek drawer opens by URL (?peek=id) and closes
+// with Escape; the origin filter asks the API (no automation sessions
+// here: none match).
+func TestSessionsListPagingFiltersAndPeek(t *testing.T) {
+	origin, _ := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
+	ctx := browser.New(t, browser.Options{})
+	const wait = 30 * time.Second
+	token := signUpInBrowser(t, ctx, origin)
+
+	var ids []string
+	for i := range 30 {
+		var s struct{ ID string }
+		if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": fmt.Sprintf("Session %02d", i),
+			"initial_prompt": "Fix the flaky test number " + fmt.Sprint(i)}, &s); code != 201 {
+			t.Fatalf("create session %d: %d", i, code)
+		}
+		ids = append(ids, s.ID)
+	}
+	for _, id := range ids[:3] { // nothing runs yet: pausing only marks them
+		if code := apiDo(t, origin, "POST", "/sessions/"+id+"/pause", token, nil, nil); code != 200 {
+			t.Fatalf("pause %s: %d", id, code)
+		}
+	}
+	rows := func() int {
+		return browser.Get(t, ctx, wait, chromedp.Evaluate[int](`document.querySelectorAll('.session-list li').length`))
+	}
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[29]+`"]`)),
+	)
+	if n := rows(); n != 25 {
+		t.Fatalf("first page: %d rows, want 25", n)
+	}
+	browser.Screenshot(t, ctx, "sessions-list")
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`[data-action=next-page]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[0]+`"]`)),
+	)
+	if n := rows(); n != 5 {
+		t.Fatalf("second page: %d rows, want 5", n)
+	}
+	if loc := browser.Get(t, ctx, wait, chromedp.Location()); !strings.Contains(loc, "cursor=") {
+		t.Fatalf("the page's cursor is not in the URL: %s", loc)
+	}
+
+	// Status filter in the URL: only the three paused sessions, also after
+	// a reload.
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[29]+`"]`)),
+		chromedp.SetValue(chromedp.CSS(`select[name=status]`), "paused"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name=status]').dispatchEvent(new Event('change', {bubbles: true}))`),
+		chromedp.WaitNotPresent(chromedp.CSS(`li[data-session-id="`+ids[29]+`"]`)),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[0]+`"]`)),
+	)
+	if n := rows(); n != 3 {
+		t.Fatalf("status=paused: %d rows, want 3", n)
+	}
+	if loc := browser.Get(t, ctx, wait, chromedp.Location()); !strings.Contains(loc, "status=paused") {
+		t.Fatalf("the filter is not in the URL: %s", loc)
+	}
+
+	// The peek drawer, addressable by URL.
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`li[data-session-id="`+ids[1]+`"] [data-action=peek]`)),
+		chromedp.WaitVisible(chromedp.CSS(`aside.drawer[data-peek="`+ids[1]+`"] blockquote`)),
+	)
+	if q := browser.Get(t, ctx, wait, chromedp.Text(chromedp.CSS(`aside.drawer blockquote`))); q != "Fix the flaky test number 1" {
+		t.Fatalf("peek shows the first prompt %q", q)
+	}
+	browser.Do(t, ctx, wait,
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`aside.drawer[data-peek="`+ids[1]+`"] blockquote`)),
+	)
+	browser.Screenshot(t, ctx, "sessions-peek")
+	browser.Do(t, ctx, wait,
+		chromedp.KeyEvent("\x1b"),
+		chromedp.WaitNotPresent(chromedp.CSS(`aside.drawer`)),
+	)
+
+	// Origin: no session here comes from an automation.
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions?origin=automation"),
+		chromedp.WaitVisible(chromedp.CSS(`.empty`)),
+	)
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions?origin=manual&mine=true"),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[29]+`"]`)),
+	)
+}

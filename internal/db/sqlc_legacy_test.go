@@ -89,9 +89,6 @@ var legacySQL = map[string][]string{
 	"internal/triggers/store/schedules.go":       {"schedules", "triggers"},
 	"internal/triggers/store/store.go":           {"audit_log"},
 	"internal/triggers/store/triggers.go":        {"integrations", "schedules", "trigger_events", "triggers"},
-	"producers/ingest/cache.go":                  {"triggers"},
 	"producers/meter/meter.go":                   {"billing_meter_closures"},
 	"producers/outbox/relay.go":                  {"outbox", "outbox_dead_letters"},
-	"producers/poller/poller.go":                 {"automations", "trigger_poll_groups", "triggers"},
-	"producers/scheduler/scheduler.go":           {"automations", "schedules", "triggers"},
 }

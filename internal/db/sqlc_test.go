@@ -58,9 +58,12 @@ func TestSQLCGeneratedIsCurrent(t *testing.T) {
 // SQL lives in <owner>/queries/*.sql (generated into the owner's <name>db
 // package), or, where sqlc cannot express it, in handWritten below.
 var owners = map[string]string{
-	"organizations": "internal/orgs",
-	"automations":   "internal/triggers/store",
-	"sessions":      "internal/sessions",
+	"organizations":       "internal/orgs",
+	"automations":         "internal/triggers/store",
+	"sessions":            "internal/sessions",
+	"triggers":            "internal/triggers/store",
+	"schedules":           "internal/triggers/store",
+	"trigger_poll_groups": "internal/triggers/pollgroups",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

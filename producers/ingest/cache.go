@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // routedTrigger is what ingest needs of a trigger to verify and route a
@@ -83,11 +85,9 @@ func (s *Server) lookupTrigger(ctx context.Context, path string) (*routedTrigger
 	}
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
-	var t routedTrigger
-	var sealed string
-	err := s.d.Pool.QueryRow(ctx, `SELECT id::text, org_id::text, provider, trigger_type, integration_id::text, webhook_secret_sealed
-		FROM triggers WHERE webhook_path = $1`, path).
-		Scan(&t.id, &t.orgID, &t.provider, &t.triggerType, &t.integrationID, &sealed)
+	r, err := triggersdb.New(s.d.Pool).WebhookTrigger(ctx, path)
+	t := routedTrigger{id: r.ID, orgID: r.OrgID, provider: r.Provider, triggerType: r.TriggerType, integrationID: r.IntegrationID}
+	sealed := r.WebhookSecretSealed
 	if errors.Is(err, pgx.ErrNoRows) {
 		s.cache.put(path, nil, now)
 		return nil, nil

@@ -40,7 +40,9 @@ import (
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/triggers/llmgate"
+	"github.com/proliferate/proliferate/internal/triggers/pollgroups/pollgroupsdb"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -211,12 +213,7 @@ func (r *Result) add(o Result) {
 // RunOnce polls every group due at now (up to Batch). Replicas may call it
 // concurrently.
 func (p *Poller) RunOnce(ctx context.Context, now time.Time) (Result, error) {
-	rows, err := p.d.Pool.Query(ctx, `SELECT id::text FROM trigger_poll_groups
-		WHERE enabled AND next_poll_at <= $1 ORDER BY next_poll_at LIMIT $2`, now, p.d.Batch)
-	if err != nil {
-		return Result{}, fmt.Errorf("find due poll groups: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := pollgroupsdb.New(p.d.Pool).DuePollGroups(ctx, pollgroupsdb.DuePollGroupsParams{Now: now, Max: int32(p.d.Batch)})
 	if err != nil {
 		return Result{}, fmt.Errorf("find due poll groups: %w", err)
 	}
@@ -302,9 +299,7 @@ func (p *Poller) PollGroup(ctx context.Context, groupID string, now time.Time) (
 	}
 	if len(triggers) == 0 {
 		res.Disabled++
-		_, err := p.d.Pool.Exec(ctx, `UPDATE trigger_poll_groups SET cursor = NULL, last_polled_at = $2::timestamptz,
-			next_poll_at = $2::timestamptz + make_interval(secs => interval_seconds), updated_at = now() WHERE id = $1`, g.id, now)
-		return res, err
+		return res, pollgroupsdb.New(p.d.Pool).IdlePollGroup(ctx, pollgroupsdb.IdlePollGroupParams{ID: g.id, Now: now})
 	}
 	res.Polled++
 	fail := func(cause error) (Result, error) {
@@ -348,8 +343,7 @@ func (p *Poller) PollGroup(ctx context.Context, groupID string, now time.Time) (
 			res.Skipped += s
 		}
 		// The page's runs are committed: now the cursor may move.
-		if _, err := p.d.Pool.Exec(ctx, `UPDATE trigger_poll_groups SET cursor = $2, updated_at = now() WHERE id = $1`,
-			g.id, []byte(page.Cursor)); err != nil {
+		if err := pollgroupsdb.New(p.d.Pool).StorePollCursor(ctx, pollgroupsdb.StorePollCursorParams{ID: g.id, Cursor: []byte(page.Cursor)}); err != nil {
 			return res, fmt.Errorf("store cursor: %w", err)
 		}
 		cursor, more = page.Cursor, page.More
@@ -361,8 +355,7 @@ func (p *Poller) PollGroup(ctx context.Context, groupID string, now time.Time) (
 	if more { // traversal not finished: continue at the next tick
 		next = now
 	}
-	if _, err := p.d.Pool.Exec(ctx, `UPDATE trigger_poll_groups SET last_polled_at = $2, next_poll_at = $3,
-		consecutive_failures = 0, last_error = NULL, updated_at = now() WHERE id = $1`, g.id, now, next); err != nil {
+	if err := pollgroupsdb.New(p.d.Pool).PollSucceeded(ctx, pollgroupsdb.PollSucceededParams{ID: g.id, PolledAt: now, NextPollAt: next}); err != nil {
 		return res, fmt.Errorf("schedule next poll: %w", err)
 	}
 	log.Info("poll group polled", "pages", res.Pages, "events", res.Events, "queued", res.Queued, "skipped", res.Skipped, "triggers", len(triggers))
@@ -372,14 +365,9 @@ func (p *Poller) PollGroup(ctx context.Context, groupID string, now time.Time) (
 // loadGroup re-reads the group under the lock; due is false when it was
 // polled (or disabled) since it was found due.
 func (p *Poller) loadGroup(ctx context.Context, id string, now time.Time) (group, bool, error) {
-	var g group
-	var interval int
-	var lastPolled *time.Time
-	var created time.Time
-	err := p.d.Pool.QueryRow(ctx, `SELECT id::text, org_id::text, provider, integration_id::text, interval_seconds,
-			cursor, last_polled_at, created_at, consecutive_failures
-		FROM trigger_poll_groups WHERE id = $1 AND enabled AND next_poll_at <= $2`, id, now).
-		Scan(&g.id, &g.orgID, &g.provider, &g.integrationID, &interval, &g.cursor, &lastPolled, &created, &g.failures)
+	r, err := pollgroupsdb.New(p.d.Pool).DuePollGroup(ctx, pollgroupsdb.DuePollGroupParams{ID: id, Now: now})
+	g := group{id: r.ID, orgID: r.OrgID, provider: r.Provider, integrationID: r.IntegrationID, cursor: r.Cursor, failures: int(r.ConsecutiveFailures)}
+	interval, lastPolled, created := int(r.IntervalSeconds), r.LastPolledAt, r.CreatedAt
 	if errors.Is(err, pgx.ErrNoRows) {
 		return g, false, nil
 	}
@@ -396,24 +384,20 @@ func (p *Poller) loadGroup(ctx context.Context, id string, now time.Time) (group
 
 // loadTriggers returns the group's enabled polling triggers.
 func (p *Poller) loadTriggers(ctx context.Context, groupID string) ([]pollTrigger, error) {
-	rows, err := p.d.Pool.Query(ctx, `SELECT t.id::text, t.automation_id::text, a.enabled, t.config,
-			COALESCE(a.llm_filter_prompt, ''), COALESCE(a.llm_analysis_prompt, '')
-		FROM triggers t JOIN automations a ON a.id = t.automation_id AND a.org_id = t.org_id
-		WHERE t.poll_group_id = $1 AND t.trigger_type = 'polling' AND t.enabled ORDER BY t.created_at, t.id`, groupID)
+	rows, err := triggersdb.New(p.d.Pool).PollGroupTriggers(ctx, groupID)
 	if err != nil {
 		return nil, fmt.Errorf("load triggers: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (pollTrigger, error) {
-		var t pollTrigger
-		var cfg []byte
-		if err := r.Scan(&t.id, &t.automationID, &t.automationEnabled, &cfg, &t.filterPrompt, &t.analysisPrompt); err != nil {
-			return t, err
-		}
-		if err := json.Unmarshal(cfg, &t.config); err != nil || t.config == nil {
+	out := make([]pollTrigger, len(rows))
+	for i, r := range rows {
+		t := pollTrigger{id: r.ID, automationID: r.AutomationID, automationEnabled: r.AutomationEnabled,
+			filterPrompt: r.LLMFilterPrompt, analysisPrompt: r.LLMAnalysisPrompt}
+		if err := json.Unmarshal(r.Config, &t.config); err != nil || t.config == nil {
 			t.config = map[string]any{}
 		}
-		return t, nil
-	})
+		out[i] = t
+	}
+	return out, nil
 }
 
 // fanOut records a page's events for one trigger in one transaction.
@@ -502,8 +486,8 @@ func (p *Poller) recordFailure(ctx context.Context, g group, now time.Time, caus
 	delay := Backoff(g.interval, n, retry)
 	msg := printable(cause.Error(), 500)
 	log.Warn("poll failed; backing off", "error", msg, "consecutive_failures", n, "retry_in", delay.String())
-	_, err := p.d.Pool.Exec(context.WithoutCancel(ctx), `UPDATE trigger_poll_groups SET consecutive_failures = $2, last_error = $3,
-		next_poll_at = $4, updated_at = now() WHERE id = $1`, g.id, n, msg, now.Add(delay))
+	err := pollgroupsdb.New(p.d.Pool).PollFailed(context.WithoutCancel(ctx), pollgroupsdb.PollFailedParams{ID: g.id, Failures: int32(n),
+		LastError: msg, NextPollAt: now.Add(delay)})
 	if err != nil {
 		return fmt.Errorf("record poll failure: %w", err)
 	}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/triggers/schedule"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -163,42 +164,26 @@ func (s *Scheduler) RunOnce(ctx context.Context, now time.Time) (Result, error) 
 
 // initialize gives schedules without a next_run_at their next tick after now.
 func (s *Scheduler) initialize(ctx context.Context, now time.Time) (int, error) {
-	rows, err := s.d.Pool.Query(ctx, `SELECT id::text, cron_expression, timezone FROM schedules
-		WHERE enabled AND next_run_at IS NULL ORDER BY created_at LIMIT $1`, s.d.Batch)
+	todo, err := triggersdb.New(s.d.Pool).NewSchedules(ctx, int32(s.d.Batch))
 	if err != nil {
 		return 0, fmt.Errorf("find new schedules: %w", err)
 	}
-	type row struct{ id, expr, tz string }
-	var todo []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.expr, &r.tz); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		todo = append(todo, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
 	n := 0
 	for _, r := range todo {
-		spec, err := schedule.Parse(r.expr, r.tz)
+		spec, err := schedule.Parse(r.CronExpression, r.Timezone)
 		if err != nil {
-			s.log.Error("schedule has an invalid cron expression or timezone; it cannot run", "schedule_id", r.id, "error", err)
+			s.log.Error("schedule has an invalid cron expression or timezone; it cannot run", "schedule_id", r.ID, "error", err)
 			continue
 		}
 		next := spec.Next(now)
 		if next.IsZero() {
 			continue // never fires (Parse rejects such expressions)
 		}
-		tag, err := s.d.Pool.Exec(ctx, `UPDATE schedules SET next_run_at = $2, updated_at = now()
-			WHERE id = $1 AND next_run_at IS NULL`, r.id, next)
+		set, err := triggersdb.New(s.d.Pool).SetFirstScheduleTick(ctx, triggersdb.SetFirstScheduleTickParams{ID: r.ID, NextRunAt: next})
 		if err != nil {
 			return n, fmt.Errorf("set first next_run_at: %w", err)
 		}
-		n += int(tag.RowsAffected())
+		n += int(set)
 	}
 	return n, nil
 }
@@ -210,17 +195,16 @@ type dueSchedule struct {
 }
 
 func (s *Scheduler) due(ctx context.Context, now time.Time) ([]dueSchedule, error) {
-	rows, err := s.d.Pool.Query(ctx, `SELECT id::text, org_id::text, automation_id::text, trigger_id::text,
-			name, cron_expression, timezone, next_run_at
-		FROM schedules WHERE enabled AND next_run_at <= $1 ORDER BY next_run_at LIMIT $2`, now, s.d.Batch)
+	rows, err := triggersdb.New(s.d.Pool).DueSchedules(ctx, triggersdb.DueSchedulesParams{Now: now, Max: int32(s.d.Batch)})
 	if err != nil {
 		return nil, fmt.Errorf("find due schedules: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (dueSchedule, error) {
-		var d dueSchedule
-		err := r.Scan(&d.id, &d.orgID, &d.automationID, &d.triggerID, &d.name, &d.expr, &d.tz, &d.tick)
-		return d, err
-	})
+	due := make([]dueSchedule, len(rows))
+	for i, r := range rows {
+		due[i] = dueSchedule{id: r.ID, orgID: r.OrgID, automationID: r.AutomationID, triggerID: r.TriggerID,
+			name: r.Name, expr: r.CronExpression, tz: r.Timezone, tick: r.NextRunAt}
+	}
+	return due, nil
 }
 
 type outcome int
@@ -285,22 +269,19 @@ func (s *Scheduler) fire(ctx context.Context, ds dueSchedule, now time.Time) (fi
 	var res fireResult
 	err = pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
 		res = fireResult{result: lost}
-		var nextArg any
+		var nextArg *time.Time
 		if !next.IsZero() {
-			nextArg = next
+			nextArg = &next
 		}
-		tag, err := tx.Exec(ctx, `UPDATE schedules SET next_run_at = $3, last_run_at = $4, updated_at = now()
-			WHERE id = $1 AND next_run_at = $2 AND enabled`, ds.id, ds.tick, nextArg, latest)
+		took, err := triggersdb.New(tx).AdvanceSchedule(ctx, triggersdb.AdvanceScheduleParams{ID: ds.id, Tick: ds.tick, NextRunAt: nextArg, LastRunAt: latest})
 		if err != nil {
 			return fmt.Errorf("advance next_run_at: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if took == 0 {
 			return nil // another replica took this tick
 		}
-		var triggerEnabled, automationEnabled bool
-		err = tx.QueryRow(ctx, `SELECT t.enabled, a.enabled FROM triggers t
-			JOIN automations a ON a.id = t.automation_id AND a.org_id = t.org_id
-			WHERE t.id = $1 AND t.org_id = $2`, ds.triggerID, ds.orgID).Scan(&triggerEnabled, &automationEnabled)
+		en, err := triggersdb.New(tx).TriggerEnabled(ctx, triggersdb.TriggerEnabledParams{ID: ds.triggerID, OrgID: ds.orgID})
+		triggerEnabled, automationEnabled := en.TriggerEnabled, en.AutomationEnabled
 		if err != nil {
 			return fmt.Errorf("load trigger: %w", err)
 		}

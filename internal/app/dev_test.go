@@ -21,8 +21,8 @@ import (
 	"github.com/proliferate/proliferate/internal/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
+	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/producers/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )

@@ -31,31 +31,6 @@ const (
 	wsCloseTimeout = 2 * time.Second
 )
 
-// frameWriter adapts a gorilla connection to hub.FrameWriter, so the hub's
-// SocketClient (bounded queue, slow-client rule) drives it. WriteFrame is
-// only called from the SocketClient's single writer goroutine (gorilla
-// allows one concurrent writer); CloseWith may run concurrently with it,
-// which gorilla allows for WriteControl and Close.
-type frameWriter struct{ c *websocket.Conn }
-
-func (f frameWriter) WriteFrame(msg []byte) error {
-	_ = f.c.SetWriteDeadline(time.Now().Add(wsWriteTimeout))
-	return f.c.WriteMessage(websocket.TextMessage, msg)
-}
-
-// CloseWith sends the close frame (best effort; ErrCloseSent when the close
-// handshake already happened) and drops the connection, which unblocks a
-// WriteFrame stuck on a slow peer.
-func (f frameWriter) CloseWith(code int, reason string) error {
-	err := f.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, truncateReason(reason)),
-		time.Now().Add(wsCloseTimeout))
-	_ = f.c.Close()
-	if errors.Is(err, websocket.ErrCloseSent) {
-		return nil
-	}
-	return err
-}
-
 // truncateReason keeps a close reason within a control frame (125 bytes
 // minus the 2-byte code).
 func truncateReason(reason string) string {
@@ -131,12 +106,15 @@ func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return hubError(w, err)
 	}
-	conn, err := s.upgrader().Upgrade(hijackable{w}, r, nil)
+	// hub.Hijacker is hijackable whose connection can write queued frames
+	// at once.
+	conn, err := s.upgrader().Upgrade(hub.Hijacker{ResponseWriter: w}, r, nil)
 	if err != nil {
 		return nil // already answered
 	}
 	conn.SetReadLimit(wsReadLimit)
-	sc := hub.NewSocketClient(frameWriter{conn}, s.d.WSMaxBufferedBytes)
+	sc := hub.NewSocketClient(hub.WebSocketWriter{Conn: conn, WriteTimeout: wsWriteTimeout, CloseTimeout: wsCloseTimeout},
+		s.d.WSMaxBufferedBytes)
 	detach, err := h.Attach(ctx, sc, p)
 	if err != nil {
 		switch {

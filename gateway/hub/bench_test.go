@@ -26,13 +26,6 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
-// wsWriter adapts a gorilla WebSocket to hub.FrameWriter (the socket client
-// is its only writer).
-type wsWriter struct{ ws *websocket.Conn }
-
-func (w wsWriter) WriteFrame(msg []byte) error        { return w.ws.WriteMessage(websocket.TextMessage, msg) }
-func (w wsWriter) CloseWith(code int, _ string) error { return w.ws.Close() }
-
 // fanoutClient is one WebSocket reader measuring token delivery latency.
 type fanoutClient struct {
 	ws        *websocket.Conn
@@ -116,11 +109,13 @@ func BenchmarkFanout(b *testing.B) {
 		p := e.principal()
 		var upgrader websocket.Upgrader
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ws, err := upgrader.Upgrade(w, r, nil)
+			// As the gateway serves them: upgraded through hub.Hijacker,
+			// written by hub.WebSocketWriter.
+			ws, err := upgrader.Upgrade(hub.Hijacker{ResponseWriter: w}, r, nil)
 			if err != nil {
 				return
 			}
-			sc := hub.NewSocketClient(wsWriter{ws}, d.MaxBufferedBytes)
+			sc := hub.NewSocketClient(hub.WebSocketWriter{Conn: ws}, d.MaxBufferedBytes)
 			detach, err := h.Attach(ctx, sc, p)
 			if err != nil {
 				ws.Close()

@@ -20,6 +20,14 @@ type FrameWriter interface {
 	CloseWith(code int, reason string) error
 }
 
+// BatchWriter is a FrameWriter that can write several frames at once
+// (WebSocketWriter: one system call). The SocketClient hands it every
+// frame queued while its previous write was in flight.
+type BatchWriter interface {
+	FrameWriter
+	WriteFrames(msgs [][]byte) error
+}
+
 // SocketClient is a Client with a bounded outbound queue drained by one
 // writer goroutine: Send never blocks; it fails with ErrSlowClient when the
 // bytes queued but not yet written would exceed maxBytes (the slow-consumer
@@ -109,6 +117,22 @@ func (c *SocketClient) run() {
 			c.mu.Unlock()
 			if len(batch) == 0 {
 				break
+			}
+			if bw, ok := c.w.(BatchWriter); ok && len(batch) > 1 {
+				n := 0
+				for _, m := range batch {
+					n += len(m)
+				}
+				err := bw.WriteFrames(batch)
+				clear(batch)
+				if err != nil {
+					c.Close(1011, "write failed")
+					continue
+				}
+				c.mu.Lock()
+				c.queued -= n
+				c.mu.Unlock()
+				continue
 			}
 			for i, m := range batch {
 				if err := c.w.WriteFrame(m); err != nil {

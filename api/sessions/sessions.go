@@ -47,7 +47,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/blobstore"
@@ -55,6 +58,7 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -154,6 +158,8 @@ func (h *handlers) routes() []api.Route {
 				{Name: "status", Description: "only sessions in this stored status: " + strings.Join(statuses, ", ")},
 				{Name: "type", Description: "only sessions of this type: " + strings.Join(types, ", ")},
 				{Name: "mine", Description: "true: only sessions the caller created"},
+				{Name: "origin", Description: "automation: only automations' sessions; manual: only the others"},
+				{Name: "needs_input", Description: "true: only sessions with an action waiting for a person's approval"},
 			}, api.PageQuery...)},
 		{Method: http.MethodGet, Path: "/sessions/:id", Summary: "A session", Tag: tag, Access: api.OrgMember,
 			Response: Session{}, Handler: h.get},
@@ -205,6 +211,7 @@ type Session struct {
 	InitialPrompt   *string    `json:"initial_prompt"`
 	SystemPrompt    *string    `json:"system_prompt"`
 	AutomationID    *string    `json:"automation_id"`
+	AutomationName  *string    `json:"automation_name,omitempty"` // while the automation exists
 	RunID           *string    `json:"run_id"`
 	TriggerEventID  *string    `json:"trigger_event_id"`
 	StartedAt       time.Time  `json:"started_at"`
@@ -401,8 +408,26 @@ func (h *handlers) list(c *api.Ctx) error {
 	default:
 		fes = append(fes, httpapi.FieldError{Field: "mine", Problem: "must be true or false"})
 	}
+	switch f.Origin = c.Query("origin"); f.Origin {
+	case "", sessions.OriginAutomation, sessions.OriginManual:
+	default:
+		fes = append(fes, httpapi.FieldError{Field: "origin", Problem: "must be automation or manual"})
+	}
+	needsInput := false
+	switch c.Query("needs_input") {
+	case "", "false":
+	case "true":
+		needsInput = true
+	default:
+		fes = append(fes, httpapi.FieldError{Field: "needs_input", Problem: "must be true or false"})
+	}
 	if len(fes) > 0 {
 		return httpapi.Invalid(fes...)
+	}
+	if needsInput {
+		if f.IDs, err = invocations.PendingSessionIDs(c.Request.Context(), h.store.Pool, c.OrgID()); err != nil {
+			return err
+		}
 	}
 	at, id := p.CursorArgs()
 	rows, err := h.store.List(c.Request.Context(), c.OrgID(), f, sessions.Page{Limit: p.Limit, At: at, ID: id})
@@ -413,6 +438,9 @@ func (h *handlers) list(c *api.Ctx) error {
 	views := make([]Session, len(rows))
 	for i, r := range rows {
 		views[i] = view(r, now)
+	}
+	if err := h.nameAutomations(c.Request.Context(), c.OrgID(), views); err != nil {
+		return err
 	}
 	return c.Reply(http.StatusOK, api.Paginate(views, p.Limit, func(s Session) (time.Time, string) { return s.CreatedAt, s.ID }))
 }
@@ -449,7 +477,37 @@ func (h *handlers) get(c *api.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.Reply(http.StatusOK, view(s, h.now()))
+	v := []Session{view(s, h.now())}
+	if err := h.nameAutomations(c.Request.Context(), c.OrgID(), v); err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, v[0])
+}
+
+// nameAutomations sets the automation's name on sessions of automations
+// (one query per distinct automation; a deleted automation has none).
+func (h *handlers) nameAutomations(ctx context.Context, orgID string, views []Session) error {
+	names := map[string]*string{}
+	q := triggersdb.New(h.store.Pool)
+	for i := range views {
+		id := views[i].AutomationID
+		if id == nil {
+			continue
+		}
+		name, seen := names[*id]
+		if !seen {
+			n, err := q.AutomationName(ctx, triggersdb.AutomationNameParams{ID: *id, OrgID: orgID})
+			switch {
+			case err == nil:
+				name = &n
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("automation name: %w", err)
+			}
+			names[*id] = name
+		}
+		views[i].AutomationName = name
+	}
+	return nil
 }
 
 func (h *handlers) rename(c *api.Ctx) error {

@@ -505,3 +505,63 @@ func TestCreateWithCustomSystemPrompt(t *testing.T) {
 		t.Fatalf("a session without one shows %q", *s.SystemPrompt)
 	}
 }
+
+// Origin (automation or manual), needs input (an action waiting for
+// approval) and the automation's name on its sessions.
+func TestListOriginNeedsInputAndAutomationName(t *testing.T) {
+	e := newEnv(t, false, 0)
+	o := newOrg(t, e)
+	other := newOrg(t, e)
+	ctx := context.Background()
+	var auto string
+	if err := e.Deps.Pool.QueryRow(ctx, `INSERT INTO automations (org_id, name) VALUES ($1, 'Nightly triage') RETURNING id::text`, o.ID).Scan(&auto); err != nil {
+		t.Fatal(err)
+	}
+	manual := sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{CreatedBy: o.Member.ID, Status: "running"})
+	automated := sessionstest.New(t, e.Deps.Pool, o.ID, sessionstest.Options{SessionType: "automation", AutomationID: auto, ClientType: "automation", Status: "running"})
+	foreign := sessionstest.New(t, e.Deps.Pool, other.ID, sessionstest.Options{CreatedBy: other.Member.ID, Status: "running"})
+	for _, st := range []struct{ org, session, status string }{{o.ID, manual, "pending"}, {o.ID, automated, "completed"}, {other.ID, foreign, "pending"}} {
+		if _, err := e.Deps.Pool.Exec(ctx, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
+				mode_source, params, status, expires_at) VALUES ($1, $2, 'linear', 'create_issue', 'write', 'require_approval', 'inferred_default', '{}', $3::text,
+				CASE WHEN $3::text = 'pending' THEN now() + interval '1 hour' END)`,
+			st.org, st.session, st.status); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(q string) []string {
+		var p api.Page[sessionsapi.Session]
+		e.Do(t, http.MethodGet, "/sessions?"+q, o.Member.Token, nil).Expect(t, http.StatusOK, &p)
+		out := []string{}
+		for _, s := range p.Items {
+			out = append(out, s.ID)
+			if s.ID == automated && (s.AutomationName == nil || *s.AutomationName != "Nightly triage") {
+				t.Errorf("%s: automation_name %v", q, s.AutomationName)
+			}
+		}
+		return out
+	}
+	for q, want := range map[string][]string{
+		"origin=automation": {automated}, "origin=manual": {manual}, "needs_input=true": {manual},
+		"needs_input=true&origin=automation": {}, "needs_input=false": {automated, manual},
+	} {
+		if got := ids(q); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", q, got, want)
+		}
+	}
+	var one sessionsapi.Session
+	e.Do(t, http.MethodGet, "/sessions/"+automated, o.Member.Token, nil).Expect(t, http.StatusOK, &one)
+	if one.AutomationName == nil || *one.AutomationName != "Nightly triage" {
+		t.Fatalf("GET: automation_name %v", one.AutomationName)
+	}
+	// An organization with nothing pending has no session needing input.
+	third := newOrg(t, e)
+	sessionstest.New(t, e.Deps.Pool, third.ID, sessionstest.Options{CreatedBy: third.Member.ID, Status: "running"})
+	var none api.Page[sessionsapi.Session]
+	e.Do(t, http.MethodGet, "/sessions?needs_input=true", third.Member.Token, nil).Expect(t, http.StatusOK, &none)
+	if len(none.Items) != 0 {
+		t.Fatalf("needs_input=true with nothing pending: %d sessions", len(none.Items))
+	}
+	for _, q := range []string{"origin=slack", "needs_input=yes"} {
+		e.Do(t, http.MethodGet, "/sessions?"+q, o.Member.Token, nil).ExpectError(t, 422, httpapi.CodeValidation)
+	}
+}

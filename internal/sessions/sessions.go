@@ -189,7 +189,18 @@ type ListFilter struct {
 	Status      string // stored status
 	SessionType string
 	CreatedBy   string
+	// Origin is OriginAutomation (an automation's sessions) or
+	// OriginManual (everything else).
+	Origin string
+	// IDs, when not nil, keeps only these sessions (an empty list keeps none).
+	IDs []string
 }
+
+// Origins of ListFilter.Origin.
+const (
+	OriginAutomation = "automation"
+	OriginManual     = "manual"
+)
 
 // Page is a list position: rows strictly after (At, ID) in (created_at DESC,
 // id DESC) order; List returns at most Limit+1 rows (the caller trims the

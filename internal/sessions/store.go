@@ -296,11 +296,22 @@ func (s *Store) List(ctx context.Context, orgID string, f ListFilter, p Page) ([
 	if limit <= 0 {
 		limit = 50
 	}
+	var ids []string // nil: any session
+	if f.IDs != nil {
+		ids = make([]string, 0, len(f.IDs))
+		for _, id := range f.IDs {
+			if isUUID(id) {
+				ids = append(ids, id)
+			}
+		}
+	}
 	rows, err := s.Pool.Query(ctx, `SELECT `+cols+` FROM sessions
 		WHERE org_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR session_type = $3)
 		  AND ($4 = '' OR created_by::text = $4)
 		  AND (created_at, id) < ($5, $6::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $7`, orgID, f.Status, f.SessionType, f.CreatedBy, at, id, limit+1)
+		  AND ($8 = '' OR ($8 = 'automation') = (automation_id IS NOT NULL OR session_type = 'automation'))
+		  AND ($9::uuid[] IS NULL OR id = ANY($9::uuid[]))
+		ORDER BY created_at DESC, id DESC LIMIT $7`, orgID, f.Status, f.SessionType, f.CreatedBy, at, id, limit+1, f.Origin, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}

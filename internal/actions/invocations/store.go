@@ -213,3 +213,29 @@ func decodeCursor(c string) (time.Time, string, error) {
 	}
 	return t, id, nil
 }
+
+// Querier runs a query (a pool, a connection or a transaction).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// PendingSessionIDs lists the organization's sessions with an invocation
+// waiting for a person's approval (the sessions list's "needs input").
+func PendingSessionIDs(ctx context.Context, q Querier, orgID string) ([]string, error) {
+	if !isUUID(orgID) {
+		return []string{}, nil
+	}
+	rows, err := q.Query(ctx, `SELECT DISTINCT session_id::text FROM action_invocations
+		WHERE org_id = $1 AND status = $2`, orgID, StatusPending)
+	if err != nil {
+		return nil, fmt.Errorf("sessions with pending invocations: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("sessions with pending invocations: %w", err)
+	}
+	if ids == nil {
+		ids = []string{} // none, not "any"
+	}
+	return ids, nil
+}

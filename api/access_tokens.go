@@ -7,11 +7,12 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // AccessTokenVerifier accepts access tokens (JWTs from login) whose login
 // session is still live, and resolves the person behind them.
-func (s *Server) AccessTokenVerifier() Verifier {
+func (s *Server) AccessTokenVerifier() httpapi.Verifier {
 	return func(ctx context.Context, bearer string) (*auth.Principal, bool, error) {
 		if !auth.LooksLikeJWT(bearer) {
 			return nil, false, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -16,11 +17,11 @@ import (
 // route's access level. On Public routes a bad credential is ignored (a stale
 // token must not break login); everywhere else it is 401.
 func (s *Server) authorize(c *Ctx, a Access) error {
-	bearer, hasBearer := bearerToken(c.GetHeader("Authorization"))
+	bearer, hasBearer := httpapi.BearerToken(c.GetHeader("Authorization"))
 	var p *auth.Principal
 	if hasBearer {
 		var err error
-		p, err = s.authenticate(c.Request.Context(), bearer)
+		p, err = s.authn.Authenticate(c.Request.Context(), bearer)
 		if err != nil && a != Public {
 			if errors.Is(err, auth.ErrUnauthenticated) {
 				return Unauthenticated()
@@ -81,38 +82,17 @@ func requirePerson(p *auth.Principal) error {
 	return nil
 }
 
-func bearerToken(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
+// sandboxVerifier accepts sandbox tokens (the first kind tried: their
+// prefix names them).
+func (s *Server) sandboxVerifier(ctx context.Context, bearer string) (*auth.Principal, bool, error) {
+	if !strings.HasPrefix(bearer, auth.SandboxTokenPrefix) {
+		return nil, false, nil
 	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
-
-// authenticate tries each verifier in order; the sandbox verifier is built in.
-func (s *Server) authenticate(ctx context.Context, bearer string) (*auth.Principal, error) {
-	if strings.HasPrefix(bearer, auth.SandboxTokenPrefix) {
-		sid, org, err := sessions.VerifySandboxToken(ctx, s.Pool, bearer)
-		if err != nil {
-			return nil, err
-		}
-		return &auth.Principal{Kind: auth.KindSandbox, SessionID: sid, OrgID: org}, nil
+	sid, org, err := sessions.VerifySandboxToken(ctx, s.Pool, bearer)
+	if err != nil {
+		return nil, true, err
 	}
-	s.mu.Lock()
-	vs := slices.Clone(s.verifiers)
-	s.mu.Unlock()
-	for _, v := range vs {
-		p, ok, err := v(ctx, bearer)
-		if !ok {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		return p, nil
-	}
-	return nil, auth.ErrUnauthenticated
+	return &auth.Principal{Kind: auth.KindSandbox, SessionID: sid, OrgID: org}, true, nil
 }
 
 // ResolvePerson completes a person principal from the database: email,
@@ -147,11 +127,4 @@ func (s *Server) fillPerson(p *auth.Principal, superAdmin bool, activeOrg, role 
 	if activeOrg != nil && role != nil {
 		p.OrgID, p.Role = *activeOrg, auth.Role(*role)
 	}
-}
-
-// Authenticate verifies a bearer credential with every verifier of the
-// server (sandbox tokens, user tokens, API keys, service tokens): other
-// front doors (the gateway) authenticate exactly as the REST API does.
-func (s *Server) Authenticate(ctx context.Context, bearer string) (*auth.Principal, error) {
-	return s.authenticate(ctx, bearer)
 }

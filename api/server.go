@@ -15,7 +15,6 @@
 package api
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -59,11 +58,6 @@ type Deps struct {
 	Now func() time.Time
 }
 
-// Verifier turns a bearer credential into a principal. It returns ok=false
-// when the credential is not of its kind, so the next verifier is tried; an
-// error means its kind but invalid (expired, revoked, forged).
-type Verifier func(ctx context.Context, bearer string) (p *auth.Principal, ok bool, err error)
-
 // Server is the API: a Gin engine plus the route registry.
 type Server struct {
 	Deps
@@ -71,7 +65,7 @@ type Server struct {
 	v1        *gin.RouterGroup
 	mu        sync.Mutex
 	routes    []Route
-	verifiers []Verifier
+	authn     *httpapi.Authenticator
 	codecOnce sync.Once
 	codecErr  error
 }
@@ -109,7 +103,7 @@ func New(d Deps) *Server {
 	s.engine.NoMethod(func(c *gin.Context) {
 		s.writeError(c, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "method not allowed on this route"})
 	})
-	s.verifiers = []Verifier{s.AccessTokenVerifier()}
+	s.authn = httpapi.NewAuthenticator(s.sandboxVerifier, s.AccessTokenVerifier())
 	s.v1 = s.engine.Group(Prefix)
 	s.v1.GET("/openapi.json", func(c *gin.Context) { c.JSON(http.StatusOK, s.OpenAPI()) })
 	return s
@@ -122,11 +116,11 @@ func (s *Server) Handler() http.Handler { return s.engine }
 func (s *Server) Engine() *gin.Engine { return s.engine }
 
 // AddVerifier adds a credential kind to the authentication chain.
-func (s *Server) AddVerifier(v Verifier) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.verifiers = append(s.verifiers, v)
-}
+func (s *Server) AddVerifier(v httpapi.Verifier) { s.authn.Add(v) }
+
+// Authenticator verifies credentials exactly as this server does, for the
+// other front doors (the gateway).
+func (s *Server) Authenticator() *httpapi.Authenticator { return s.authn }
 
 // Access is what a route demands of its caller.
 type Access int

@@ -131,7 +131,7 @@ func (w *world) startActionsGW(t *testing.T, o actionsGWOptions) *actionsGW {
 		Sources: o.Sources, Validator: actions.NewValidator(64), Log: log, Now: o.Now, Redactors: o.Redactors,
 		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, Actions: svc, MaxBodyBytes: 64 << 10})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), Actions: svc, MaxBodyBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

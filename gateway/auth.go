@@ -30,7 +30,7 @@ func (s *Server) principal(r *http.Request, allowQuery bool) (*auth.Principal, e
 	if tok == "" {
 		return nil, api.Unauthenticated()
 	}
-	p, err := s.d.APIServer.Authenticate(r.Context(), tok)
+	p, err := s.d.Authenticator.Authenticate(r.Context(), tok)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
 			return nil, api.Unauthenticated()

@@ -32,7 +32,7 @@ func (w *world) startGated(t *testing.T) string {
 		InstanceID: "gated-" + uuid.NewString(), Log: log, GatewayURL: url,
 		Gate: gate.Allow})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@
 //	GET  /proxy/{sid}/{token}/terminal    terminal WebSocket (protocol in terminal.go)
 //
 // Design:
-//   - Authentication is the REST API's (api.Server.Authenticate): user access
+//   - Authentication is the REST API's (its httpapi.Authenticator): user access
 //     tokens, API keys, service tokens and per-session sandbox tokens. The
 //     identity always comes from the credential, never from a payload.
 //   - Access: a person sees the sessions of their active organization; a

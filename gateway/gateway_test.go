@@ -104,7 +104,7 @@ func (w *world) start(t *testing.T, instance string) *gw {
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
 		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
 	if err != nil {
 		t.Fatal(err)
 	}

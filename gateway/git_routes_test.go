@@ -131,7 +131,7 @@ func gitGateway(t *testing.T, w *world, ws string) *gw {
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}, Redis: w.api.Deps.Redis,
 		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
 	if err != nil {
 		t.Fatal(err)
 	}

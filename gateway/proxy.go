@@ -62,7 +62,7 @@ func (s *Server) proxyPrincipal(r *http.Request) (*auth.Principal, sessions.Sess
 	if tok == "" {
 		return nil, sessions.Session{}, api.Unauthenticated()
 	}
-	p, err := s.d.APIServer.Authenticate(r.Context(), tok)
+	p, err := s.d.Authenticator.Authenticate(r.Context(), tok)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
 			return nil, sessions.Session{}, api.Unauthenticated()

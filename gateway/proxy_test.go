@@ -125,7 +125,7 @@ func (w *world) startWith(t *testing.T, instance string, prov sandbox.Provider, 
 	}
 	hubs := hub.NewManager(d)
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, MaxBodyBytes: 64 << 10})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), MaxBodyBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}

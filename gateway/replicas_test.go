@@ -51,7 +51,7 @@ func (w *world) startReplica(t *testing.T, name string) *replica {
 	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: w.api.Deps.Redis,
 		InstanceID: id, Log: log, GatewayURL: u, RenewEvery: 20 * time.Millisecond})
 	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, APIServer: w.api.Server, AdvertiseURL: u})
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), AdvertiseURL: u})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,13 +23,14 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/evidence"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/schemas"
 )
 
 // Deps are what the gateway needs. Cfg, Log, Pool, Redis, Codec, Hubs,
-// Sessions and APIServer are required.
+// Sessions and Authenticator are required.
 type Deps struct {
 	Cfg      *config.Config
 	Log      *slog.Logger
@@ -38,8 +39,9 @@ type Deps struct {
 	Codec    *schemas.Codec
 	Hubs     *hub.Manager
 	Sessions *sessions.Store
-	// APIServer verifies credentials exactly as the REST API does.
-	APIServer *api.Server
+	// Authenticator verifies credentials exactly as the REST API does (the
+	// API server's, api.Server.Authenticator).
+	Authenticator *httpapi.Authenticator
 	// Tools executes platform tool callbacks; nil builds the platform
 	// registry (tools.New).
 	Tools *tools.Registry
@@ -94,8 +96,8 @@ type Server struct {
 // New builds the server.
 func New(d Deps) (*Server, error) {
 	switch {
-	case d.Cfg == nil, d.Pool == nil, d.Redis == nil, d.Codec == nil, d.Hubs == nil, d.Sessions == nil, d.APIServer == nil:
-		return nil, errors.New("gateway: Cfg, Pool, Redis, Codec, Hubs, Sessions and APIServer are required")
+	case d.Cfg == nil, d.Pool == nil, d.Redis == nil, d.Codec == nil, d.Hubs == nil, d.Sessions == nil, d.Authenticator == nil:
+		return nil, errors.New("gateway: Cfg, Pool, Redis, Codec, Hubs, Sessions and Authenticator are required")
 	}
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)

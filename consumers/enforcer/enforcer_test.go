@@ -95,7 +95,7 @@ func newWorld(t *testing.T) *world {
 	w.hubs = hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: e.Deps.Redis, InstanceID: "gw-" + uuid.NewString(),
 		Log: log, GatewayURL: url, LLMKeys: w.keys})
 	srv, err := gateway.New(gateway.Deps{Cfg: e.Deps.Cfg, Log: log, Pool: e.Deps.Pool, Redis: e.Deps.Redis,
-		Codec: codec, Hubs: w.hubs, Sessions: w.store, APIServer: e.Server})
+		Codec: codec, Hubs: w.hubs, Sessions: w.store, Authenticator: e.Server.Authenticator()})
 	if err != nil {
 		t.Fatal(err)
 	}

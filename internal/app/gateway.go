@@ -261,7 +261,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		return Role{}, fmt.Errorf("gateway: evidence blob store: %w", err)
 	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
-		Codec: a.Codec, Hubs: hubs, Sessions: store, APIServer: apiServer, Actions: actionsSvc, AdvertiseURL: advertise,
+		Codec: a.Codec, Hubs: hubs, Sessions: store, Authenticator: apiServer.Authenticator(), Actions: actionsSvc, AdvertiseURL: advertise,
 		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder, Evidence: &evidence.Store{Pool: a.Pool, Blobs: blobs}})
 	if err != nil {
 		_ = ln.Close()

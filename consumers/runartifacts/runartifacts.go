@@ -31,6 +31,7 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -73,17 +74,14 @@ func Handler(d Deps) consumers.Handler {
 	}
 }
 
-// column names per kind (constants, never user input).
-var columns = map[string]struct{ data, ref string }{
-	KindEnrichment: {"enrichment_json", "enrichment_artifact_ref"},
-	KindCompletion: {"completion_json", "completion_artifact_ref"},
-}
-
 func (d Deps) write(ctx context.Context, orgID, runID, kind string) error {
-	col := columns[kind]
 	var data []byte
-	err := d.Pool.QueryRow(ctx, `SELECT `+col.data+`::text FROM automation_runs WHERE id = $1 AND org_id::text = $2`,
-		runID, orgID).Scan(&data)
+	var err error
+	if kind == KindEnrichment {
+		data, err = runsdb.New(d.Pool).RunEnrichmentJSON(ctx, runsdb.RunEnrichmentJSONParams{ID: runID, OrgID: orgID})
+	} else {
+		data, err = runsdb.New(d.Pool).RunCompletionJSON(ctx, runsdb.RunCompletionJSONParams{ID: runID, OrgID: orgID})
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		d.Log.Warn("run artifact skipped: run not found (deleted?)", "run_id", runID, "kind", kind)
 		return nil
@@ -100,9 +98,12 @@ func (d Deps) write(ctx context.Context, orgID, runID, kind string) error {
 	}
 	sum := sha256.Sum256(data)
 	return pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
-		var changed bool
-		err := tx.QueryRow(ctx, `UPDATE automation_runs SET `+col.ref+` = $2
-			WHERE id = $1 AND `+col.ref+` IS DISTINCT FROM $2 RETURNING true`, runID, ref).Scan(&changed)
+		var err error
+		if kind == KindEnrichment {
+			_, err = runsdb.New(tx).SetRunEnrichmentRef(ctx, runsdb.SetRunEnrichmentRefParams{ID: runID, Ref: ref})
+		} else {
+			_, err = runsdb.New(tx).SetRunCompletionRef(ctx, runsdb.SetRunCompletionRefParams{ID: runID, Ref: ref})
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // already recorded: a duplicate or a replay
 		}

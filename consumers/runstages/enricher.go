@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/enrich"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 )
 
 // Enricher is the run-enricher group's handler: a queued run is enriched
@@ -60,7 +61,7 @@ func Enricher(d Deps) consumers.Handler {
 			if err != nil {
 				return consumers.Permanent(fmt.Errorf("encode enrichment of run %s: %w", run.ID, err))
 			}
-			if _, err := tx.Exec(ctx, `UPDATE automation_runs SET enrichment_json = $2 WHERE id = $1`, run.ID, raw); err != nil {
+			if err := runsdb.New(tx).SaveRunEnrichment(ctx, runsdb.SaveRunEnrichmentParams{ID: run.ID, Enrichment: raw}); err != nil {
 				return fmt.Errorf("save enrichment of run %s: %w", run.ID, err)
 			}
 			if err := runs.LogEvent(ctx, tx, run.ID, "enrichment_saved", "", "", map[string]any{

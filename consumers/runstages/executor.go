@@ -17,6 +17,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/enrich"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 	"github.com/proliferate/proliferate/internal/runs/target"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
@@ -106,8 +107,8 @@ func (d Deps) start(ctx context.Context, log *slog.Logger, run runs.Run, a autom
 	if err != nil {
 		return run, fmt.Errorf("resolve target of run %s: %w", run.ID, err)
 	}
-	var triggeredBy *string
-	if err := d.Pool.QueryRow(ctx, `SELECT triggered_by::text FROM automation_runs WHERE id = $1`, run.ID).Scan(&triggeredBy); err != nil {
+	triggeredBy, err := runsdb.New(d.Pool).RunTriggeredBy(ctx, run.ID)
+	if err != nil {
 		return run, fmt.Errorf("load run %s: %w", run.ID, err)
 	}
 	sessionID, err := d.Sessions.CreateSession(ctx, runs.SessionRequest{
@@ -137,8 +138,8 @@ func (d Deps) start(ctx context.Context, log *slog.Logger, run runs.Run, a autom
 			run = locked
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE automation_runs SET session_id = $2, configuration_id = $3 WHERE id = $1`,
-			run.ID, sessionID, tgt.ConfigurationID); err != nil {
+		if err := runsdb.New(tx).SetRunSession(ctx, runsdb.SetRunSessionParams{ID: run.ID, SessionID: sessionID,
+			ConfigurationID: tgt.ConfigurationID}); err != nil {
 			return fmt.Errorf("record session of run %s: %w", run.ID, err)
 		}
 		if err := runs.LogEvent(ctx, tx, run.ID, "target_resolved", "", "", map[string]any{
@@ -172,13 +173,11 @@ func (d Deps) fail(ctx context.Context, run runs.Run, reason, code, msg string) 
 
 // prompt sends the run's prompt and records that it was sent.
 func (d Deps) prompt(ctx context.Context, run runs.Run, a automation) error {
-	var title, url, provider string
-	var urlp *string
-	if err := d.Pool.QueryRow(ctx, `SELECT title, url, provider FROM trigger_events WHERE id = $1`, run.TriggerEventID).
-		Scan(&title, &urlp, &provider); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	ev, err := triggersdb.New(d.Pool).TriggerEventSummary(ctx, run.TriggerEventID)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("load trigger event of run %s: %w", run.ID, err)
 	}
-	url = deref(urlp)
+	title, url, provider := ev.Title, deref(ev.Url), ev.Provider
 	text := BuildPrompt(PromptInput{RunID: run.ID, CompletionID: CompletionID(run.ID), Instructions: a.instructions,
 		Title: title, URL: url, Provider: provider, Enrichment: run.EnrichmentJSON})
 	if err := d.Sessions.SendPrompt(ctx, run.OrgID, *run.SessionID, text, "run:"+run.ID+":prompt"); err != nil {
@@ -191,9 +190,8 @@ func (d Deps) prompt(ctx context.Context, run runs.Run, a automation) error {
 		return fmt.Errorf("send prompt of run %s: %w", run.ID, err)
 	}
 	return inTx(ctx, d.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE automation_runs SET prompt_sent_at = now(), last_activity_at = now()
-			WHERE id = $1 AND prompt_sent_at IS NULL`, run.ID)
-		if err != nil || tag.RowsAffected() == 0 {
+		sent, err := runsdb.New(tx).MarkPromptSent(ctx, run.ID)
+		if err != nil || sent == 0 {
 			return err
 		}
 		return runs.LogEvent(ctx, tx, run.ID, "prompt_sent", "", "", map[string]any{"session_id": *run.SessionID})

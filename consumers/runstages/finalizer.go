@@ -11,6 +11,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 )
 
 // FinalizerOptions tune the finalizer.
@@ -101,15 +102,7 @@ func (f *Finalizer) Pass(ctx context.Context) (PassResult, error) {
 		return res, nil
 	}
 	defer release()
-	rows, err := conn.Query(ctx, `SELECT id::text FROM automation_runs
-		WHERE status IN ('queued', 'enriching', 'ready', 'running') AND (
-			deadline_at < now()
-			OR (status = 'running' AND coalesce(last_activity_at, execution_started_at, updated_at) < now() - $1::interval))
-		ORDER BY coalesce(deadline_at, updated_at) LIMIT $2`, f.opt.Inactivity, f.opt.Batch)
-	if err != nil {
-		return res, err
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := runsdb.New(conn).OverdueRuns(ctx, runsdb.OverdueRunsParams{Inactivity: f.opt.Inactivity, Max: int32(f.opt.Batch)})
 	if err != nil {
 		return res, err
 	}

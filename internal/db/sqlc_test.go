@@ -64,6 +64,8 @@ var owners = map[string]string{
 	"triggers":            "internal/triggers/store",
 	"schedules":           "internal/triggers/store",
 	"trigger_poll_groups": "internal/triggers/pollgroups",
+	"trigger_events":      "internal/triggers/store",
+	"automation_runs":     "internal/runs",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -7,7 +7,7 @@
 // gateway's own origin. A paused or ended session shows its history from
 // the REST API without waking its sandbox; Resume (or a prompt) connects.
 import { useEffect, useMemo, useReducer, useRef, useState } from 'preact/hooks'
-import { ApiError, GATEWAY, get, post } from '../../lib/api'
+import { GATEWAY, get, post } from '../../lib/api'
 import { SessionSocket, type SocketState } from '../../lib/gateway'
 import { ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
 import { useSession } from '../../lib/session'
@@ -17,6 +17,8 @@ import { Markdown } from './markdown'
 import { emptyTimeline, reduce, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
 import { duration, ended, type SessionRow } from './types'
 import './sessions.css'
+
+type SessionUsage = { session_id: string; credits: string; compute_seconds: string; llm_cost_usd: string }
 
 type Action = { frame: ServerFrame } | { history: Msg[] } | { approvals: ActionInvocation[] } | { reset: true }
 
@@ -260,12 +262,15 @@ function previewHref(u: string): string {
 
 function Summary(props: { row: SessionRow; t: Timeline }) {
   const { row } = props
+  // The session's credits: the billing summary's usage by session (its
+  // top sessions by credits); nothing is shown when it is not among them
+  // or billing is not readable.
   const usage = useData(
     (signal) =>
-      get<{ credits: string; compute_seconds: string; llm_cost_usd: string; input_tokens?: number; output_tokens?: number }>(
-        `/sessions/${row.id}/usage`,
-        { signal },
-      ).catch((e) => (e instanceof ApiError && e.status === 404 ? null : Promise.reject(e))),
+      get<{ usage_by_session?: SessionUsage[] }>('/billing', { signal }).then(
+        (b) => b.usage_by_session?.find((u) => u.session_id === row.id) ?? null,
+        () => null,
+      ),
     [row.id, row.metrics.messages_exchanged],
   )
   return (
@@ -304,8 +309,8 @@ function Summary(props: { row: SessionRow; t: Timeline }) {
         <div>
           <dt>Usage</dt>
           <dd data-testid="usage">
-            {Number(usage.data.credits).toFixed(2)} credits · ${Number(usage.data.llm_cost_usd).toFixed(4)} LLM
-            {usage.data.input_tokens !== undefined && ` · ${usage.data.input_tokens} in / ${usage.data.output_tokens} out tokens`}
+            {Number(usage.data.credits).toFixed(2)} credits · {duration(Math.round(Number(usage.data.compute_seconds)))} compute · $
+            {Number(usage.data.llm_cost_usd).toFixed(4)} LLM
           </dd>
         </div>
       )}

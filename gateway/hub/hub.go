@@ -2,7 +2,7 @@
 // registry of per-session Hubs; a Hub holds the session's Redis owner lease,
 // prepares the runtime (sandbox + OpenCode session) single-flight, bridges the
 // OpenCode SSE stream (reconnecting with backoff) into WebSocket protocol
-// messages (protocol.go) fanned out to attached clients, and counts telemetry
+// messages (package gateway/protocol) fanned out to attached clients, and counts telemetry
 // that it flushes to the sessions store differentially.
 //
 // Ownership: only the instance holding lease:owner:{session} (SET NX PX,

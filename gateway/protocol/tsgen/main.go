@@ -37,12 +37,6 @@ func main() {
 	_, _ = os.Stdout.Write(out)
 }
 
-type decl struct {
-	name string
-	pos  token.Pos
-	text string
-}
-
 // Generate renders the package in dir (its non-test files).
 func Generate(dir string) ([]byte, error) {
 	fset := token.NewFileSet()

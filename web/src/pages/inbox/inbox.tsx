@@ -1,9 +1,10 @@
 // /inbox: everything that needs a person. Runs that failed, need a human or
-// timed out (GET /runs/attention) with their summaries and sessions, claim,
+// timed out and are unresolved (GET /runs?attention=true, filtered by
+// origin and claim) with their summaries and sessions, claim,
 // unclaim and resolve; action approvals pending across the organization
 // (GET /actions?status=pending), approved or denied in place through the
 // gateway; sessions blocked until someone acts. ?view=mine is "my work":
-// the runs the caller claimed (GET /runs/claimed).
+// the runs the caller claimed (GET /runs?assigned=me).
 import { useEffect, useState } from 'preact/hooks'
 import { accessToken, ApiError, get, type Page } from '../../lib/api'
 import { setQuery, useLocation } from '../../lib/router'
@@ -31,6 +32,11 @@ type Invocation = {
 }
 
 type SessionInfo = { id: string; title: string; display_status: string; status: string; latest_task?: string | null; pr_urls?: string[] | null }
+
+// FeedRun is a run of GET /runs: the run with its session.
+type FeedRun = RunSummary & { session: SessionInfo | null }
+
+const origins = ['', 'custom', 'github', 'linear', 'sentry', 'posthog', 'scheduled', 'manual']
 
 // The inbox polls while open: approvals expire and runs end on their own.
 const POLL_MS = 5000
@@ -170,30 +176,9 @@ function Approvals() {
   )
 }
 
-// useSessions loads the sessions of runs (their title and live status).
-function useSessions(ids: string[]) {
-  const key = [...new Set(ids)].sort().join(',')
-  return useData(async (signal) => {
-    const out: Record<string, SessionInfo> = {}
-    await Promise.all(
-      key
-        .split(',')
-        .filter(Boolean)
-        .map((id) =>
-          get<SessionInfo>('/sessions/' + id, { signal }).then(
-            (s) => {
-              out[id] = s
-            },
-            () => undefined,
-          ),
-        ),
-    )
-    return out
-  }, [key])
-}
-
-function RunCard(props: { r: RunSummary; session?: SessionInfo; onChange: () => void }) {
+function RunCard(props: { r: FeedRun; onChange: () => void }) {
   const r = props.r
+  const session = r.session
   return (
     <li class="list-row attention-run" data-run-id={r.id} data-status={r.status}>
       <div class="grow">
@@ -214,10 +199,16 @@ function RunCard(props: { r: RunSummary; session?: SessionInfo; onChange: () => 
           <div class="small">
             Session:{' '}
             <Link href={'/sessions/' + r.session_id} class="session-link">
-              {props.session?.title || 'open'}
+              {session?.title || 'open'}
             </Link>
-            {props.session && <span class="muted"> · {props.session.display_status}</span>}
-            {props.session?.latest_task && <span class="muted"> · {props.session.latest_task}</span>}
+            {session && <span class={'badge status-' + session.display_status}>{session.display_status}</span>}
+            {session?.latest_task && <span class="muted"> · {session.latest_task}</span>}
+            {(session?.pr_urls ?? []).map((u) => (
+              <a key={u} href={u} class="pr-link">
+                {' '}
+                PR
+              </a>
+            ))}
           </div>
         )}
       </div>
@@ -227,20 +218,45 @@ function RunCard(props: { r: RunSummary; session?: SessionInfo; onChange: () => 
 }
 
 function AttentionRuns() {
-  const list = useData((signal) => get<{ items: RunSummary[] }>('/runs/attention', { signal }), [])
+  const { query } = useLocation()
+  const origin = query.get('origin') ?? ''
+  const assigned = query.get('assigned') ?? ''
+  const list = useData(
+    (signal) => get<Page<FeedRun>>('/runs', { signal, query: { attention: true, provider: origin, assigned, limit: 100 } }),
+    [origin, assigned],
+  )
   usePoll(list.reload)
-  const sessions = useSessions((list.data?.items ?? []).map((r) => r.session_id ?? '').filter(Boolean))
   const items = list.data?.items ?? []
   return (
     <section class="inbox-section attention" aria-labelledby="attention-h">
       <h2 id="attention-h">Runs needing attention {items.length > 0 && <span class="count">{items.length}</span>}</h2>
+      <div class="row filters">
+        <label class="small" for="inbox-origin">
+          Origin
+        </label>
+        <select id="inbox-origin" name="origin" class="narrow-select" value={origin} onChange={(e) => setQuery({ origin: e.currentTarget.value || null })}>
+          {origins.map((o) => (
+            <option key={o} value={o}>
+              {o || 'any'}
+            </option>
+          ))}
+        </select>
+        <label class="small" for="inbox-assigned">
+          Claimed
+        </label>
+        <select id="inbox-assigned" name="assigned" class="narrow-select" value={assigned} onChange={(e) => setQuery({ assigned: e.currentTarget.value || null })}>
+          <option value="">by anyone or nobody</option>
+          <option value="unassigned">by nobody</option>
+          <option value="me">by me</option>
+        </select>
+      </div>
       <ErrorBanner error={list.error} onRetry={list.reload} />
       {list.loading && !list.data && <Loading />}
-      {list.data && items.length === 0 && <Empty>No failed, timed-out or needs-human runs in the last 7 days.</Empty>}
+      {list.data && items.length === 0 && <Empty>No unresolved failed, timed-out or needs-human runs.</Empty>}
       {items.length > 0 && (
         <ul class="list" aria-label="Runs needing attention">
           {items.map((r) => (
-            <RunCard key={r.id} r={r} session={sessions.data?.[r.session_id ?? '']} onChange={list.reload} />
+            <RunCard key={r.id} r={r} onChange={list.reload} />
           ))}
         </ul>
       )}
@@ -270,8 +286,7 @@ function BlockedSessions() {
 }
 
 function MyWork() {
-  const list = useData((signal) => get<Page<RunSummary>>('/runs/claimed', { signal, query: { limit: 100 } }), [])
-  const sessions = useSessions((list.data?.items ?? []).map((r) => r.session_id ?? '').filter(Boolean))
+  const list = useData((signal) => get<Page<FeedRun>>('/runs', { signal, query: { assigned: 'me', limit: 100 } }), [])
   const items = list.data?.items ?? []
   return (
     <section class="inbox-section mine" aria-labelledby="mine-h">
@@ -282,7 +297,7 @@ function MyWork() {
       {items.length > 0 && (
         <ul class="list" aria-label="Runs you claimed">
           {items.map((r) => (
-            <RunCard key={r.id} r={r} session={sessions.data?.[r.session_id ?? '']} onChange={list.reload} />
+            <RunCard key={r.id} r={r} onChange={list.reload} />
           ))}
         </ul>
       )}

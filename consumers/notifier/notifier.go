@@ -47,6 +47,7 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sideeffects"
 	"github.com/proliferate/proliferate/internal/slack"
@@ -132,19 +133,13 @@ func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecyc
 		return nil
 	}
 	log := n.Log.With("run_id", ev.RunID, "org_id", orgID, "to_status", ev.ToStatus)
-	var ri runInfo
-	err := n.Pool.QueryRow(ctx, `SELECT a.name, a.notification_destination_type, a.notification_channel_id,
-			a.notification_slack_user_id, a.notification_slack_installation_id::text,
-			r.completion_json->>'summary_markdown', r.error_message, r.status_reason, te.title, te.url,
-			COALESCE(s.pr_urls, '{}'),
-			(SELECT count(*) FROM session_evidence ev WHERE ev.run_id = r.id AND ev.org_id = r.org_id)
-		FROM automation_runs r
-		JOIN automations a ON a.id = r.automation_id AND a.org_id = r.org_id
-		JOIN trigger_events te ON te.id = r.trigger_event_id AND te.org_id = r.org_id
-		LEFT JOIN sessions s ON s.id = r.session_id AND s.org_id = r.org_id
-		WHERE r.id = $1 AND r.org_id::text = $2`, ev.RunID, orgID).Scan(
-		&ri.AutomationName, &ri.Destination, &ri.ChannelID, &ri.SlackUserID, &ri.InstallationID,
-		&ri.CompletionSummary, &ri.ErrorMessage, &ri.Reason, &ri.TriggerTitle, &ri.TriggerURL, &ri.PRURLs, &ri.Evidence)
+	r, err := runsdb.New(n.Pool).RunNotification(ctx, runsdb.RunNotificationParams{ID: ev.RunID, OrgID: orgID})
+	ri := runInfo{AutomationName: r.AutomationName, Destination: r.NotificationDestinationType, ChannelID: r.NotificationChannelID,
+		SlackUserID: r.NotificationSlackUserID, InstallationID: r.NotificationSlackInstallationID, ErrorMessage: r.ErrorMessage,
+		Reason: r.StatusReason, TriggerTitle: r.TriggerTitle, TriggerURL: r.TriggerUrl, PRURLs: r.PrUrls, Evidence: int(r.Evidence)}
+	if r.HasCompletionSummary {
+		ri.CompletionSummary = &r.CompletionSummary
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		log.Warn("run notification skipped: run not found (deleted?)")
 		return nil

@@ -42,3 +42,21 @@ WHERE id = $1 AND prompt_sent_at IS NULL;
 
 -- name: SaveRunEnrichment :exec
 UPDATE automation_runs SET enrichment_json = sqlc.arg(enrichment) WHERE id = sqlc.arg(id);
+
+-- RunNotification is what a run's notification says: the automation's
+-- destination, the outcome, the trigger event, the session's pull requests
+-- and the evidence count. The completion summary reads '' when unset;
+-- has_completion_summary tells.
+-- name: RunNotification :one
+SELECT a.name AS automation_name, a.notification_destination_type, a.notification_channel_id,
+    a.notification_slack_user_id, a.notification_slack_installation_id,
+    (r.completion_json->>'summary_markdown' IS NOT NULL)::bool AS has_completion_summary,
+    COALESCE(r.completion_json->>'summary_markdown', '')::text AS completion_summary,
+    r.error_message, r.status_reason, te.title AS trigger_title, te.url AS trigger_url,
+    COALESCE(s.pr_urls, '{}')::text[] AS pr_urls,
+    (SELECT count(*) FROM session_evidence ev WHERE ev.run_id = r.id AND ev.org_id = r.org_id) AS evidence
+FROM automation_runs r
+JOIN automations a ON a.id = r.automation_id AND a.org_id = r.org_id
+JOIN trigger_events te ON te.id = r.trigger_event_id AND te.org_id = r.org_id
+LEFT JOIN sessions s ON s.id = r.session_id AND s.org_id = r.org_id
+WHERE r.id = sqlc.arg(id) AND r.org_id::text = sqlc.arg(org_id)::text;

@@ -95,6 +95,67 @@ func (q *Queries) RunEnrichmentJSON(ctx context.Context, arg RunEnrichmentJSONPa
 	return enrichment_json, err
 }
 
+const runNotification = `-- name: RunNotification :one
+SELECT a.name AS automation_name, a.notification_destination_type, a.notification_channel_id,
+    a.notification_slack_user_id, a.notification_slack_installation_id,
+    (r.completion_json->>'summary_markdown' IS NOT NULL)::bool AS has_completion_summary,
+    COALESCE(r.completion_json->>'summary_markdown', '')::text AS completion_summary,
+    r.error_message, r.status_reason, te.title AS trigger_title, te.url AS trigger_url,
+    COALESCE(s.pr_urls, '{}')::text[] AS pr_urls,
+    (SELECT count(*) FROM session_evidence ev WHERE ev.run_id = r.id AND ev.org_id = r.org_id) AS evidence
+FROM automation_runs r
+JOIN automations a ON a.id = r.automation_id AND a.org_id = r.org_id
+JOIN trigger_events te ON te.id = r.trigger_event_id AND te.org_id = r.org_id
+LEFT JOIN sessions s ON s.id = r.session_id AND s.org_id = r.org_id
+WHERE r.id = $1 AND r.org_id::text = $2::text
+`
+
+type RunNotificationParams struct {
+	ID    string
+	OrgID string
+}
+
+type RunNotificationRow struct {
+	AutomationName                  string
+	NotificationDestinationType     string
+	NotificationChannelID           *string
+	NotificationSlackUserID         *string
+	NotificationSlackInstallationID *string
+	HasCompletionSummary            bool
+	CompletionSummary               string
+	ErrorMessage                    *string
+	StatusReason                    *string
+	TriggerTitle                    string
+	TriggerUrl                      *string
+	PrUrls                          []string
+	Evidence                        int64
+}
+
+// RunNotification is what a run's notification says: the automation's
+// destination, the outcome, the trigger event, the session's pull requests
+// and the evidence count. The completion summary reads ” when unset;
+// has_completion_summary tells.
+func (q *Queries) RunNotification(ctx context.Context, arg RunNotificationParams) (RunNotificationRow, error) {
+	row := q.db.QueryRow(ctx, runNotification, arg.ID, arg.OrgID)
+	var i RunNotificationRow
+	err := row.Scan(
+		&i.AutomationName,
+		&i.NotificationDestinationType,
+		&i.NotificationChannelID,
+		&i.NotificationSlackUserID,
+		&i.NotificationSlackInstallationID,
+		&i.HasCompletionSummary,
+		&i.CompletionSummary,
+		&i.ErrorMessage,
+		&i.StatusReason,
+		&i.TriggerTitle,
+		&i.TriggerUrl,
+		&i.PrUrls,
+		&i.Evidence,
+	)
+	return i, err
+}
+
 const runTriggeredBy = `-- name: RunTriggeredBy :one
 SELECT triggered_by FROM automation_runs WHERE id = $1
 `

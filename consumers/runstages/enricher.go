@@ -9,9 +9,11 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/enrich"
 	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Enricher is the run-enricher group's handler: a queued run is enriched
@@ -78,26 +80,19 @@ func Enricher(d Deps) consumers.Handler {
 // and the organization's repositories.
 func enrichInput(ctx context.Context, tx pgx.Tx, run runs.Run) (enrich.Input, error) {
 	var in enrich.Input
-	var ctxRaw []byte
-	var url, ext *string
-	var filter, analysis *string
-	var analysisOutcome, analysisDetail *string
 	// The analysis the trigger processor stored for this event (see
 	// consumers/triggerprocessor), if any.
-	err := tx.QueryRow(ctx, `SELECT te.provider, te.normalized_event_type, te.provider_event_type, te.title, te.url,
-			te.external_event_id, te.parsed_context, a.id::text, a.name, a.llm_filter_prompt, a.llm_analysis_prompt,
-			lr.outcome, lr.detail
-		FROM trigger_events te JOIN automations a ON a.id = $2
-		LEFT JOIN trigger_llm_results lr ON lr.trigger_id = te.trigger_id AND lr.dedup_key = te.dedup_key AND lr.kind = 'analysis'
-		WHERE te.id = $1`, run.TriggerEventID, run.AutomationID).
-		Scan(&in.Provider, &in.EventType, &in.ProviderEventType, &in.Title, &url, &ext, &ctxRaw,
-			&in.AutomationID, &in.AutomationName, &filter, &analysis, &analysisOutcome, &analysisDetail)
+	ev, err := triggersdb.New(tx).EnrichmentEvent(ctx, triggersdb.EnrichmentEventParams{ID: run.TriggerEventID, AutomationID: run.AutomationID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return in, runs.ErrNotFound
 	}
 	if err != nil {
 		return in, fmt.Errorf("load trigger event of run %s: %w", run.ID, err)
 	}
+	in.Provider, in.EventType, in.ProviderEventType, in.Title = ev.Provider, ev.NormalizedEventType, ev.ProviderEventType, ev.Title
+	in.AutomationID, in.AutomationName = ev.AutomationID, ev.AutomationName
+	ctxRaw, url, ext, filter, analysis := ev.ParsedContext, ev.Url, ev.ExternalEventID, ev.LLMFilterPrompt, ev.LLMAnalysisPrompt
+	analysisOutcome, analysisDetail := ev.AnalysisOutcome, ev.AnalysisDetail
 	in.URL, in.ExternalID = deref(url), deref(ext)
 	in.HasLLMFilter, in.HasLLMAnalysis = deref(filter) != "", deref(analysis) != ""
 	if analysisOutcome != nil {
@@ -113,16 +108,15 @@ func enrichInput(ctx context.Context, tx pgx.Tx, run runs.Run) (enrich.Input, er
 			return in, consumers.Permanent(fmt.Errorf("trigger event context of run %s: %w", run.ID, err))
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT id::text, github_repo_name FROM repos WHERE org_id = $1 ORDER BY github_repo_name`, run.OrgID)
+	rows, err := reposdb.New(tx).OrgRepoNames(ctx, run.OrgID)
 	if err != nil {
 		return in, fmt.Errorf("load repos of org %s: %w", run.OrgID, err)
 	}
-	in.Repos, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (enrich.Repo, error) {
-		var rp enrich.Repo
-		err := r.Scan(&rp.ID, &rp.FullName)
-		return rp, err
-	})
-	return in, err
+	in.Repos = make([]enrich.Repo, len(rows))
+	for i, r := range rows {
+		in.Repos[i] = enrich.Repo{ID: r.ID, FullName: r.GithubRepoName}
+	}
+	return in, nil
 }
 
 func deref(s *string) string {

@@ -66,6 +66,7 @@ var owners = map[string]string{
 	"trigger_poll_groups": "internal/triggers/pollgroups",
 	"trigger_events":      "internal/triggers/store",
 	"automation_runs":     "internal/runs",
+	"repos":               "internal/repos",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -9,6 +9,60 @@ import (
 	"context"
 )
 
+const enrichmentEvent = `-- name: EnrichmentEvent :one
+SELECT te.provider, te.normalized_event_type, te.provider_event_type, te.title, te.url,
+    te.external_event_id, te.parsed_context, a.id AS automation_id, a.name AS automation_name, a.llm_filter_prompt, a.llm_analysis_prompt,
+    lr.outcome AS analysis_outcome, lr.detail AS analysis_detail
+FROM trigger_events te JOIN automations a ON a.id = $1
+LEFT JOIN trigger_llm_results lr ON lr.trigger_id = te.trigger_id AND lr.dedup_key = te.dedup_key AND lr.kind = 'analysis'
+WHERE te.id = $2
+`
+
+type EnrichmentEventParams struct {
+	AutomationID string
+	ID           string
+}
+
+type EnrichmentEventRow struct {
+	Provider            string
+	NormalizedEventType string
+	ProviderEventType   string
+	Title               string
+	Url                 *string
+	ExternalEventID     *string
+	ParsedContext       []byte
+	AutomationID        string
+	AutomationName      string
+	LLMFilterPrompt     *string
+	LLMAnalysisPrompt   *string
+	AnalysisOutcome     *string
+	AnalysisDetail      *string
+}
+
+// EnrichmentEvent is what enrichment reads of a run's trigger event: the
+// event, its automation's prompts and the analysis the trigger processor
+// stored for the event, if any.
+func (q *Queries) EnrichmentEvent(ctx context.Context, arg EnrichmentEventParams) (EnrichmentEventRow, error) {
+	row := q.db.QueryRow(ctx, enrichmentEvent, arg.AutomationID, arg.ID)
+	var i EnrichmentEventRow
+	err := row.Scan(
+		&i.Provider,
+		&i.NormalizedEventType,
+		&i.ProviderEventType,
+		&i.Title,
+		&i.Url,
+		&i.ExternalEventID,
+		&i.ParsedContext,
+		&i.AutomationID,
+		&i.AutomationName,
+		&i.LLMFilterPrompt,
+		&i.LLMAnalysisPrompt,
+		&i.AnalysisOutcome,
+		&i.AnalysisDetail,
+	)
+	return i, err
+}
+
 const triggerEventSummary = `-- name: TriggerEventSummary :one
 
 SELECT title, url, provider FROM trigger_events WHERE id = $1

@@ -26,7 +26,7 @@ type ReplayOptions struct {
 	// offsets are set to the replayed point afterwards.
 	Group  string
 	Topics []string
-	// Tables are the tables the group owns (topics.Group.Owns): truncated,
+	// Tables are the tables the group owns (group.Group.Owns): truncated,
 	// and nothing else.
 	Tables []string
 	Pool   *pgxpool.Pool

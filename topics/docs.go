@@ -27,7 +27,7 @@ func Markdown() (string, error) {
 	var b strings.Builder
 	b.WriteString(`# Kafka topics
 
-<!-- Generated from topics/catalog.go and schemas/avro by 'proliferate topics docs' (make docs). Do not edit. -->
+<!-- Generated from topics/catalog.go, the consumer groups' descriptors (consumers/*/group.go) and schemas/avro by 'proliferate topics docs' (make docs). Do not edit. -->
 
 Every record on an event topic is Avro. By default the value is in Avro
 **single-object encoding**: the two bytes ` + "`C3 01`" + `, the 8-byte little-endian

@@ -2,7 +2,6 @@ package billingledger_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,13 +14,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/billingledger"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
@@ -66,8 +63,8 @@ func crashChild() {
 	if err != nil {
 		fail(err)
 	}
-	r, err := consumers.New(consumers.Config{
-		Group: billingledger.Group.Name, Topics: []string{topics.BillingUsage}, Codec: codec,
+	cfg, err := consumers.ForGroup(billingledger.Group, consumers.Config{
+		Codec:        codec,
 		BatchHandler: countingHandler(pool, codec),
 		// Smaller batches than the default: the killed processes reach
 		// their random kill points sooner (the batch logic is the same).
@@ -83,6 +80,10 @@ func crashChild() {
 		Metrics: consumers.NewMetrics(prometheus.NewRegistry()),
 		Retry:   consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 	})
+	if err != nil {
+		fail(err)
+	}
+	r, err := consumers.New(cfg)
 	if err != nil {
 		fail(err)
 	}
@@ -188,14 +189,10 @@ func makeUsage(t *testing.T, pool *pgxpool.Pool, codec *schemas.Codec, rng *rand
 	return s
 }
 
-func produceAll(t *testing.T, seeds []string, recs []*kgo.Record) {
+func produceAll(t *testing.T, k *consumerstest.World, recs []*kgo.Record) {
 	t.Helper()
 	// Uncompressed: lz4 under the race detector would dominate the setup.
-	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds}, kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := k.NewClient(kgo.ProducerLinger(5*time.Millisecond), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	for i := 0; i < len(recs); i += 10_000 {
 		if err := cl.ProduceSync(context.Background(), recs[i:min(i+10_000, len(recs))]...).FirstErr(); err != nil {
 			t.Fatal(err)
@@ -203,71 +200,18 @@ func produceAll(t *testing.T, seeds []string, recs []*kgo.Record) {
 	}
 }
 
-// committed sums group's committed offsets over topic.
-func committed(t *testing.T, seeds []string, group, topic string) int64 {
+// runToCompletion runs an in-process runner of the billing-ledger group
+// (under group id id) until it committed every record of billing.usage,
+// then shuts it down.
+func runToCompletion(t *testing.T, k *consumerstest.World, pool *pgxpool.Pool, id string, total int64) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	offs, err := kadm.NewClient(cl).FetchOffsetsForTopics(context.Background(), group, topic)
-	if errors.Is(err, kerr.GroupIDNotFound) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	offs.Each(func(o kadm.OffsetResponse) {
-		if o.At > 0 {
-			total += o.At
-		}
-	})
-	return total
-}
-
-func endOffsets(t *testing.T, seeds []string, topic string) int64 {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
-	return total
-}
-
-// runToCompletion runs an in-process runner of group until it committed
-// every record of billing.usage, then shuts it down.
-func runToCompletion(t *testing.T, seeds []string, pool *pgxpool.Pool, codec *schemas.Codec, group string, total int64) {
-	t.Helper()
-	r, err := consumers.New(consumers.Config{
-		Group: group, Topics: []string{topics.BillingUsage}, Codec: codec,
-		BatchHandler:   countingHandler(pool, codec),
+	stop := k.StartBatch(billingledger.Group, countingHandler(pool, k.Codec), consumers.Config{
+		Group:          id,
 		CommitInterval: 100 * time.Millisecond,
-		Kafka:          kafka.Options{Seeds: seeds},
-		Metrics:        consumers.NewMetrics(prometheus.NewRegistry()),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
-	testenv.Eventually(t, 120*time.Second, group+" to commit every record", func() bool {
-		return committed(t, seeds, group, topics.BillingUsage) == total
+	defer stop()
+	testenv.Eventually(t, 120*time.Second, id+" to commit every record", func() bool {
+		return k.Committed(id, topics.BillingUsage) == total
 	})
 }
 
@@ -332,25 +276,18 @@ func snapshot(t *testing.T, pool *pgxpool.Pool, orgs []string) ledgerSnapshot {
 // minus the credits of its distinct keys, every key is stored once, the
 // per-session totals are exact, nothing is dead-lettered.
 func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
-	pool := testenv.Postgres(t)
+	k := consumerstest.New(t, consumerstest.Options{Partitions: partitions}, billingledger.Group)
+	pool, codec := k.Pool(), k.Codec
 	ctx := context.Background()
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(ctx, deliveriesSchema+`; TRUNCATE billingledger_test_deliveries`); err != nil {
 		t.Fatal(err)
 	}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 9))
-	seeds := testenv.Kafka(t, kfake.SeedTopics(partitions, topics.BillingUsage), kfake.SeedTopics(1, topics.BillingState),
-		kfake.SeedTopics(1, billingledger.Group.DeadLetter()),
-		// Real Kafka's 6 s minimum session timeout would only slow the test down.
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
 	began := time.Now()
 	data := makeUsage(t, pool, codec, rng, orgCount, eventCount)
-	produceAll(t, seeds, data.records)
+	produceAll(t, k, data.records)
 	total := int64(len(data.records))
 	t.Logf("produced in %s: %d records: %d distinct keys, %d duplicates", time.Since(began).Round(time.Millisecond), total, data.distinct, total-int64(data.distinct))
 
@@ -363,7 +300,7 @@ func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
 	began = time.Now()
 	for kill := range kills {
 		child := exec.Command(os.Args[0], "-test.run=^$")
-		child.Env = append(os.Environ(), childEnv+"=1", childSeedsEnv+"="+strings.Join(seeds, ","), childDBEnv+"="+testenv.DatabaseURL(t))
+		child.Env = append(os.Environ(), childEnv+"=1", childSeedsEnv+"="+strings.Join(k.Seeds, ","), childDBEnv+"="+testenv.DatabaseURL(t))
 		child.Stderr = os.Stderr
 		if err := child.Start(); err != nil {
 			t.Fatal(err)
@@ -384,16 +321,16 @@ func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
 		}
 		<-exited
 	}
-	committedAtLastKill := committed(t, seeds, billingledger.Group.Name, topics.BillingUsage)
+	committedAtLastKill := k.Committed(billingledger.Group.Name, topics.BillingUsage)
 	t.Logf("after %d kills (%s): %d usages delivered, %d offsets committed", kills, time.Since(began).Round(time.Millisecond), deliveries(), committedAtLastKill)
 	if committedAtLastKill >= total {
 		t.Fatal("the killed consumers finished everything: the test must kill them before the end")
 	}
 
 	began = time.Now()
-	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, total)
+	runToCompletion(t, k, pool, billingledger.Group.Name, total)
 	t.Logf("run to completion in %s", time.Since(began).Round(time.Millisecond))
-	verifyLedger(t, seeds, pool, data, 0)
+	verifyLedger(t, k, pool, data, 0)
 	// The kills really interrupted work: usages applied by a process that
 	// died before committing them were delivered again.
 	all := deliveries()
@@ -406,7 +343,7 @@ func TestCrashesAndDuplicatesApplyEveryKeyOnce(t *testing.T) {
 // verifyLedger checks the ledger against data: exact balances, every key
 // stored once, exact per-session totals, no state change, deadLetters
 // dead-lettered records. It returns the ledger's snapshot.
-func verifyLedger(t *testing.T, seeds []string, pool *pgxpool.Pool, data *usageSet, deadLetters int64) ledgerSnapshot {
+func verifyLedger(t *testing.T, k *consumerstest.World, pool *pgxpool.Pool, data *usageSet, deadLetters int64) ledgerSnapshot {
 	t.Helper()
 	got := snapshot(t, pool, data.orgs)
 	for _, org := range data.orgs {
@@ -433,7 +370,7 @@ func verifyLedger(t *testing.T, seeds []string, pool *pgxpool.Pool, data *usageS
 	if got.reconciliations != 0 || got.outboxEvents != 0 {
 		t.Errorf("%d reconciliations and %d billing.state events: usage alone must not change state here", got.reconciliations, got.outboxEvents)
 	}
-	if dl := endOffsets(t, seeds, billingledger.Group.DeadLetter()); dl != deadLetters {
+	if dl := k.EndOffsets(billingledger.Group.DeadLetter()); dl != deadLetters {
 		t.Errorf("%d records were dead-lettered, want %d", dl, deadLetters)
 	}
 	return got
@@ -443,28 +380,23 @@ func verifyLedger(t *testing.T, seeds []string, pool *pgxpool.Pool, data *usageS
 // deployment, an operator's replay) changes nothing: balances, ledger rows,
 // session totals and audit rows stay identical.
 func TestReplayFromOffsetZeroChangesNothing(t *testing.T) {
-	pool := testenv.Postgres(t)
+	k := consumerstest.New(t, consumerstest.Options{Partitions: partitions}, billingledger.Group)
+	pool, codec := k.Pool(), k.Codec
 	ctx := context.Background()
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := pool.Exec(ctx, deliveriesSchema); err != nil {
 		t.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
-	seeds := testenv.Kafka(t, kfake.SeedTopics(partitions, topics.BillingUsage), kfake.SeedTopics(1, topics.BillingState),
-		kfake.SeedTopics(1, billingledger.Group.DeadLetter()))
 	data := makeUsage(t, pool, codec, rng, 10, 10_000)
-	produceAll(t, seeds, data.records)
+	produceAll(t, k, data.records)
 	total := int64(len(data.records))
 
-	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, total)
-	before := verifyLedger(t, seeds, pool, data, 0)
+	runToCompletion(t, k, pool, billingledger.Group.Name, total)
+	before := verifyLedger(t, k, pool, data, 0)
 	if t.Failed() {
 		return
 	}
-	runToCompletion(t, seeds, pool, codec, "billing-ledger-replay", total)
+	runToCompletion(t, k, pool, "billing-ledger-replay", total)
 	if after := snapshot(t, pool, data.orgs); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("replaying billing.usage changed the ledger:\nbefore %v\nafter  %v", before, after)
 	}
@@ -474,14 +406,10 @@ func TestReplayFromOffsetZeroChangesNothing(t *testing.T) {
 // each is dead-lettered as permanent after one attempt, while the rest of
 // their batch applies once (no retries, no re-application of the others).
 func TestInvalidUsageAndDeletedOrgAreDeadLettered(t *testing.T) {
-	pool := testenv.Postgres(t)
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := consumerstest.New(t, consumerstest.Options{}, billingledger.Group)
+	pool, codec := k.Pool(), k.Codec
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	dlq := billingledger.Group.DeadLetter()
-	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.BillingUsage), kfake.SeedTopics(1, dlq))
 	data := makeUsage(t, pool, codec, rng, 2, 400)
 	org := data.orgs[0]
 	bad := func(orgID, key string, credits int64) *kgo.Record {
@@ -496,11 +424,11 @@ func TestInvalidUsageAndDeletedOrgAreDeadLettered(t *testing.T) {
 	recs := append([]*kgo.Record{}, data.records[:150]...)
 	recs = append(recs, bad(org, "llm:negative", -5), bad(uuid.NewString(), "llm:deleted-org", 7))
 	recs = append(recs, data.records[150:]...)
-	produceAll(t, seeds, recs)
+	produceAll(t, k, recs)
 
-	runToCompletion(t, seeds, pool, codec, billingledger.Group.Name, int64(len(recs)))
-	verifyLedger(t, seeds, pool, data, 2) // the good records all applied, exactly
-	dls := readDeadLetters(t, seeds, dlq, 2)
+	runToCompletion(t, k, pool, billingledger.Group.Name, int64(len(recs)))
+	verifyLedger(t, k, pool, data, 2) // the good records all applied, exactly
+	dls := k.ReadAll(dlq, 2)
 	want := []string{"llm:negative", "llm:deleted-org"}
 	for i, dl := range dls {
 		ev, err := codec.Decode(dl.Value)
@@ -523,24 +451,4 @@ func TestInvalidUsageAndDeletedOrgAreDeadLettered(t *testing.T) {
 	if keys != 0 {
 		t.Fatalf("%d of the bad usages were stored", keys)
 	}
-}
-
-func readDeadLetters(t *testing.T, seeds []string, topic string, want int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d dead letters", len(out), want)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }

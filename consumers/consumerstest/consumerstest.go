@@ -211,15 +211,15 @@ func (w *World) EndOffsets(topic string) int64 {
 }
 
 // CaughtUp reports whether consumer group id has committed every record of
-// every partition of topic.
-func (w *World) CaughtUp(id, topic string) bool {
+// every partition of topics (false while the group has committed nothing).
+func (w *World) CaughtUp(id string, topics ...string) bool {
 	w.t.Helper()
 	adm := kadm.NewClient(w.Client)
-	ends, err := adm.ListEndOffsets(context.Background(), topic)
+	ends, err := adm.ListEndOffsets(context.Background(), topics...)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	offs, err := adm.FetchOffsetsForTopics(context.Background(), id, topic)
+	offs, err := adm.FetchOffsetsForTopics(context.Background(), id, topics...)
 	if errors.Is(err, kerr.GroupIDNotFound) {
 		return false
 	}
@@ -228,7 +228,7 @@ func (w *World) CaughtUp(id, topic string) bool {
 	}
 	caught := true
 	ends.Each(func(o kadm.ListedOffset) {
-		c, ok := offs.Lookup(topic, o.Partition)
+		c, ok := offs.Lookup(o.Topic, o.Partition)
 		if o.Offset > 0 && (!ok || c.At < o.Offset) {
 			caught = false
 		}
@@ -241,12 +241,7 @@ func (w *World) CaughtUp(id, topic string) bool {
 func (w *World) WaitCaughtUp(id string, topics ...string) {
 	w.t.Helper()
 	testenv.Eventually(w.t, 60*time.Second, id+" to commit every record of "+strings.Join(topics, ", "), func() bool {
-		for _, tp := range topics {
-			if !w.CaughtUp(id, tp) {
-				return false
-			}
-		}
-		return true
+		return w.CaughtUp(id, topics...)
 	})
 }
 

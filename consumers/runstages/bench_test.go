@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -33,7 +34,7 @@ func BenchmarkQueuedToRunning(b *testing.B) {
 			}
 			return seen[id]
 		}
-		h.group("bench-noop", func(_ context.Context, m *consumers.Message) error {
+		h.group(runstages.EnricherGroup, "bench-noop", func(_ context.Context, m *consumers.Message) error {
 			if ev := m.Event.Payload.(*schemas.RunLifecycle); ev.ToStatus == runs.StatusQueued {
 				close(wait(ev.RunID))
 			}

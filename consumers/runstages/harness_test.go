@@ -10,14 +10,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
+	"github.com/proliferate/proliferate/consumers/group"
 	"github.com/proliferate/proliferate/consumers/runstages"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -32,10 +31,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // and, once started, the enricher and executor groups, with sessions
 // recorded in memory.
 type harness struct {
+	*consumerstest.World
 	t        testing.TB
 	pool     *pgxpool.Pool
-	seeds    []string
-	codec    *schemas.Codec
 	sessions *runs.RecordingSessions
 	deps     runstages.Deps
 	org      string
@@ -43,37 +41,20 @@ type harness struct {
 
 func newHarness(t testing.TB) *harness {
 	t.Helper()
-	pool := testenv.Postgres(t)
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seeds := testenv.Kafka(t,
-		kfake.SeedTopics(3, topics.RunsLifecycle, topics.TriggersEvents,
-			runstages.EnricherGroup.DeadLetter(), runstages.ExecutorGroup.DeadLetter()),
-		kfake.BrokerConfigs(map[string]string{"group.min.session.timeout.ms": "100"}))
-	h := &harness{t: t, pool: pool, seeds: seeds, codec: codec, sessions: runs.NewRecordingSessions(nil)}
-	h.deps = runstages.Deps{Pool: pool, Codec: codec, Sessions: h.sessions}
+	w := consumerstest.New(t, consumerstest.Options{Partitions: 3, Topics: []string{topics.TriggersEvents}},
+		runstages.EnricherGroup, runstages.ExecutorGroup)
+	pool := w.Pool()
+	h := &harness{World: w, t: t, pool: pool, sessions: runs.NewRecordingSessions(nil)}
+	h.deps = runstages.Deps{Pool: pool, Codec: w.Codec, Sessions: h.sessions}
 	h.org = runstest.Org(t, pool)
 	// Earlier tests of this package share the database: their unpublished
 	// outbox rows are not this test's business.
 	if _, err := pool.Exec(context.Background(), `UPDATE outbox SET published_at = now() WHERE published_at IS NULL`); err != nil {
 		t.Fatal(err)
 	}
-	cl := h.client()
-	relay := outbox.NewRelay(pool, cl, outbox.RelayOptions{PollInterval: 20 * time.Millisecond})
+	relay := outbox.NewRelay(pool, h.NewClient(), outbox.RelayOptions{PollInterval: 20 * time.Millisecond})
 	h.run("relay", relay.Run)
 	return h
-}
-
-func (h *harness) client(opts ...kgo.Opt) *kgo.Client {
-	h.t.Helper()
-	cl, err := kafka.NewClient(kafka.Options{Seeds: h.seeds}, opts...)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	h.t.Cleanup(cl.Close)
-	return cl
 }
 
 // run runs fn until the test ends (or stop is called).
@@ -94,27 +75,22 @@ func (h *harness) run(name string, fn func(context.Context) error) (stop func())
 	return stop
 }
 
-// group starts a consumer group with handler on runs.lifecycle.
-func (h *harness) group(name string, handler consumers.Handler) (stop func()) {
+// group starts consumer group g with handler (under group id id when it is
+// not "": a second deployment of the same stage).
+func (h *harness) group(g group.Group, id string, handler consumers.Handler) (stop func()) {
 	h.t.Helper()
-	r, err := consumers.New(consumers.Config{
-		Group: name, Topics: []string{topics.RunsLifecycle}, Handler: handler, Codec: h.codec,
+	return h.Start(g, handler, consumers.Config{
+		Group:          id,
 		Retry:          consumers.RetryOptions{MaxAttempts: 5, InitialBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond},
 		CommitInterval: 100 * time.Millisecond,
-		Kafka:          kafka.Options{Seeds: h.seeds},
 		ClientOpts:     []kgo.Opt{kgo.SessionTimeout(time.Second), kgo.HeartbeatInterval(100 * time.Millisecond)},
-		Metrics:        consumers.NewMetrics(prometheus.NewRegistry()),
 	})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return h.run(name, r.Run)
 }
 
 // stages starts the enricher and executor groups.
 func (h *harness) stages() {
-	h.group(runstages.EnricherGroup.Name, runstages.Enricher(h.deps))
-	h.group(runstages.ExecutorGroup.Name, runstages.Executor(h.deps))
+	h.group(runstages.EnricherGroup, "", runstages.Enricher(h.deps))
+	h.group(runstages.ExecutorGroup, "", runstages.Executor(h.deps))
 }
 
 // automation inserts an automation of the harness's org; sql (optional)
@@ -151,7 +127,7 @@ func (h *harness) enqueue(automationID, title string) string {
 	var out runs.Outcome
 	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
 		var err error
-		out, err = runs.Enqueue(ctx, tx, h.codec, runs.Source{OrgID: h.org, TriggerID: trig, AutomationID: automationID, TriggerType: "webhook"},
+		out, err = runs.Enqueue(ctx, tx, h.Codec, runs.Source{OrgID: h.org, TriggerID: trig, AutomationID: automationID, TriggerType: "webhook"},
 			runs.Event{Provider: "github", EventType: "issue_opened", ProviderEventType: "issues:opened", OccurredAt: time.Now(),
 				DedupKey: key, Title: title, URL: "https://github.com/acme/api/issues/7", ExternalID: "7",
 				Context: map[string]any{"title": title, "github": map[string]any{"repo": "acme/api", "issue_number": 7, "action": "opened"}}})
@@ -183,7 +159,7 @@ func (h *harness) complete(c runs.Completion) (runs.CompleteResult, error) {
 	var res runs.CompleteResult
 	err := pgx.BeginFunc(context.Background(), h.pool, func(tx pgx.Tx) error {
 		var err error
-		res, err = runs.Complete(context.Background(), tx, h.codec, h.org, "", c)
+		res, err = runs.Complete(context.Background(), tx, h.Codec, h.org, "", c)
 		return err
 	})
 	return res, err
@@ -234,7 +210,7 @@ func (h *harness) lifecycle(id string, want int) []string {
 // readLifecycle reads runs.lifecycle from the start to its current end.
 func (h *harness) readLifecycle(id string) []string {
 	h.t.Helper()
-	ends, err := kadm.NewClient(h.client()).ListEndOffsets(context.Background(), topics.RunsLifecycle)
+	ends, err := kadm.NewClient(h.Client).ListEndOffsets(context.Background(), topics.RunsLifecycle)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -244,7 +220,7 @@ func (h *harness) readLifecycle(id string) []string {
 			remaining[e.Partition] = e.Offset
 		}
 	})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.seeds...), kgo.ConsumeTopics(topics.RunsLifecycle),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Seeds...), kgo.ConsumeTopics(topics.RunsLifecycle),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		h.t.Fatal(err)
@@ -266,7 +242,7 @@ func (h *harness) readLifecycle(id string) []string {
 			if string(r.Key) != id {
 				return
 			}
-			ev, err := h.codec.Decode(r.Value)
+			ev, err := h.Codec.Decode(r.Value)
 			if err != nil {
 				h.t.Fatal(err)
 			}
@@ -308,31 +284,14 @@ func (h *harness) snapshot() string {
 // runs.lifecycle.
 func (h *harness) caughtUp(group string) bool {
 	h.t.Helper()
-	adm := kadm.NewClient(h.client())
-	ctx := context.Background()
-	ends, err := adm.ListEndOffsets(ctx, topics.RunsLifecycle)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	offs, err := adm.FetchOffsetsForTopics(ctx, group, topics.RunsLifecycle)
-	if err != nil {
-		return false
-	}
-	caught := true
-	ends.Each(func(e kadm.ListedOffset) {
-		o, ok := offs.Lookup(topics.RunsLifecycle, e.Partition)
-		if e.Offset > 0 && (!ok || o.At < e.Offset) {
-			caught = false
-		}
-	})
-	return caught
+	return h.CaughtUp(group, topics.RunsLifecycle)
 }
 
 // lifecycleMessage returns the run's runs.lifecycle record with to_status
 // as a decoded message, as a runner would hand it over.
 func (h *harness) lifecycleMessage(id, status string) *consumers.Message {
 	h.t.Helper()
-	cl := h.client(kgo.ConsumeTopics(topics.RunsLifecycle), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := h.NewClient(kgo.ConsumeTopics(topics.RunsLifecycle), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -343,7 +302,7 @@ func (h *harness) lifecycleMessage(id, status string) *consumers.Message {
 			if string(r.Key) != id || m != nil {
 				return
 			}
-			ev, err := h.codec.Decode(r.Value)
+			ev, err := h.Codec.Decode(r.Value)
 			if err != nil {
 				h.t.Fatal(err)
 			}

@@ -170,7 +170,7 @@ func TestRejectedSessionFailsTheRun(t *testing.T) {
 // once until() holds, then "dies" (closes the client without committing).
 func (h *harness) crash(group string, handler consumers.Handler, until func() bool) {
 	h.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(h.seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics.RunsLifecycle),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(h.Seeds...), kgo.ConsumerGroup(group), kgo.ConsumeTopics(topics.RunsLifecycle),
 		kgo.DisableAutoCommit(), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// A short session, so the restarted group does not wait long for
 		// the dead member to be expired.
@@ -188,7 +188,7 @@ func (h *harness) crash(group string, handler consumers.Handler, until func() bo
 		fs := cl.PollFetches(ctx)
 		cancel()
 		fs.EachRecord(func(r *kgo.Record) {
-			ev, err := h.codec.Decode(r.Value)
+			ev, err := h.Codec.Decode(r.Value)
 			if err != nil {
 				h.t.Fatal(err)
 			}
@@ -232,7 +232,7 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 		return true
 	})
 	for _, g := range []string{runstages.EnricherGroup.Name, runstages.ExecutorGroup.Name} {
-		if adm, err := kadm.NewClient(h.client()).FetchOffsetsForTopics(context.Background(), g, topics.RunsLifecycle); err == nil {
+		if adm, err := kadm.NewClient(h.Client).FetchOffsetsForTopics(context.Background(), g, topics.RunsLifecycle); err == nil {
 			adm.Each(func(o kadm.OffsetResponse) {
 				if o.At > 0 {
 					t.Fatalf("the crashed %s committed offset %d: the test needs it to commit none", g, o.At)
@@ -249,8 +249,8 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 			return hd(ctx, m)
 		}
 	}
-	h.group(runstages.EnricherGroup.Name, counting(runstages.Enricher(h.deps)))
-	h.group(runstages.ExecutorGroup.Name, counting(runstages.Executor(h.deps)))
+	h.group(runstages.EnricherGroup, "", counting(runstages.Enricher(h.deps)))
+	h.group(runstages.ExecutorGroup, "", counting(runstages.Executor(h.deps)))
 	for _, id := range ids {
 		if _, err := h.complete(runs.Completion{RunID: id, CompletionID: runstages.CompletionID(id), Outcome: "needs_human"}); err != nil {
 			t.Fatal(err)
@@ -274,8 +274,8 @@ func TestCrashRestartAndReplayChangeNothing(t *testing.T) {
 	}
 
 	before := h.snapshot()
-	h.group("replay-enricher", runstages.Enricher(h.deps))
-	h.group("replay-executor", runstages.Executor(h.deps))
+	h.group(runstages.EnricherGroup, "replay-enricher", runstages.Enricher(h.deps))
+	h.group(runstages.ExecutorGroup, "replay-executor", runstages.Executor(h.deps))
 	for _, g := range []string{"replay-enricher", "replay-executor"} {
 		testenv.Eventually(t, 30*time.Second, g+" replayed the topic", func() bool { return h.caughtUp(g) })
 	}

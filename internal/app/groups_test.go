@@ -25,12 +25,12 @@ func TestCatalogListsOnlyRunningGroups(t *testing.T) {
 	running := a.RunnableGroups()
 	for _, name := range catalog {
 		if !slices.Contains(running, name) {
-			t.Errorf("catalog group %q is run by no code (a ghost): add it to the app's groups or remove it from topics/catalog.go", name)
+			t.Errorf("catalog group %q is run by no code (a ghost): wire it in internal/app/groups.go or stop linking its package", name)
 		}
 	}
 	for _, name := range running {
 		if !slices.Contains(catalog, name) {
-			t.Errorf("the worker runs group %q, which topics/catalog.go does not list", name)
+			t.Errorf("the worker runs group %q, which the catalog does not list: define its descriptor with group.Define", name)
 		}
 	}
 }

@@ -13,14 +13,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/notifier"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
 	"github.com/proliferate/proliferate/internal/app"
-	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
@@ -34,29 +33,13 @@ import (
 // record is not dead-lettered twice), and refuses while the group runs.
 func TestReplayRebuildsSessionHistory(t *testing.T) {
 	group := sessionmaterializer.Group.Name
-	seeds := testenv.Kafka(t, kfake.SeedTopics(4, topics.SessionsTranscript, topics.SessionsEvents),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(group)))
+	k := consumerstest.New(t, consumerstest.Options{Partitions: 4}, sessionmaterializer.Group)
 	a := app.New(devConfig(t, filepath.Join(t.TempDir(), "kafka")), obs.NewLogger(io.Discard, "error", "text"))
-	a.SetSeeds(seeds)
+	a.SetSeeds(k.Seeds)
 	t.Cleanup(a.Close)
 	ctx := context.Background()
 	if err := a.OpenPostgres(ctx); err != nil {
 		t.Fatal(err)
-	}
-	codec, err := schemas.NewCodec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	produce := func(recs ...*kgo.Record) {
-		t.Helper()
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	org := uuid.NewString()
 	transcriptRec := func(session, kind, text string, i int) *kgo.Record {
@@ -66,11 +49,7 @@ func TestReplayRebuildsSessionHistory(t *testing.T) {
 			p.Tool = &schemas.TranscriptToolCall{ToolCallID: fmt.Sprintf("call_%d", i), Name: "bash", Status: "completed",
 				InputJSON: `{"command":"go test ./..."}`, Output: "ok", DurationMs: int64(10 * i)}
 		}
-		rec, err := kafka.EventRecord(codec, topics.SessionsTranscript, session, schemas.New(org, p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rec
+		return k.Record(topics.SessionsTranscript, session, schemas.New(org, p))
 	}
 	sessions := []string{uuid.NewString(), uuid.NewString(), uuid.NewString()}
 	var recs []*kgo.Record
@@ -79,20 +58,16 @@ func TestReplayRebuildsSessionHistory(t *testing.T) {
 		kind := []string{schemas.TranscriptUserMessage, schemas.TranscriptAgentMessage, schemas.TranscriptToolCallKind}[(i/3)%3]
 		recs = append(recs, transcriptRec(s, kind, fmt.Sprintf("entry %d of %s", i, s[:8]), i))
 	}
-	produce(recs...)
+	k.Produce(recs...)
 	// A poison record (not an event) and the deletion of the third session.
-	produce(&kgo.Record{Topic: topics.SessionsTranscript, Key: []byte(sessions[0]), Value: []byte("not an event")})
+	k.Produce(&kgo.Record{Topic: topics.SessionsTranscript, Key: []byte(sessions[0]), Value: []byte("not an event")})
 	deleted := sessions[2]
-	del, err := kafka.EventRecord(codec, topics.SessionsEvents, deleted, schemas.New(org, &schemas.SessionEvent{SessionID: deleted, Kind: schemas.SessionKindDeleted}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	produce(del)
+	k.Produce(k.Record(topics.SessionsEvents, deleted, schemas.New(org, &schemas.SessionEvent{SessionID: deleted, Kind: schemas.SessionKindDeleted})))
 
 	// The live group materializes everything and commits.
 	stopGroup := startGroup(t, a, group)
 	testenv.Eventually(t, 60*time.Second, "the group to commit the end of its topics", func() bool {
-		return committedToEnd(cl, group, topics.SessionsTranscript, topics.SessionsEvents)
+		return k.CaughtUp(group, topics.SessionsTranscript, topics.SessionsEvents)
 	})
 	stopGroup()
 	before := historyRows(t, a, org)
@@ -102,7 +77,7 @@ func TestReplayRebuildsSessionHistory(t *testing.T) {
 	if !tombstoned(t, a, deleted) {
 		t.Fatal("the deleted session has no tombstone")
 	}
-	dlqEnd := endOffset(t, cl, topics.DeadLetterTopic(group))
+	dlqEnd := k.EndOffsets(topics.DeadLetterTopic(group))
 	if dlqEnd != 1 {
 		t.Fatalf("dead-letter topic holds %d records, want the poison one", dlqEnd)
 	}
@@ -132,18 +107,18 @@ func TestReplayRebuildsSessionHistory(t *testing.T) {
 	if !tombstoned(t, a, deleted) {
 		t.Fatal("the replay did not tombstone the deleted session again")
 	}
-	if !committedToEnd(cl, group, topics.SessionsTranscript, topics.SessionsEvents) {
+	if !k.CaughtUp(group, topics.SessionsTranscript, topics.SessionsEvents) {
 		t.Fatal("the replay did not commit the replayed point for the group")
 	}
 
 	// The restarted group continues after the replayed point: a new entry
 	// is materialized, and the poison record is not dead-lettered again.
-	produce(transcriptRec(sessions[0], schemas.TranscriptAgentMessage, "after the replay", 100))
+	k.Produce(transcriptRec(sessions[0], schemas.TranscriptAgentMessage, "after the replay", 100))
 	startGroup(t, a, group)
 	testenv.Eventually(t, 60*time.Second, "the new entry to be materialized", func() bool {
-		return len(historyRows(t, a, org)) == len(before)+1 && committedToEnd(cl, group, topics.SessionsTranscript)
+		return len(historyRows(t, a, org)) == len(before)+1 && k.CaughtUp(group, topics.SessionsTranscript)
 	})
-	if got := endOffset(t, cl, topics.DeadLetterTopic(group)); got != dlqEnd {
+	if got := k.EndOffsets(topics.DeadLetterTopic(group)); got != dlqEnd {
 		t.Fatalf("dead-letter topic holds %d records after the restart, want %d: the group re-read the replayed records", got, dlqEnd)
 	}
 
@@ -231,67 +206,25 @@ func tombstoned(t *testing.T, a *app.App, session string) bool {
 	return ok
 }
 
-func endOffset(t *testing.T, cl *kgo.Client, topic string) int64 {
-	t.Helper()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(e kadm.ListedOffset) { n += e.Offset })
-	return n
-}
-
-// committedToEnd reports whether group has committed the end offset of
-// every partition of topics (false while the group does not exist yet).
-func committedToEnd(cl *kgo.Client, group string, topics ...string) bool {
-	adm := kadm.NewClient(cl)
-	ctx := context.Background()
-	ends, err := adm.ListEndOffsets(ctx, topics...)
-	if err != nil {
-		return false
-	}
-	offs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
-	if err != nil {
-		return false
-	}
-	caught := true
-	ends.Each(func(e kadm.ListedOffset) {
-		o, ok := offs.Lookup(e.Topic, e.Partition)
-		if e.Offset > 0 && (!ok || o.At < e.Offset) {
-			caught = false
-		}
-	})
-	return caught
-}
-
 // TestReplayRefusesAfterRetentionLoss: when retention has deleted a topic's
 // oldest records, truncating would lose the rows built from them, so replay
 // refuses (and truncates nothing) unless told to accept the loss.
 func TestReplayRefusesAfterRetentionLoss(t *testing.T) {
 	group := sessionmaterializer.Group.Name
-	seeds := testenv.Kafka(t, kfake.SeedTopics(1, topics.SessionsTranscript, topics.SessionsEvents),
-		kfake.SeedTopics(1, topics.DeadLetterTopic(group)))
+	k := consumerstest.New(t, consumerstest.Options{}, sessionmaterializer.Group)
 	a := app.New(devConfig(t, filepath.Join(t.TempDir(), "kafka")), obs.NewLogger(io.Discard, "error", "text"))
-	a.SetSeeds(seeds)
+	a.SetSeeds(k.Seeds)
 	t.Cleanup(a.Close)
 	ctx := context.Background()
 	if err := a.OpenPostgres(ctx); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
 	for range 2 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topics.SessionsTranscript, Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		k.Produce(&kgo.Record{Topic: topics.SessionsTranscript, Value: []byte("x")})
 	}
 	del := kadm.Offsets{}
 	del.Add(kadm.Offset{Topic: topics.SessionsTranscript, Partition: 0, At: 1})
-	if _, err := kadm.NewClient(cl).DeleteRecords(ctx, del); err != nil {
+	if _, err := kadm.NewClient(k.Client).DeleteRecords(ctx, del); err != nil {
 		t.Fatal(err)
 	}
 	org, session := uuid.NewString(), uuid.NewString()
@@ -299,7 +232,7 @@ func TestReplayRefusesAfterRetentionLoss(t *testing.T) {
 		VALUES ($1, $2, $3, 'user_message', 'kept', now())`, uuid.NewString(), org, session); err != nil {
 		t.Fatal(err)
 	}
-	_, err = a.Replay(ctx, group, app.ReplayOptions{})
+	_, err := a.Replay(ctx, group, app.ReplayOptions{})
 	if !errors.Is(err, consumers.ErrRetentionLoss) || !strings.Contains(err.Error(), topics.SessionsTranscript+"/0 before offset 1") {
 		t.Fatalf("replay after retention deleted records: %v, want ErrRetentionLoss naming the partition", err)
 	}

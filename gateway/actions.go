@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -157,7 +157,7 @@ func (s *Server) actionReader(r *http.Request) (*auth.Principal, sessions.Sessio
 		return nil, sessions.Session{}, err
 	}
 	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal && !p.IsPerson() {
-		return nil, sessions.Session{}, api.Forbidden("only the session's sandbox and people of its organization can use action routes")
+		return nil, sessions.Session{}, httpapi.Forbidden("only the session's sandbox and people of its organization can use action routes")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	return p, sess, err
@@ -171,17 +171,17 @@ func (s *Server) approver(r *http.Request) (invocations.Approver, sessions.Sessi
 	}
 	if p.Kind == auth.KindTerminal {
 		// Whatever runs in the sandbox could use it: never an approval.
-		return invocations.Approver{}, sessions.Session{}, api.Forbidden("a terminal's credential cannot approve or deny actions: approve with your own credential (the dashboard or the API)")
+		return invocations.Approver{}, sessions.Session{}, httpapi.Forbidden("a terminal's credential cannot approve or deny actions: approve with your own credential (the dashboard or the API)")
 	}
 	if !p.IsPerson() {
-		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only people can approve or deny actions")
+		return invocations.Approver{}, sessions.Session{}, httpapi.Forbidden("only people can approve or deny actions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
 		return invocations.Approver{}, sessions.Session{}, err
 	}
 	if !p.Role.AtLeast(auth.RoleAdmin) {
-		return invocations.Approver{}, sessions.Session{}, api.Forbidden("only org admins and owners can approve or deny actions")
+		return invocations.Approver{}, sessions.Session{}, httpapi.Forbidden("only org admins and owners can approve or deny actions")
 	}
 	return invocations.Approver{UserID: p.UserID, OrgID: p.OrgID, Role: string(p.Role)}, sess, nil
 }
@@ -191,14 +191,14 @@ func (s *Server) approver(r *http.Request) (invocations.Approver, sessions.Sessi
 func (s *Server) sessionInvocation(r *http.Request, svc invocations.Service, sessionID string) (invocations.Invocation, error) {
 	id := r.PathValue("invocationId")
 	if !uuidRE.MatchString(id) {
-		return invocations.Invocation{}, api.NotFound("invocation")
+		return invocations.Invocation{}, httpapi.NotFound("invocation")
 	}
 	inv, err := svc.Get(r.Context(), sessionID, id)
 	if err != nil {
 		return invocations.Invocation{}, actionError(nil, err)
 	}
 	if inv.SessionID != sessionID {
-		return invocations.Invocation{}, api.NotFound("invocation")
+		return invocations.Invocation{}, httpapi.NotFound("invocation")
 	}
 	return inv, nil
 }
@@ -215,7 +215,7 @@ func (s *Server) actionsAvailable(w http.ResponseWriter, r *http.Request) error 
 	if list == nil {
 		list = []invocations.Available{}
 	}
-	writeJSON(w, http.StatusOK, AvailableResponse{Integrations: list})
+	httpapi.WriteJSON(w, http.StatusOK, AvailableResponse{Integrations: list})
 	return nil
 }
 
@@ -229,7 +229,7 @@ func (s *Server) actionsGuide(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return actionError(w, err)
 	}
-	writeJSON(w, http.StatusOK, GuideResponse{Integration: integration, Guide: guide})
+	httpapi.WriteJSON(w, http.StatusOK, GuideResponse{Integration: integration, Guide: guide})
 	return nil
 }
 
@@ -243,7 +243,7 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal {
-		return api.Forbidden("only the session's sandbox and its terminals can invoke actions")
+		return httpapi.Forbidden("only the session's sandbox and its terminals can invoke actions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -251,7 +251,7 @@ func (s *Server) actionsInvoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	if sess.Status == sessions.StatusStopped || sess.Status == sessions.StatusFailed {
 		// A sandbox token outlives its sandbox; an ended session acts no more.
-		return api.Conflict("session_ended", "the session has ended")
+		return httpapi.Conflict("session_ended", "the session has ended")
 	}
 	var in invocations.InvokeInput
 	if err := decode(r, &in); err != nil {
@@ -287,7 +287,7 @@ func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
 		if reason == invocations.ReasonDefinitionChanged {
 			msg += ": the tool's definition changed since an admin reviewed it (see invocation.definition_diff)"
 		}
-		writeJSON(w, http.StatusAccepted, InvocationResponse{Invocation: inv, Message: msg, Reason: reason})
+		httpapi.WriteJSON(w, http.StatusAccepted, InvocationResponse{Invocation: inv, Message: msg, Reason: reason})
 	case invocations.StatusDenied:
 		msg := "action denied"
 		if inv.DeniedReason != nil && *inv.DeniedReason == "policy" {
@@ -295,11 +295,11 @@ func writeOutcome(w http.ResponseWriter, out invocations.Outcome) {
 		} else if inv.DeniedReason != nil {
 			msg = "action denied: " + *inv.DeniedReason
 		}
-		writeJSON(w, http.StatusForbidden, InvocationResponse{Invocation: inv, Error: msg})
+		httpapi.WriteJSON(w, http.StatusForbidden, InvocationResponse{Invocation: inv, Error: msg})
 	case invocations.StatusFailed:
-		writeJSON(w, http.StatusBadGateway, InvocationResponse{Invocation: inv, Error: failureText(inv)})
+		httpapi.WriteJSON(w, http.StatusBadGateway, InvocationResponse{Invocation: inv, Error: failureText(inv)})
 	default:
-		writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv, Result: out.Result})
+		httpapi.WriteJSON(w, http.StatusOK, InvocationResponse{Invocation: inv, Result: out.Result})
 	}
 }
 
@@ -331,7 +331,7 @@ func (s *Server) actionsList(w http.ResponseWriter, r *http.Request) error {
 	if list == nil {
 		list = []invocations.Invocation{}
 	}
-	writeJSON(w, http.StatusOK, InvocationsResponse{Invocations: list})
+	httpapi.WriteJSON(w, http.StatusOK, InvocationsResponse{Invocations: list})
 	return nil
 }
 
@@ -344,7 +344,7 @@ func (s *Server) actionsGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
+	httpapi.WriteJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
 	return nil
 }
 
@@ -373,7 +373,7 @@ func (s *Server) actionsApprove(w http.ResponseWriter, r *http.Request) error {
 		// The approval succeeded; the execution it started failed. That
 		// outcome is the invocation's (recorded, published, seen by the
 		// waiting agent), not an error of the approver's request.
-		writeJSON(w, http.StatusOK, InvocationResponse{Invocation: out.Invocation, Error: failureText(out.Invocation)})
+		httpapi.WriteJSON(w, http.StatusOK, InvocationResponse{Invocation: out.Invocation, Error: failureText(out.Invocation)})
 		return nil
 	}
 	writeOutcome(w, out)
@@ -413,7 +413,7 @@ func (s *Server) actionsDeny(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return actionError(w, err)
 	}
-	writeJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
+	httpapi.WriteJSON(w, http.StatusOK, InvocationResponse{Invocation: inv})
 	return nil
 }
 
@@ -421,14 +421,14 @@ func (s *Server) actionsDeny(w http.ResponseWriter, r *http.Request) error {
 // one field error per failing value, named "params" followed by the
 // value's JSON pointer ("params" itself for a problem of the whole object).
 func paramsInvalid(pe *actions.ParamsError) error {
-	fes := make([]api.FieldError, 0, len(pe.Details))
+	fes := make([]httpapi.FieldError, 0, len(pe.Details))
 	for _, d := range pe.Details {
-		fes = append(fes, api.FieldError{Field: "params" + d.Pointer, Problem: d.Message})
+		fes = append(fes, httpapi.FieldError{Field: "params" + d.Pointer, Problem: d.Message})
 	}
 	if len(fes) == 0 {
-		fes = append(fes, api.FieldError{Field: "params", Problem: "invalid"})
+		fes = append(fes, httpapi.FieldError{Field: "params", Problem: "invalid"})
 	}
-	return api.Invalid(fes...)
+	return httpapi.Invalid(fes...)
 }
 
 // actionError maps the invocations service's errors to API errors (w, when
@@ -439,11 +439,11 @@ func actionError(w http.ResponseWriter, err error) error {
 	case errors.As(err, &pe):
 		return paramsInvalid(pe)
 	case errors.Is(err, invocations.ErrNotFound):
-		return api.NotFound("invocation")
+		return httpapi.NotFound("invocation")
 	case errors.Is(err, invocations.ErrUnknownIntegration):
-		return api.NotFound("integration")
+		return httpapi.NotFound("integration")
 	case errors.Is(err, invocations.ErrUnknownAction):
-		return api.NotFound("action")
+		return httpapi.NotFound("action")
 	case errors.Is(err, invocations.ErrRateLimited):
 		retry := invocations.RateWindow
 		var rle *invocations.RateLimitError
@@ -454,44 +454,44 @@ func actionError(w http.ResponseWriter, err error) error {
 		if w != nil {
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
-		return &api.Error{Status: http.StatusTooManyRequests, Code: api.CodeRateLimited,
+		return &httpapi.Error{Status: http.StatusTooManyRequests, Code: httpapi.CodeRateLimited,
 			Message: fmt.Sprintf("more than %d action invocations of this session in the last minute; retry in %d s",
 				invocations.RatePerMinute, secs)}
 	case errors.Is(err, invocations.ErrSourceUnavailable):
-		return api.Unavailable("the integration could not be reached; retry later")
+		return httpapi.Unavailable("the integration could not be reached; retry later")
 	case errors.As(err, new(*actions.ExecError)):
 		// The integration's credentials could not be obtained (the broker
 		// is down) or its remote side failed before anything ran; the
 		// message names the provider, never the credential.
 		var ee *actions.ExecError
 		errors.As(err, &ee)
-		return api.Unavailable(ee.Message + "; retry later")
+		return httpapi.Unavailable(ee.Message + "; retry later")
 	case errors.Is(err, actions.ErrInvalidSchema):
 		// The action's own schema does not compile: a fault of the
 		// integration (an MCP server's tool), not of the caller.
-		return api.Unavailable("the action's parameter schema is invalid; the integration must fix its definition")
+		return httpapi.Unavailable("the action's parameter schema is invalid; the integration must fix its definition")
 	case errors.Is(err, invocations.ErrPendingLimit):
 		if w != nil {
 			w.Header().Set("Retry-After", "30")
 		}
-		return &api.Error{Status: http.StatusTooManyRequests, Code: CodePendingLimit,
+		return &httpapi.Error{Status: http.StatusTooManyRequests, Code: CodePendingLimit,
 			Message: "too many action invocations of this session await approval"}
 	case errors.Is(err, invocations.ErrDefinitionChanged):
 		var dce *invocations.DefinitionChangedError
 		errors.As(err, &dce)
-		return &api.Error{Status: http.StatusConflict, Code: CodeDefinitionChanged, Message: err.Error() +
+		return &httpapi.Error{Status: http.StatusConflict, Code: CodeDefinitionChanged, Message: err.Error() +
 			"; nothing was approved: deny this invocation and let the agent invoke the tool again", Details: dce}
 	case errors.Is(err, invocations.ErrDefinitionHashRequired):
 		return invalid("definition_hash", "required to approve a changed tool with mode always: send the invocation's definition_hash")
 	case errors.Is(err, invocations.ErrDefinitionUnverifiable):
-		return &api.Error{Status: http.StatusBadGateway, Code: CodeConnectorUnavailable,
+		return &httpapi.Error{Status: http.StatusBadGateway, Code: CodeConnectorUnavailable,
 			Message: "the tool's current definition could not be fetched from its server to check the approval; nothing was approved, retry"}
 	case errors.Is(err, invocations.ErrConflict):
-		return api.Conflict(api.CodeConflict, "the invocation is not pending")
+		return httpapi.Conflict(httpapi.CodeConflict, "the invocation is not pending")
 	case errors.Is(err, invocations.ErrExpired):
-		return &api.Error{Status: http.StatusGone, Code: "expired", Message: "the invocation expired before a decision was made"}
+		return &httpapi.Error{Status: http.StatusGone, Code: "expired", Message: "the invocation expired before a decision was made"}
 	case errors.Is(err, invocations.ErrForbidden):
-		return api.Forbidden("only org admins and owners can approve or deny actions")
+		return httpapi.Forbidden("only org admins and owners can approve or deny actions")
 	}
 	return err
 }

@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/actions/providers/linear"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
@@ -25,15 +25,15 @@ func expectInvalid(t *testing.T, st int, body []byte, fields ...string) {
 	t.Helper()
 	var eb struct {
 		Error struct {
-			Code      string           `json:"code"`
-			Message   string           `json:"message"`
-			Details   []api.FieldError `json:"details"`
-			RequestID string           `json:"request_id"`
+			Code      string               `json:"code"`
+			Message   string               `json:"message"`
+			Details   []httpapi.FieldError `json:"details"`
+			RequestID string               `json:"request_id"`
 		} `json:"error"`
 	}
 	if err := json.Unmarshal(body, &eb); err != nil || st != http.StatusUnprocessableEntity ||
-		eb.Error.Code != api.CodeValidation || eb.Error.RequestID == "" || eb.Error.Message == "" {
-		t.Fatalf("want 422 %s: %d %s", api.CodeValidation, st, body)
+		eb.Error.Code != httpapi.CodeValidation || eb.Error.RequestID == "" || eb.Error.Message == "" {
+		t.Fatalf("want 422 %s: %d %s", httpapi.CodeValidation, st, body)
 	}
 	var got []string
 	for _, d := range eb.Error.Details {
@@ -125,7 +125,7 @@ func TestApprovedExecutionFailureAnswers200(t *testing.T) {
 		t.Fatalf("poll: %d %s", st, body)
 	}
 	// It was decided: approving again is 409.
-	if st, body := call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, nil, nil); st != http.StatusConflict || errorCode(t, body) != api.CodeConflict {
+	if st, body := call(t, "POST", actionsURL(g, sid, "invocations/"+id+"/approve"), owner.Token, nil, nil); st != http.StatusConflict || errorCode(t, body) != httpapi.CodeConflict {
 		t.Fatalf("second approve: %d %s", st, body)
 	}
 }
@@ -184,13 +184,13 @@ func TestUnreachableIntegrationIs502(t *testing.T) {
 		action := "odd"
 		if !listing {
 			st, body := call(t, "GET", actionsURL(g, sid, "guide/downint"), sbx, nil, nil)
-			if st != http.StatusBadGateway || errorCode(t, body) != api.CodeUnavailable {
+			if st != http.StatusBadGateway || errorCode(t, body) != httpapi.CodeUnavailable {
 				t.Fatalf("guide: %d %s", st, body)
 			}
 			action = "anything"
 		}
 		st, body := call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": "downint", "action": action}, nil)
-		if st != http.StatusBadGateway || errorCode(t, body) != api.CodeUnavailable {
+		if st != http.StatusBadGateway || errorCode(t, body) != httpapi.CodeUnavailable {
 			t.Fatalf("invoke (listing %v): %d %s", listing, st, body)
 		}
 		var n int

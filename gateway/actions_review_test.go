@@ -11,13 +11,13 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/actions/mcp/mcptest"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -165,7 +165,7 @@ func TestDriftedConnectorToolApproval(t *testing.T) {
 	}
 	// "always" on a changed tool needs the hash the approver was shown.
 	st, body = approve(inv.ID, map[string]any{"mode": "always"})
-	if st != http.StatusUnprocessableEntity || errorCode(t, body) != api.CodeValidation {
+	if st != http.StatusUnprocessableEntity || errorCode(t, body) != httpapi.CodeValidation {
 		t.Fatalf("always without hash: %d %s", st, body)
 	}
 	unchanged("always without hash")

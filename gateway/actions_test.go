@@ -13,13 +13,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	actinv "github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -186,7 +186,7 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 			t.Fatalf("guide: %d %s", st, body)
 		}
 	}
-	if st, body := call(t, "GET", actionsURL(g, sid, "guide/jira"), sbx, nil, nil); st != 404 || errorCode(t, body) != api.CodeNotFound {
+	if st, body := call(t, "GET", actionsURL(g, sid, "guide/jira"), sbx, nil, nil); st != 404 || errorCode(t, body) != httpapi.CodeNotFound {
 		t.Fatalf("unknown guide: %d %s", st, body)
 	}
 
@@ -239,7 +239,7 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	expectInvalid(t, st, body, "integration")
 	for _, raw := range []string{"", "{", `{"integration":"testint","action":"read_thing"} {}`, "integration=testint"} {
 		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), raw, map[string]string{"Authorization": "Bearer " + sbx})
-		if resp.StatusCode != 400 || errorCode(t, body) != api.CodeBadRequest {
+		if resp.StatusCode != 400 || errorCode(t, body) != httpapi.CodeBadRequest {
 			t.Fatalf("body %q: %d %s", raw, resp.StatusCode, body)
 		}
 	}
@@ -281,7 +281,7 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"always": true}, nil)
 	expectInvalid(t, st, body, "always")
 	if resp, body := doRaw(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), "{once}",
-		map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 || errorCode(t, body) != api.CodeBadRequest {
+		map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 || errorCode(t, body) != httpapi.CodeBadRequest {
 		t.Fatalf("approve with a body that is not JSON: %d %s", resp.StatusCode, body)
 	}
 	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"mode": "once"}, nil)
@@ -470,7 +470,7 @@ func TestActionLimitsAcrossInstances(t *testing.T) {
 		// the first slot frees exactly 60 s later.
 		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), `{"integration":"testint","action":"read_thing"}`,
 			map[string]string{"Authorization": "Bearer " + sbx})
-		if resp.StatusCode != 429 || errorCode(t, body) != api.CodeRateLimited || resp.Header.Get("Retry-After") != "60" {
+		if resp.StatusCode != 429 || errorCode(t, body) != httpapi.CodeRateLimited || resp.Header.Get("Retry-After") != "60" {
 			t.Fatalf("61st invoke: %d %v %s", resp.StatusCode, resp.Header, body)
 		}
 	}

@@ -6,8 +6,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -28,12 +28,12 @@ func (s *Server) principal(r *http.Request, allowQuery bool) (*auth.Principal, e
 		tok = r.URL.Query().Get("token")
 	}
 	if tok == "" {
-		return nil, api.Unauthenticated()
+		return nil, httpapi.Unauthenticated()
 	}
 	p, err := s.d.Authenticator.Authenticate(r.Context(), tok)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
-			return nil, api.Unauthenticated()
+			return nil, httpapi.Unauthenticated()
 		}
 		return nil, err
 	}
@@ -47,7 +47,7 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 // services any (or their OrgHeader organization's). Everything else is
 // 404.
 func (s *Server) session(r *http.Request, p *auth.Principal, id string) (sessions.Session, error) {
-	notFound := api.NotFound("session")
+	notFound := httpapi.NotFound("session")
 	if !uuidRE.MatchString(id) {
 		return sessions.Session{}, notFound
 	}
@@ -85,11 +85,11 @@ func canMutate(p *auth.Principal, sess sessions.Session) error {
 	case p.Kind == auth.KindService:
 		return nil
 	case p.Kind == auth.KindSandbox:
-		return api.Forbidden("sandbox credentials cannot act on sessions")
+		return httpapi.Forbidden("sandbox credentials cannot act on sessions")
 	case !p.IsPerson():
-		return api.Forbidden("not allowed")
+		return httpapi.Forbidden("not allowed")
 	case sess.CreatedBy == nil || *sess.CreatedBy == p.UserID:
 		return nil
 	}
-	return api.Forbidden("only the session's creator can do this")
+	return httpapi.Forbidden("only the session's creator can do this")
 }

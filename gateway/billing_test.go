@@ -11,10 +11,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -63,7 +63,7 @@ func expectDenial(t *testing.T, status int, body []byte, code, action string) {
 	if status != http.StatusPaymentRequired {
 		t.Fatalf("status %d (%s), want 402", status, body)
 	}
-	var e api.ErrorBody
+	var e httpapi.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // Builds runs configuration builds (gateway/builds.Builder).
@@ -29,19 +29,19 @@ func (s *Server) runBuild(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Kind != auth.KindService {
-		return api.Forbidden("configuration builds are run for the platform's services only")
+		return httpapi.Forbidden("configuration builds are run for the platform's services only")
 	}
 	id := r.PathValue("id")
 	if !uuidRE.MatchString(id) {
-		return api.NotFound("configuration build")
+		return httpapi.NotFound("configuration build")
 	}
 	if s.d.Builds == nil {
-		return api.Unavailable("this gateway does not run configuration builds")
+		return httpapi.Unavailable("this gateway does not run configuration builds")
 	}
 	claimed, err := s.d.Builds.Dispatch(r.Context(), id)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, protocol.BuildDispatch{Claimed: claimed})
+	httpapi.WriteJSON(w, http.StatusAccepted, protocol.BuildDispatch{Claimed: claimed})
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
@@ -19,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentryfake"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -146,7 +146,7 @@ func TestRunSessionsActWithTheirAutomationsConnections(t *testing.T) {
 	sentryBefore := len(sen.Requests())
 	st, body := call(t, "POST", actionsURL(g, sid, "invoke"), w.sandboxToken(sid),
 		map[string]any{"integration": "sentry", "action": "list_issues", "params": map[string]any{"organization_slug": "acme", "project_slug": "web"}}, nil)
-	if st != http.StatusNotFound || errorCode(t, body) != api.CodeNotFound || len(sen.Requests()) != sentryBefore {
+	if st != http.StatusNotFound || errorCode(t, body) != httpapi.CodeNotFound || len(sen.Requests()) != sentryBefore {
 		t.Fatalf("Sentry from a Linear-scoped run: %d %s (Sentry saw %d requests)", st, body, len(sen.Requests())-sentryBefore)
 	}
 	st, body = call(t, "POST", actionsURL(g, sid, "invoke"), w.sandboxToken(sid),

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // postEnv answers the agent's pending request_env_variables call with a
@@ -44,19 +44,19 @@ func (s *Server) postEnv(w http.ResponseWriter, r *http.Request) error {
 	var inv *hub.EnvInvalidError
 	switch {
 	case errors.As(err, &inv):
-		fields := make([]api.FieldError, 0, len(inv.Problems))
+		fields := make([]httpapi.FieldError, 0, len(inv.Problems))
 		for _, pr := range inv.Problems {
-			fields = append(fields, api.FieldError{Field: pr.Field, Problem: pr.Problem})
+			fields = append(fields, httpapi.FieldError{Field: pr.Field, Problem: pr.Problem})
 		}
-		return api.Invalid(fields...)
+		return httpapi.Invalid(fields...)
 	case errors.Is(err, hub.ErrNoEnvRequest):
-		return &api.Error{Status: http.StatusNotFound, Code: "env_request_not_found",
+		return &httpapi.Error{Status: http.StatusNotFound, Code: "env_request_not_found",
 			Message: "no pending environment request of this session with this tool_call_id"}
 	case errors.Is(err, hub.ErrEnvUnavailable):
-		return api.Conflict("sandbox_unavailable", "the session's sandbox cannot take the values now (it is not running)")
+		return httpapi.Conflict("sandbox_unavailable", "the session's sandbox cannot take the values now (it is not running)")
 	case err != nil:
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusOK, res)
+	httpapi.WriteJSON(w, http.StatusOK, res)
 	return nil
 }

@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // Several gateways, one owner per session (issue #15 item 6).
@@ -196,10 +196,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, sessionID strin
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(failed, &mbe):
-		s.writeError(w, r, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"})
+		s.writeError(w, r, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"})
 		return true
 	case ctx.Err() != nil:
-		s.writeError(w, r, &api.Error{Status: 499, Code: "client_closed", Message: "client closed the request"})
+		s.writeError(w, r, &httpapi.Error{Status: 499, Code: "client_closed", Message: "client closed the request"})
 		return true
 	}
 	msg := failed.Error()

@@ -17,7 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/gateway"
@@ -26,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -76,7 +76,7 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := apitest.New(t, []func(*api.Server) error{identity.Register})
+	e := apitest.New(t, apitest.Modules(identity.Register))
 	codec, err := schemas.NewCodec()
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +255,7 @@ func readUntil(t *testing.T, c *websocket.Conn, typ string) json.RawMessage {
 
 func errorCode(t *testing.T, body []byte) string {
 	t.Helper()
-	var e api.ErrorBody
+	var e httpapi.ErrorBody
 	if err := json.Unmarshal(body, &e); err != nil {
 		t.Fatalf("not the error shape: %s", body)
 	}

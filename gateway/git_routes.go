@@ -6,11 +6,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // gitRoutes registers the git panel routes (same authorisation as the
@@ -49,13 +49,13 @@ func gitError(w http.ResponseWriter, err error) error {
 	case errors.Is(err, hub.ErrForbidden), errors.Is(err, hub.ErrNotOwner), errors.Is(err, hub.ErrClosed), errors.Is(err, hub.ErrSessionEnded):
 		return hubError(w, err)
 	case errors.Is(err, gitops.ErrNothingToCommit):
-		return api.Conflict("nothing_to_commit", hub.GitErrorText(err))
+		return httpapi.Conflict("nothing_to_commit", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrBusy):
 		w.Header().Set("Retry-After", "1")
-		return api.Conflict("repository_busy", hub.GitErrorText(err))
+		return httpapi.Conflict("repository_busy", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrNotRepo):
 		// Also a workspace without repos inside another repository.
-		return api.Conflict("not_a_repository", hub.GitErrorText(err))
+		return httpapi.Conflict("not_a_repository", hub.GitErrorText(err))
 	case errors.As(err, &fe):
 		return invalid(fe.Field, fe.Problem)
 	case errors.Is(err, gitops.ErrInvalidPath):
@@ -63,22 +63,22 @@ func gitError(w http.ResponseWriter, err error) error {
 		// the workspace path as the sandbox resolved it.
 		return invalid("workspace_path", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrDetached):
-		return api.Conflict("detached_head", hub.GitErrorText(err))
+		return httpapi.Conflict("detached_head", hub.GitErrorText(err))
 	case errors.Is(err, hub.ErrGitUnsupported):
-		return api.Conflict("git_unsupported", hub.GitErrorText(err))
+		return httpapi.Conflict("git_unsupported", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrInvalidRequest), strings.Contains(err.Error(), "GitHub is not configured"):
 		// Not a field: GitHub not configured (the hub's error, matched
 		// as hub.GitErrorText does), no GitHub origin, on the base branch.
-		return api.Conflict("git_precondition", hub.GitErrorText(err))
+		return httpapi.Conflict("git_precondition", hub.GitErrorText(err))
 	case errors.Is(err, gitops.ErrGitHubUnavailable):
 		// Before the APIError case: a 5xx from GitHub is GitHub's failure.
 		w.Header().Set("Retry-After", "5")
-		return &api.Error{Status: http.StatusBadGateway, Code: "github_unavailable", Message: "GitHub could not be reached or failed; nothing was created, retry later"}
+		return &httpapi.Error{Status: http.StatusBadGateway, Code: "github_unavailable", Message: "GitHub could not be reached or failed; nothing was created, retry later"}
 	case errors.Is(err, gitops.ErrTokenUnavailable):
 		w.Header().Set("Retry-After", "5")
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: "credentials_unavailable", Message: "the repository's GitHub credentials could not be obtained; retry later"}
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "credentials_unavailable", Message: "the repository's GitHub credentials could not be obtained; retry later"}
 	case errors.As(err, &ge), errors.As(err, &ae):
-		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "git_failed", Message: hub.GitErrorText(err)}
 	}
 	return err
 }
@@ -87,17 +87,17 @@ func gitError(w http.ResponseWriter, err error) error {
 // the field (workspace_path, files[i]) that is absolute or escapes the
 // workspace.
 func gitPaths(workspacePath string, files []string) error {
-	var fes []api.FieldError
+	var fes []httpapi.FieldError
 	if _, err := gitops.CleanPath(workspacePath); err != nil {
-		fes = append(fes, api.FieldError{Field: "workspace_path", Problem: hub.GitErrorText(err)})
+		fes = append(fes, httpapi.FieldError{Field: "workspace_path", Problem: hub.GitErrorText(err)})
 	}
 	for i, f := range files {
 		if _, err := gitops.CleanPath(f); err != nil {
-			fes = append(fes, api.FieldError{Field: "files[" + strconv.Itoa(i) + "]", Problem: hub.GitErrorText(err)})
+			fes = append(fes, httpapi.FieldError{Field: "files[" + strconv.Itoa(i) + "]", Problem: hub.GitErrorText(err)})
 		}
 	}
 	if len(fes) > 0 {
-		return api.Invalid(fes...)
+		return httpapi.Invalid(fes...)
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Kind == auth.KindSandbox {
-		return api.Forbidden("sandbox credentials cannot act on sessions")
+		return httpapi.Forbidden("sandbox credentials cannot act on sessions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -126,7 +126,7 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
+	httpapi.WriteJSON(w, http.StatusOK, protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
 	return nil
 }
 
@@ -158,7 +158,7 @@ func (s *Server) postGitBranch(w http.ResponseWriter, r *http.Request) error {
 	if err := h.GitCreateBranch(r.Context(), p, req.WorkspacePath, req.Branch); err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
+	httpapi.WriteJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
 	return nil
 }
 
@@ -171,7 +171,7 @@ func (s *Server) postGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionCommit, WorkspacePath: req.WorkspacePath, OK: true, SHA: res.SHA, Branch: res.Branch})
+	httpapi.WriteJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionCommit, WorkspacePath: req.WorkspacePath, OK: true, SHA: res.SHA, Branch: res.Branch})
 	return nil
 }
 
@@ -184,7 +184,7 @@ func (s *Server) postGitPush(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPush, WorkspacePath: req.WorkspacePath, OK: true, Branch: res.Branch, Push: &res})
+	httpapi.WriteJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPush, WorkspacePath: req.WorkspacePath, OK: true, Branch: res.Branch, Push: &res})
 	return nil
 }
 
@@ -200,6 +200,6 @@ func (s *Server) postGitPR(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return gitError(w, err)
 	}
-	writeJSON(w, http.StatusCreated, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPR, WorkspacePath: req.WorkspacePath, OK: true, PRURL: pr.URL, PRNumber: pr.Number})
+	httpapi.WriteJSON(w, http.StatusCreated, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionPR, WorkspacePath: req.WorkspacePath, OK: true, PRURL: pr.URL, PRNumber: pr.Number})
 	return nil
 }

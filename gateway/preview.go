@@ -16,9 +16,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -172,7 +172,7 @@ func parsePort(v string) (int, error) {
 // allowedPort refuses ports outside PREVIEW_PORT_MIN–PREVIEW_PORT_MAX.
 func (s *Server) allowedPort(port int) error {
 	if port < s.d.Cfg.PreviewPortMin || port > s.d.Cfg.PreviewPortMax {
-		return &api.Error{Status: http.StatusBadRequest, Code: "port_not_allowed",
+		return &httpapi.Error{Status: http.StatusBadRequest, Code: "port_not_allowed",
 			Message: fmt.Sprintf("previews reach ports %d-%d only", s.d.Cfg.PreviewPortMin, s.d.Cfg.PreviewPortMax)}
 	}
 	return nil
@@ -193,7 +193,7 @@ func (s *Server) memberPrincipal(r *http.Request) (*auth.Principal, sessions.Ses
 		return nil, sessions.Session{}, err
 	}
 	if p.Kind == auth.KindSandbox {
-		return nil, sessions.Session{}, api.Forbidden("sandbox credentials cannot use previews")
+		return nil, sessions.Session{}, httpapi.Forbidden("sandbox credentials cannot use previews")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -270,7 +270,7 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, sid strin
 		c, _, err := s.previewShare(ctx, ck.Value, sid, port)
 		return c, false, err
 	}
-	return c, false, api.Unauthenticated()
+	return c, false, httpapi.Unauthenticated()
 }
 
 // previewMember checks a member preview token (link or cookie) for the
@@ -278,24 +278,24 @@ func (s *Server) previewAccess(w http.ResponseWriter, r *http.Request, sid strin
 func (s *Server) previewMember(r *http.Request, tok, sid string, port int) (previewCaller, previewGrant, error) {
 	ctx := r.Context()
 	if !wellFormedToken(tok, previewTokenPrefix) {
-		return previewCaller{}, previewGrant{}, api.Unauthenticated()
+		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	raw, err := s.d.Redis.Get(ctx, previewTokenKey(tok)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return previewCaller{}, previewGrant{}, api.Unauthenticated()
+		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	if err != nil {
 		return previewCaller{}, previewGrant{}, fmt.Errorf("verify preview token: %w", err)
 	}
 	var g previewGrant
 	if err := json.Unmarshal(raw, &g); err != nil || g.UserID == "" || !strings.EqualFold(g.SessionID, sid) || g.Port != port {
-		return previewCaller{}, previewGrant{}, api.Unauthenticated()
+		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	p := &auth.Principal{Kind: auth.KindUser, UserID: g.UserID, OrgID: g.OrgID}
 	var role string
 	err = s.d.Pool.QueryRow(ctx, `SELECT m.role FROM members m WHERE m.org_id = $1 AND m.user_id = $2`, g.OrgID, g.UserID).Scan(&role)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return previewCaller{}, previewGrant{}, api.Unauthenticated()
+		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	if err != nil {
 		return previewCaller{}, previewGrant{}, fmt.Errorf("verify preview token: %w", err)
@@ -312,7 +312,7 @@ func (s *Server) previewMember(r *http.Request, tok, sid string, port int) (prev
 // not expired. It returns the link's expiry.
 func (s *Server) previewShare(ctx context.Context, tok, sid string, port int) (previewCaller, time.Time, error) {
 	if !wellFormedToken(tok, shareTokenPrefix) || !uuidRE.MatchString(sid) {
-		return previewCaller{}, time.Time{}, api.Unauthenticated()
+		return previewCaller{}, time.Time{}, httpapi.Unauthenticated()
 	}
 	var (
 		org, session string
@@ -323,18 +323,18 @@ func (s *Server) previewShare(ctx context.Context, tok, sid string, port int) (p
 	err := s.d.Pool.QueryRow(ctx, `SELECT org_id::text, session_id::text, port, expires_at, revoked_at FROM preview_shares WHERE token_hash = $1`,
 		tokenHash(tok)).Scan(&org, &session, &sharePort, &expires, &revoked)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return previewCaller{}, time.Time{}, api.Unauthenticated()
+		return previewCaller{}, time.Time{}, httpapi.Unauthenticated()
 	}
 	if err != nil {
 		return previewCaller{}, time.Time{}, fmt.Errorf("verify share link: %w", err)
 	}
 	if revoked != nil || !s.d.Now().Before(expires) || !strings.EqualFold(session, sid) || sharePort != port {
-		return previewCaller{}, time.Time{}, &api.Error{Status: http.StatusUnauthorized, Code: "share_link_invalid",
+		return previewCaller{}, time.Time{}, &httpapi.Error{Status: http.StatusUnauthorized, Code: "share_link_invalid",
 			Message: "this share link was revoked or has expired"}
 	}
 	sess, err := s.d.Sessions.Get(ctx, org, session)
 	if errors.Is(err, sessions.ErrNotFound) {
-		return previewCaller{}, time.Time{}, api.NotFound("session")
+		return previewCaller{}, time.Time{}, httpapi.NotFound("session")
 	}
 	if err != nil {
 		return previewCaller{}, time.Time{}, err
@@ -370,18 +370,18 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if c.share && r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return &api.Error{Status: http.StatusForbidden, Code: "read_only", Message: "a share link is read-only (GET and HEAD)"}
+		return &httpapi.Error{Status: http.StatusForbidden, Code: "read_only", Message: "a share link is read-only (GET and HEAD)"}
 	}
 	if isWebSocket(r) {
 		if c.share {
-			return &api.Error{Status: http.StatusForbidden, Code: "read_only", Message: "a share link cannot open WebSockets"}
+			return &httpapi.Error{Status: http.StatusForbidden, Code: "read_only", Message: "a share link cannot open WebSockets"}
 		}
 		if !s.wsOriginAllowed(r) {
-			return api.Forbidden("origin not allowed")
+			return httpapi.Forbidden("origin not allowed")
 		}
 	}
 	if r.ContentLength > s.d.MaxBodyBytes {
-		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"}
 	}
 	var h *hub.Hub
 	if c.share {
@@ -399,9 +399,9 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) error {
 	base, rt, err := h.PortTarget(r.Context(), port)
 	switch {
 	case errors.Is(err, sandbox.ErrPortReserved):
-		return &api.Error{Status: http.StatusBadRequest, Code: "port_not_allowed", Message: "this port is the sandbox's own"}
+		return &httpapi.Error{Status: http.StatusBadRequest, Code: "port_not_allowed", Message: "this port is the sandbox's own"}
 	case errors.Is(err, hub.ErrNoPreviews), errors.Is(err, sandbox.ErrPortsUnsupported):
-		return &api.Error{Status: http.StatusNotImplemented, Code: "previews_unavailable", Message: "this sandbox's ports cannot be previewed"}
+		return &httpapi.Error{Status: http.StatusNotImplemented, Code: "previews_unavailable", Message: "this sandbox's ports cannot be previewed"}
 	case errors.Is(err, hub.ErrClosed), errors.Is(err, sandbox.ErrNotFound):
 		return unavailable(w, "the session's sandbox is not running")
 	case err != nil:
@@ -415,7 +415,7 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) error {
 	}
 	unescaped, err := url.PathUnescape(rest)
 	if err != nil {
-		return api.BadRequest("malformed path")
+		return httpapi.BadRequest("malformed path")
 	}
 	var failed error
 	rp := &httputil.ReverseProxy{
@@ -468,12 +468,12 @@ func (s *Server) servePreview(w http.ResponseWriter, r *http.Request) error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(failed, &mbe):
-		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"}
 	case errors.Is(failed, context.Canceled) && r.Context().Err() != nil:
-		return &api.Error{Status: 499, Code: "client_closed", Message: "client closed the request"}
+		return &httpapi.Error{Status: 499, Code: "client_closed", Message: "client closed the request"}
 	}
 	s.d.Log.Info("preview: port did not answer", "request_id", requestID(r), "session_id", c.sess.ID, "port", port, "error", failed)
-	return &api.Error{Status: http.StatusBadGateway, Code: "port_unreachable",
+	return &httpapi.Error{Status: http.StatusBadGateway, Code: "port_unreachable",
 		Message: fmt.Sprintf("nothing answers on port %d in the session's sandbox", port)}
 }
 
@@ -499,7 +499,7 @@ func (s *Server) listPreviews(w http.ResponseWriter, r *http.Request) error {
 		ports, err := h.ListeningPorts(r.Context())
 		switch {
 		case errors.Is(err, hub.ErrNoPreviews), errors.Is(err, sandbox.ErrPortsUnsupported):
-			return &api.Error{Status: http.StatusNotImplemented, Code: "previews_unavailable", Message: "this sandbox's ports cannot be previewed"}
+			return &httpapi.Error{Status: http.StatusNotImplemented, Code: "previews_unavailable", Message: "this sandbox's ports cannot be previewed"}
 		case errors.Is(err, hub.ErrClosed), errors.Is(err, sandbox.ErrNotFound):
 		case err != nil:
 			return err
@@ -515,7 +515,7 @@ func (s *Server) listPreviews(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpapi.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -547,7 +547,7 @@ func (s *Server) createShare(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !p.IsPerson() {
-		return api.Forbidden("only a member can share a preview")
+		return httpapi.Forbidden("only a member can share a preview")
 	}
 	if err := s.allowedPort(port); err != nil {
 		return err
@@ -581,7 +581,7 @@ func (s *Server) createShare(w http.ResponseWriter, r *http.Request) error {
 	sh.URL = PreviewURL(s.d.Cfg.GatewayPublicURL, sess.ID, port) + "?" + ShareTokenParam + "=" + tok
 	s.d.Log.Info("preview share link created", "request_id", requestID(r), "session_id", sess.ID, "share_id", sh.ID, "port", port,
 		"expires_at", sh.ExpiresAt)
-	writeJSON(w, http.StatusCreated, sh)
+	httpapi.WriteJSON(w, http.StatusCreated, sh)
 	return nil
 }
 
@@ -610,7 +610,7 @@ func (s *Server) listShares(w http.ResponseWriter, r *http.Request) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"shares": out})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"shares": out})
 	return nil
 }
 
@@ -622,7 +622,7 @@ func (s *Server) revokeShare(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("share")
 	if !uuidRE.MatchString(id) {
-		return api.NotFound("share")
+		return httpapi.NotFound("share")
 	}
 	var by *string
 	if p.UserID != "" {
@@ -636,7 +636,7 @@ func (s *Server) revokeShare(w http.ResponseWriter, r *http.Request) error {
 		return fmt.Errorf("revoke share link: %w", err)
 	}
 	if !found {
-		return api.NotFound("share")
+		return httpapi.NotFound("share")
 	}
 	s.d.Log.Info("preview share link revoked", "request_id", requestID(r), "session_id", sess.ID, "share_id", id)
 	w.WriteHeader(http.StatusNoContent)

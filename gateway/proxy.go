@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -60,17 +60,17 @@ func (s *Server) proxyRoutes() {
 func (s *Server) proxyPrincipal(r *http.Request) (*auth.Principal, sessions.Session, error) {
 	tok := r.PathValue("token")
 	if tok == "" {
-		return nil, sessions.Session{}, api.Unauthenticated()
+		return nil, sessions.Session{}, httpapi.Unauthenticated()
 	}
 	p, err := s.d.Authenticator.Authenticate(r.Context(), tok)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
-			return nil, sessions.Session{}, api.Unauthenticated()
+			return nil, sessions.Session{}, httpapi.Unauthenticated()
 		}
 		return nil, sessions.Session{}, err
 	}
 	if p.Kind == auth.KindSandbox {
-		return nil, sessions.Session{}, api.Forbidden("sandbox credentials cannot use the session proxy")
+		return nil, sessions.Session{}, httpapi.Forbidden("sandbox credentials cannot use the session proxy")
 	}
 	sess, err := s.session(r, p, r.PathValue("sid"))
 	if err != nil {
@@ -95,7 +95,7 @@ func (s *Server) readyHub(w http.ResponseWriter, r *http.Request, sessionID stri
 	h.TouchActivity() // before EnsureRuntimeReady: it may wait on a boot or a snapshot
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		if ctx.Err() != nil {
-			return nil, &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "request cancelled"}
+			return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "request cancelled"}
 		}
 		if mapped := hubError(w, err); mapped != err {
 			return nil, mapped
@@ -109,7 +109,7 @@ func (s *Server) readyHub(w http.ResponseWriter, r *http.Request, sessionID stri
 // unavailable is a retryable 503.
 func unavailable(w http.ResponseWriter, msg string) error {
 	w.Header().Set("Retry-After", "1")
-	return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: msg}
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: msg}
 }
 
 func requestID(r *http.Request) string {
@@ -158,7 +158,7 @@ func upstreamPath(r *http.Request) string {
 func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	s := ap.s
 	if r.ContentLength > s.d.MaxBodyBytes {
-		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"}
 	}
 	_, sess, err := s.proxyPrincipal(r)
 	if err != nil {
@@ -182,7 +182,7 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	rest := upstreamPath(r)
 	unescaped, err := url.PathUnescape(rest)
 	if err != nil {
-		return api.BadRequest("malformed path")
+		return httpapi.BadRequest("malformed path")
 	}
 	base := strings.TrimSuffix(target.Path, "/")
 	var failed error
@@ -233,18 +233,18 @@ func (ap *agentProxy) serve(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.As(failed, &af):
 		s.d.Log.Warn("proxy: the session's agent failed", "request_id", requestID(r), "session_id", sess.ID, "status", af.status)
-		return &api.Error{Status: http.StatusBadGateway, Code: "agent_failed",
+		return &httpapi.Error{Status: http.StatusBadGateway, Code: "agent_failed",
 			Message: fmt.Sprintf("the session's agent failed to answer (HTTP %d); retry", af.status)}
 	case errors.As(failed, &mbe):
-		return &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"}
 	case errors.Is(failed, context.Canceled) && clientCtx.Err() != nil:
 		// The client left before the sandbox answered: nobody to tell.
-		return &api.Error{Status: 499, Code: "client_closed", Message: "client closed the request"}
+		return &httpapi.Error{Status: 499, Code: "client_closed", Message: "client closed the request"}
 	case errors.Is(failed, context.Canceled):
 		return hubError(w, hub.ErrClosed)
 	}
 	s.d.Log.Warn("proxy: sandbox request failed", "request_id", requestID(r), "session_id", sess.ID, "error", failed)
-	return &api.Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: "the session's sandbox did not answer"}
+	return &httpapi.Error{Status: http.StatusBadGateway, Code: "sandbox_unreachable", Message: "the session's sandbox did not answer"}
 }
 
 // agentFailure is a 5xx answer of the sandbox's OpenCode server.
@@ -272,7 +272,7 @@ func (s *Server) postHeartbeat(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Kind == auth.KindSandbox {
-		return api.Forbidden("sandbox credentials cannot send heartbeats")
+		return httpapi.Forbidden("sandbox credentials cannot send heartbeats")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {

@@ -13,23 +13,23 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
 // decode reads a JSON body strictly with the API's convention
-// (api.DecodeJSON): not JSON is 400, an unknown field or a wrong type 422.
+// (httpapi.DecodeJSON): not JSON is 400, an unknown field or a wrong type 422.
 func decode(r *http.Request, v any) error {
 	body, err := readBody(r)
 	if err != nil {
 		return err
 	}
-	return api.DecodeJSON(body, v)
+	return httpapi.DecodeJSON(body, v)
 }
 
 // decodeOptional is decode for an optional body: an empty (or blank) body
@@ -42,7 +42,7 @@ func decodeOptional(r *http.Request, v any) error {
 	if err != nil || len(bytes.TrimSpace(body)) == 0 {
 		return err
 	}
-	return api.DecodeJSON(body, v)
+	return httpapi.DecodeJSON(body, v)
 }
 
 // readBody reads the (size-limited) request body: 413 past the limit.
@@ -51,15 +51,15 @@ func readBody(r *http.Request) ([]byte, error) {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, &api.Error{Status: http.StatusRequestEntityTooLarge, Code: api.CodeBodyTooLarge, Message: "request body too large"}
+			return nil, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: httpapi.CodeBodyTooLarge, Message: "request body too large"}
 		}
-		return nil, api.BadRequest("unreadable request body")
+		return nil, httpapi.BadRequest("unreadable request body")
 	}
 	return body, nil
 }
 
 func invalid(field, problem string) error {
-	return api.Invalid(api.FieldError{Field: field, Problem: problem})
+	return httpapi.Invalid(httpapi.FieldError{Field: field, Problem: problem})
 }
 
 // view is the wire form of a session.
@@ -90,8 +90,8 @@ func (s *Server) view(sess sessions.Session) protocol.Session {
 
 // denialError is a billing denial as the API's error: 402 with the
 // denial's stable code and the action the user should take in details.
-func denialError(d *billing.Denial) *api.Error {
-	return &api.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
+func denialError(d *billing.Denial) *httpapi.Error {
+	return &httpapi.Error{Status: d.Status(), Code: d.Code, Message: d.Message, Details: map[string]string{"action": d.Action}}
 }
 
 // hubError maps hub errors to API errors.
@@ -101,15 +101,15 @@ func hubError(w http.ResponseWriter, err error) error {
 	}
 	switch {
 	case errors.Is(err, hub.ErrForbidden):
-		return api.Forbidden("only the session's creator can do this")
+		return httpapi.Forbidden("only the session's creator can do this")
 	case errors.Is(err, hub.ErrNotOwner):
 		w.Header().Set("Retry-After", "1")
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: "not_owner", Message: protocol.ReasonNotOwner}
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "not_owner", Message: protocol.ReasonNotOwner}
 	case errors.Is(err, hub.ErrClosed):
 		w.Header().Set("Retry-After", "1")
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "session hub is restarting; retry"}
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "session hub is restarting; retry"}
 	case errors.Is(err, hub.ErrSessionEnded):
-		return api.Conflict("session_ended", "the session has ended")
+		return httpapi.Conflict("session_ended", "the session has ended")
 	case errors.Is(err, hub.ErrEmptyPrompt):
 		return invalid("content", "required")
 	}
@@ -122,7 +122,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if p.Kind == auth.KindSandbox {
-		return api.Forbidden("sandbox credentials cannot create sessions")
+		return httpapi.Forbidden("sandbox credentials cannot create sessions")
 	}
 	var req protocol.CreateSessionRequest
 	if err := decode(r, &req); err != nil {
@@ -155,7 +155,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		in.AutomationID, in.RunID, in.TriggerEventID = req.AutomationID, req.RunID, req.TriggerEventID
 	default: // people
 		if p.OrgID == "" {
-			return api.Forbidden("no active organization: create one or switch to one first")
+			return httpapi.Forbidden("no active organization: create one or switch to one first")
 		}
 		if req.OrgID != "" && req.OrgID != p.OrgID {
 			return invalid("org_id", "sessions are created in your active organization")
@@ -176,11 +176,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	switch {
 	case errors.Is(err, sessions.ErrLimit):
-		return api.Conflict("session_limit", "the organization has reached its concurrent session limit")
+		return httpapi.Conflict("session_limit", "the organization has reached its concurrent session limit")
 	case errors.Is(err, sessions.ErrConfigurationNotFound):
 		return invalid("configuration_id", "no such configuration in this organization")
 	case errors.Is(err, sessions.ErrInvalid):
-		return &api.Error{Status: http.StatusUnprocessableEntity, Code: api.CodeValidation, Message: err.Error()}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: httpapi.CodeValidation, Message: err.Error()}
 	case err != nil:
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -202,7 +202,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if !created {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, v)
+	httpapi.WriteJSON(w, status, v)
 	return nil
 }
 
@@ -218,7 +218,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.view(sess))
+	httpapi.WriteJSON(w, http.StatusOK, s.view(sess))
 	return nil
 }
 
@@ -245,7 +245,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 		}
 		st.SandboxAlive = alive
 	}
-	writeJSON(w, http.StatusOK, st)
+	httpapi.WriteJSON(w, http.StatusOK, st)
 	return nil
 }
 
@@ -257,7 +257,7 @@ func (s *Server) mutable(r *http.Request) (*auth.Principal, sessions.Session, er
 		return nil, sessions.Session{}, err
 	}
 	if p.Kind == auth.KindSandbox {
-		return nil, sessions.Session{}, api.Forbidden("sandbox credentials cannot act on sessions")
+		return nil, sessions.Session{}, httpapi.Forbidden("sandbox credentials cannot act on sessions")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {
@@ -302,7 +302,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 			return fmt.Errorf("message idempotency key: %w", err)
 		}
 		if !ok {
-			writeJSON(w, http.StatusOK, protocol.MessageResponse{Sent: false})
+			httpapi.WriteJSON(w, http.StatusOK, protocol.MessageResponse{Sent: false})
 			return nil
 		}
 	}
@@ -314,7 +314,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) error {
 		}
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusAccepted, protocol.MessageResponse{Sent: true})
+	httpapi.WriteJSON(w, http.StatusAccepted, protocol.MessageResponse{Sent: true})
 	return nil
 }
 
@@ -338,7 +338,7 @@ func (s *Server) postCancel(w http.ResponseWriter, r *http.Request) error {
 	if err := h.Cancel(r.Context(), p); err != nil {
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusAccepted, map[string]bool{"cancelled": true})
+	httpapi.WriteJSON(w, http.StatusAccepted, map[string]bool{"cancelled": true})
 	return nil
 }
 
@@ -349,10 +349,10 @@ func (s *Server) postTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	id := r.PathValue("id")
 	if p.Kind != auth.KindSandbox {
-		return api.Forbidden("tool callbacks are for the session's sandbox only")
+		return httpapi.Forbidden("tool callbacks are for the session's sandbox only")
 	}
 	if !strings.EqualFold(p.SessionID, id) {
-		return api.Forbidden("this sandbox token belongs to another session")
+		return httpapi.Forbidden("this sandbox token belongs to another session")
 	}
 	sess, err := s.session(r, p, id)
 	if err != nil {
@@ -364,7 +364,7 @@ func (s *Server) postTool(w http.ResponseWriter, r *http.Request) error {
 	}
 	name := r.PathValue("tool")
 	if _, ok := s.tools.Lookup(name); !ok {
-		return api.NotFound("tool " + name)
+		return httpapi.NotFound("tool " + name)
 	}
 	if h, ok := s.d.Hubs.Get(sess.ID); ok {
 		done := h.ToolCallStarted()
@@ -384,12 +384,12 @@ func (s *Server) postTool(w http.ResponseWriter, r *http.Request) error {
 		return invalid("tool_call_id", "required, at most 200 characters")
 	case errors.Is(err, tools.ErrInFlight):
 		w.Header().Set("Retry-After", "1")
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: "tool_call_in_flight",
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "tool_call_in_flight",
 			Message: "the same tool call is still executing; retry with the same tool_call_id"}
 	case err != nil:
 		return err
 	}
-	writeJSON(w, http.StatusOK, res)
+	httpapi.WriteJSON(w, http.StatusOK, res)
 	if fresh {
 		s.background(func(ctx context.Context) {
 			s.tools.RunAfter(ctx, name, call, res, s.d.AfterTimeout)
@@ -410,14 +410,14 @@ func (s *Server) postStart(w http.ResponseWriter, r *http.Request) error {
 		return hubError(w, err)
 	}
 	if sess.Status == sessions.StatusStopped || sess.Status == sessions.StatusFailed {
-		return api.Conflict("session_ended", "the session has ended")
+		return httpapi.Conflict("session_ended", "the session has ended")
 	}
 	s.background(func(ctx context.Context) {
 		if err := h.EnsureRuntimeReady(ctx); err != nil && !errors.Is(err, hub.ErrNotOwner) {
 			s.d.Log.Error("session start failed", "session_id", sess.ID, "error", err)
 		}
 	})
-	writeJSON(w, http.StatusAccepted, map[string]bool{"starting": true})
+	httpapi.WriteJSON(w, http.StatusAccepted, map[string]bool{"starting": true})
 	return nil
 }
 
@@ -444,7 +444,7 @@ func (s *Server) postPause(w http.ResponseWriter, r *http.Request) error {
 	}
 	if req.Reason != "" && req.Reason != reason {
 		if p.Kind != auth.KindService {
-			return api.Forbidden("only the platform may pause a session with a reason")
+			return httpapi.Forbidden("only the platform may pause a session with a reason")
 		}
 		if !pauseReasons[req.Reason] {
 			return invalid("reason", "unknown pause reason")
@@ -462,7 +462,7 @@ func (s *Server) postPause(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.view(sess))
+	httpapi.WriteJSON(w, http.StatusOK, s.view(sess))
 	return nil
 }
 
@@ -480,6 +480,6 @@ func (s *Server) postSnapshot(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return hubError(w, err)
 	}
-	writeJSON(w, http.StatusOK, protocol.SnapshotResponse{SnapshotID: id})
+	httpapi.WriteJSON(w, http.StatusOK, protocol.SnapshotResponse{SnapshotID: id})
 	return nil
 }

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -111,7 +111,7 @@ func (s *Server) sandboxSession(r *http.Request) (sessions.Session, error) {
 		return sessions.Session{}, err
 	}
 	if p.Kind != auth.KindSandbox && p.Kind != auth.KindTerminal {
-		return sessions.Session{}, api.Forbidden("only the session's sandbox and its terminals can use its git credentials")
+		return sessions.Session{}, httpapi.Forbidden("only the session's sandbox and its terminals can use its git credentials")
 	}
 	return s.session(r, p, r.PathValue("id"))
 }
@@ -151,12 +151,12 @@ func (s *Server) findRepo(ctx context.Context, w http.ResponseWriter, sess sessi
 	for _, r := range repos {
 		if k, ok := remoteKey(r.CloneURL); ok && k == key {
 			if r.IntegrationID == "" {
-				return SessionRepo{}, api.Conflict("not_connected", "no active GitHub integration of the organization is connected to "+r.Name)
+				return SessionRepo{}, httpapi.Conflict("not_connected", "no active GitHub integration of the organization is connected to "+r.Name)
 			}
 			return r, nil
 		}
 	}
-	return SessionRepo{}, &api.Error{Status: http.StatusForbidden, Code: "repository_not_in_session",
+	return SessionRepo{}, &httpapi.Error{Status: http.StatusForbidden, Code: "repository_not_in_session",
 		Message: shown + " is not a repository of this session"}
 }
 
@@ -165,11 +165,11 @@ func tokenError(err error) error {
 	var ue *integrations.UpstreamError
 	switch {
 	case errors.Is(err, integrations.ErrInactive), errors.Is(err, integrations.ErrSuspended):
-		return api.Conflict("integration_inactive", "the repository's GitHub integration is not active; reconnect it")
+		return httpapi.Conflict("integration_inactive", "the repository's GitHub integration is not active; reconnect it")
 	case errors.Is(err, integrations.ErrNotConfigured):
-		return &api.Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "GitHub App is not configured on this platform"}
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: "GitHub App is not configured on this platform"}
 	case errors.As(err, &ue):
-		return &api.Error{Status: http.StatusBadGateway, Code: "upstream_error", Message: "GitHub refused the token request: " + ue.Code}
+		return &httpapi.Error{Status: http.StatusBadGateway, Code: "upstream_error", Message: "GitHub refused the token request: " + ue.Code}
 	}
 	return err
 }
@@ -202,7 +202,7 @@ func (s *Server) postGitCredential(w http.ResponseWriter, r *http.Request) error
 		return tokenError(err)
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, GitCredential{Username: "x-access-token", Password: tok.Value, ExpiresAt: tok.ExpiresAt, Repo: repo.Name})
+	httpapi.WriteJSON(w, http.StatusOK, GitCredential{Username: "x-access-token", Password: tok.Value, ExpiresAt: tok.ExpiresAt, Repo: repo.Name})
 	return nil
 }
 
@@ -215,24 +215,24 @@ func (s *Server) postPullRequest(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	var fields []api.FieldError
+	var fields []httpapi.FieldError
 	key, ok := remoteKey(req.RemoteURL)
 	if !ok {
-		fields = append(fields, api.FieldError{Field: "remote_url", Problem: "required, an http(s) or scp-like git remote"})
+		fields = append(fields, httpapi.FieldError{Field: "remote_url", Problem: "required, an http(s) or scp-like git remote"})
 	}
 	if t := strings.TrimSpace(req.Title); t == "" || len(t) > maxPRTitle {
-		fields = append(fields, api.FieldError{Field: "title", Problem: "required, at most 256 characters"})
+		fields = append(fields, httpapi.FieldError{Field: "title", Problem: "required, at most 256 characters"})
 	}
 	if len(req.Body) > maxPRBody {
-		fields = append(fields, api.FieldError{Field: "body", Problem: "at most 65536 characters"})
+		fields = append(fields, httpapi.FieldError{Field: "body", Problem: "at most 65536 characters"})
 	}
 	for name, b := range map[string]string{"head": req.Head, "base": req.Base} {
 		if (name == "head" && b == "") || (b != "" && !validBranch(b)) {
-			fields = append(fields, api.FieldError{Field: name, Problem: "a branch name"})
+			fields = append(fields, httpapi.FieldError{Field: name, Problem: "a branch name"})
 		}
 	}
 	if len(fields) > 0 {
-		return api.Invalid(fields...)
+		return httpapi.Invalid(fields...)
 	}
 	repo, err := s.findRepo(r.Context(), w, sess, key, req.RemoteURL)
 	if err != nil {
@@ -261,9 +261,9 @@ func (s *Server) postPullRequest(w http.ResponseWriter, r *http.Request) error {
 	var ae *gitops.APIError
 	switch {
 	case errors.As(err, &ae):
-		return &api.Error{Status: http.StatusUnprocessableEntity, Code: "github_refused", Message: "GitHub: " + ae.Message}
+		return &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "github_refused", Message: "GitHub: " + ae.Message}
 	case err != nil:
-		return &api.Error{Status: http.StatusBadGateway, Code: "upstream_error", Message: "GitHub could not be reached"}
+		return &httpapi.Error{Status: http.StatusBadGateway, Code: "upstream_error", Message: "GitHub could not be reached"}
 	}
 	if h, herr := s.d.Hubs.Hub(r.Context(), sess.ID); herr == nil {
 		h.RecordPullRequest(r.Context(), pr.URL)
@@ -271,7 +271,7 @@ func (s *Server) postPullRequest(w http.ResponseWriter, r *http.Request) error {
 		s.d.Log.Error("pull request opened but its URL was not recorded", "session_id", sess.ID, "url", pr.URL, "error", err)
 	}
 	s.d.Log.Info("pull request opened from a sandbox", "session_id", sess.ID, "repo", repo.Name, "url", pr.URL)
-	writeJSON(w, http.StatusCreated, PullRequestCreated{URL: pr.URL, Number: pr.Number, Repo: repo.Name, Head: req.Head, Base: base})
+	httpapi.WriteJSON(w, http.StatusCreated, PullRequestCreated{URL: pr.URL, Number: pr.Number, Repo: repo.Name, Head: req.Head, Base: base})
 	return nil
 }
 

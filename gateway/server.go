@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
@@ -246,30 +244,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// writeJSON writes v with status.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-// writeError writes the API's error shape; unknown errors are a 500 that
-// reveals nothing (the cause is logged with the request id).
+// writeError writes the error shape (httpapi.WriteError); unknown errors are
+// a 500 that reveals nothing (the cause is logged with the request id).
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	var e *api.Error
-	if !errors.As(err, &e) {
-		e = &api.Error{Status: http.StatusInternalServerError, Code: api.CodeInternal, Message: "internal error"}
+	if e := httpapi.WriteError(w, requestID(r), err); e.Status >= 500 {
+		s.d.Log.Error("gateway error", "request_id", requestID(r), "route", r.Pattern, "error", err)
 	}
-	id, _ := r.Context().Value(requestIDKey).(string)
-	if e.Status >= 500 {
-		s.d.Log.Error("gateway error", "request_id", id, "route", r.Pattern, "error", err)
-	}
-	var body api.ErrorBody
-	body.Error.Code, body.Error.Message, body.Error.Details, body.Error.RequestID = e.Code, e.Message, e.Details, id
-	if e.Status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="proliferate"`)
-	}
-	writeJSON(w, e.Status, body)
 }
 
 // handlerFunc is a route handler returning an error to write.
@@ -302,10 +282,10 @@ func (s *Server) routes() {
 	s.actionRoutes()
 	s.buildRoutes()
 	s.handle("GET /healthz", func(w http.ResponseWriter, _ *http.Request) error {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return nil
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, api.NotFound("route"))
+		s.writeError(w, r, httpapi.NotFound("route"))
 	})
 }

@@ -12,9 +12,9 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/agent/capabilities"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
@@ -98,10 +98,10 @@ type termControl struct {
 
 func (s *Server) serveTerminal(w http.ResponseWriter, r *http.Request) error {
 	if !s.wsOriginAllowed(r) {
-		return api.Forbidden("origin not allowed")
+		return httpapi.Forbidden("origin not allowed")
 	}
 	if !websocket.IsWebSocketUpgrade(r) {
-		return api.BadRequest("the terminal is a WebSocket: send an upgrade request")
+		return httpapi.BadRequest("the terminal is a WebSocket: send an upgrade request")
 	}
 	cols, rows, err := termSize(r)
 	if err != nil {

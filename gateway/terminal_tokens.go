@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -139,7 +139,7 @@ func (s *Server) actionPrincipal(r *http.Request) (*auth.Principal, error) {
 	p, err := s.verifyTerminalToken(r.Context(), tok)
 	if err != nil {
 		if errors.Is(err, auth.ErrUnauthenticated) {
-			return nil, api.Unauthenticated()
+			return nil, httpapi.Unauthenticated()
 		}
 		return nil, err
 	}

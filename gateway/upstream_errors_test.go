@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -29,7 +29,7 @@ import (
 // error shape with a request id, and no 500.
 func expectUpstream(t *testing.T, what string, st int, body []byte, status int, code string) {
 	t.Helper()
-	var eb api.ErrorBody
+	var eb httpapi.ErrorBody
 	if err := json.Unmarshal(body, &eb); err != nil || st != status || eb.Error.Code != code || eb.Error.Message == "" || eb.Error.RequestID == "" {
 		t.Fatalf("%s: %d %s, want %d %s in the error shape", what, st, body, status, code)
 	}
@@ -156,7 +156,7 @@ func TestActionsGuideWithoutUsableCredentials(t *testing.T) {
 	}
 	nango.Fail(http.StatusServiceUnavailable)
 	st, body := call(t, "GET", actionsURL(g, sid, "guide/linear"), sbx, nil, nil)
-	expectUpstream(t, "guide without credentials", st, body, http.StatusBadGateway, api.CodeUnavailable)
+	expectUpstream(t, "guide without credentials", st, body, http.StatusBadGateway, httpapi.CodeUnavailable)
 	if !strings.Contains(string(body), "linear") || strings.Contains(string(body), "lin_tok") {
 		t.Fatalf("guide error should name the provider and no token: %s", body)
 	}

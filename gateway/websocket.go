@@ -14,10 +14,10 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // WebSocket limits of the session stream.
@@ -47,12 +47,12 @@ func (s *Server) upgrader() *websocket.Upgrader {
 		HandshakeTimeout: 10 * time.Second,
 		CheckOrigin:      s.wsOriginAllowed,
 		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
-			e := &api.Error{Status: status, Code: api.CodeBadRequest, Message: reason.Error()}
+			e := &httpapi.Error{Status: status, Code: httpapi.CodeBadRequest, Message: reason.Error()}
 			if status == http.StatusForbidden {
-				e.Code = api.CodeForbidden
+				e.Code = httpapi.CodeForbidden
 			}
 			if status >= 500 {
-				e = &api.Error{Status: status, Code: api.CodeInternal, Message: "internal error"}
+				e = &httpapi.Error{Status: status, Code: httpapi.CodeInternal, Message: "internal error"}
 			}
 			s.writeError(w, r, e)
 		},
@@ -88,14 +88,14 @@ func (h hijackable) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // until it closes.
 func (s *Server) serveWS(w http.ResponseWriter, r *http.Request) error {
 	if !s.wsOriginAllowed(r) {
-		return api.Forbidden("origin not allowed")
+		return httpapi.Forbidden("origin not allowed")
 	}
 	p, err := s.principal(r, true)
 	if err != nil {
 		return err
 	}
 	if p.Kind == auth.KindSandbox {
-		return api.Forbidden("sandbox credentials cannot open session streams")
+		return httpapi.Forbidden("sandbox credentials cannot open session streams")
 	}
 	sess, err := s.session(r, p, r.PathValue("id"))
 	if err != nil {

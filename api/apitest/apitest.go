@@ -100,6 +100,10 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: mem}
 }
 
+// Modules lists the modules New registers, for callers that need not name
+// api.Server (the gateway's tests).
+func Modules(register ...func(*api.Server) error) []func(*api.Server) error { return register }
+
 // LogBuffer is the concurrency-safe log sink of testenv.
 type LogBuffer = testenv.LogBuffer
 

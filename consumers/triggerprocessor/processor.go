@@ -65,6 +65,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,9 +79,11 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/triggers/llmgate"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -309,11 +312,6 @@ func (c candidate) source(webhookEventID string) runs.Source {
 // parseable are the providers whose payloads the processor parses.
 var parseable = map[string]bool{providers.GitHub: true, providers.Linear: true, providers.Sentry: true, providers.PostHog: true, providers.Custom: true}
 
-const selectTriggers = `SELECT t.id::text, t.org_id::text, t.automation_id::text, COALESCE(t.integration_id::text, ''), t.provider,
-		t.config, t.enabled, a.enabled, COALESCE(a.llm_filter_prompt, ''), COALESCE(a.llm_analysis_prompt, '')
-	FROM triggers t JOIN automations a ON a.id = t.automation_id
-	WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1, '')::uuid, t.org_id) AND `
-
 // candidates finds the triggers a webhook concerns, and the provider its
 // payload is parsed as.
 func (p *processor) candidates(ctx context.Context, orgID string, wr *schemas.WebhookReceived, w providers.Webhook) ([]candidate, string, error) {
@@ -331,9 +329,10 @@ func (p *processor) candidates(ctx context.Context, orgID string, wr *schemas.We
 			if uuid.Validate(id) != nil {
 				return nil, "", nil
 			}
-			cands, err = p.query(ctx, selectTriggers+`t.id = $2::uuid`, orgID, id)
+			cands, err = candidatesOf(p.q().WebhookCandidatesByID(ctx, triggersdb.WebhookCandidatesByIDParams{OrgID: orgID, ID: id}))
 		} else {
-			cands, err = p.query(ctx, selectTriggers+`t.webhook_path = $2`, orgID, deref(wr.WebhookPath))
+			cands, err = candidatesOf(p.q().WebhookCandidatesByPath(ctx, triggersdb.WebhookCandidatesByPathParams{OrgID: orgID,
+				WebhookPath: deref(wr.WebhookPath)}))
 		}
 		if err != nil || len(cands) == 0 {
 			return nil, "", err
@@ -349,41 +348,56 @@ func (p *processor) candidates(ctx context.Context, orgID string, wr *schemas.We
 		if uuid.Validate(id) != nil || route.Provider == "" {
 			return nil, "", nil
 		}
-		cands, err := p.query(ctx, selectTriggers+`t.integration_id = $2::uuid AND t.provider = $3`, orgID, id, route.Provider)
+		cands, err := candidatesOf(p.q().WebhookCandidatesByIntegration(ctx, triggersdb.WebhookCandidatesByIntegrationParams{OrgID: orgID,
+			IntegrationID: id, Provider: route.Provider}))
 		return cands, w.Provider, err
 	case w.Provider == providers.Nango:
 		conn := first(deref(wr.ConnectionID), route.NangoConnectionID)
 		if conn == "" || route.Provider == "" {
 			return nil, "", nil
 		}
-		cands, err := p.query(ctx, selectTriggers+`t.provider = $4 AND t.integration_id IN (
-			SELECT id FROM integrations WHERE connection_id = $2 AND provider = 'nango' AND ($3 = '' OR provider_config_key = $3))`,
-			orgID, conn, route.NangoProviderConfigKey, route.Provider)
+		cands, err := candidatesOf(p.q().WebhookCandidatesByNangoConnection(ctx, triggersdb.WebhookCandidatesByNangoConnectionParams{
+			OrgID: orgID, ConnectionID: conn, ProviderConfigKey: route.NangoProviderConfigKey, Provider: route.Provider}))
 		return cands, w.Provider, err
 	case w.Provider == providers.GitHub && route.GitHubInstallationID != 0:
-		cands, err := p.query(ctx, selectTriggers+`t.provider = 'github' AND t.integration_id IN (
-			SELECT id FROM integrations WHERE github_installation_id = $2 AND status <> 'deleted')`, orgID, route.GitHubInstallationID)
+		cands, err := candidatesOf(p.q().WebhookCandidatesByGitHubInstallation(ctx, triggersdb.WebhookCandidatesByGitHubInstallationParams{
+			OrgID: orgID, InstallationID: route.GitHubInstallationID}))
 		return cands, w.Provider, err
 	case orgID != "" && parseable[w.Provider]:
 		// A direct webhook routed by its org: every webhook trigger of the
 		// provider in the org.
-		cands, err := p.query(ctx, selectTriggers+`t.provider = $2`, orgID, w.Provider)
+		cands, err := candidatesOf(p.q().WebhookCandidatesByProvider(ctx, triggersdb.WebhookCandidatesByProviderParams{OrgID: orgID,
+			Provider: w.Provider}))
 		return cands, w.Provider, err
 	}
 	return nil, "", nil
 }
 
-func (p *processor) query(ctx context.Context, sql string, args ...any) ([]candidate, error) {
-	rows, err := p.d.Pool.Query(ctx, sql+` ORDER BY t.created_at, t.id`, args...)
+func (p *processor) q() *triggersdb.Queries { return triggersdb.New(p.d.Pool) }
+
+// candidateRow is the row every WebhookCandidatesBy* query returns.
+type candidateRow interface {
+	triggersdb.WebhookCandidatesByIDRow | triggersdb.WebhookCandidatesByPathRow | triggersdb.WebhookCandidatesByIntegrationRow |
+		triggersdb.WebhookCandidatesByNangoConnectionRow | triggersdb.WebhookCandidatesByGitHubInstallationRow |
+		triggersdb.WebhookCandidatesByProviderRow
+}
+
+// candidatesOf converts the rows of a WebhookCandidatesBy* query.
+func candidatesOf[R candidateRow](rows []R, err error) ([]candidate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		err := row.Scan(&c.id, &c.orgID, &c.automationID, &c.integrationID, &c.provider, &c.config, &c.enabled, &c.automationEnabled,
-			&c.filterPrompt, &c.analysisPrompt)
-		return c, err
-	})
+	out := make([]candidate, len(rows))
+	for i, row := range rows {
+		r := triggersdb.WebhookCandidatesByIDRow(row)
+		c := candidate{id: r.ID, orgID: r.OrgID, automationID: r.AutomationID, integrationID: r.IntegrationID, provider: r.Provider,
+			enabled: r.Enabled, automationEnabled: r.AutomationEnabled, filterPrompt: r.LLMFilterPrompt, analysisPrompt: r.LLMAnalysisPrompt}
+		if err := json.Unmarshal(r.Config, &c.config); err != nil {
+			return nil, fmt.Errorf("config of trigger %s: %w", r.ID, err)
+		}
+		out[i] = c
+	}
+	return out, nil
 }
 
 // applyLifecycle moves the integrations a lifecycle webhook names to their
@@ -405,29 +419,20 @@ func (p *processor) applyLifecycle(ctx context.Context, log *slog.Logger, lc *pr
 		log.Info("installation status changed", "installation_id", lc.GitHubInstallationID, "status", lc.Status, "integrations", n)
 		return nil
 	}
-	rows, err := p.d.Pool.Query(ctx, `SELECT id::text, org_id::text FROM integrations
-		WHERE connection_id = $1 AND provider = 'nango' AND ($2 = '' OR provider_config_key = $2)`,
-		lc.NangoConnectionID, lc.NangoProviderConfigKey)
-	if err != nil {
-		return fmt.Errorf("find connection %s: %w", lc.NangoConnectionID, err)
-	}
-	type ref struct{ id, org string }
-	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
-		var x ref
-		return x, r.Scan(&x.id, &x.org)
-	})
+	refs, err := integrationsdb.New(p.d.Pool).NangoConnectionIntegrations(ctx, integrationsdb.NangoConnectionIntegrationsParams{
+		ConnectionID: lc.NangoConnectionID, ProviderConfigKey: lc.NangoProviderConfigKey})
 	if err != nil {
 		return fmt.Errorf("find connection %s: %w", lc.NangoConnectionID, err)
 	}
 	for _, r := range refs {
-		err := p.d.Integrations.SetStatus(ctx, r.org, r.id, to, lc.Reason)
+		err := p.d.Integrations.SetStatus(ctx, r.OrgID, r.ID, to, lc.Reason)
 		switch {
 		case errors.Is(err, integrations.ErrInvalidTransition), errors.Is(err, integrations.ErrNotFound):
-			log.Warn("connection status change refused", "integration_id", r.id, "org_id", r.org, "status", lc.Status, "error", err)
+			log.Warn("connection status change refused", "integration_id", r.ID, "org_id", r.OrgID, "status", lc.Status, "error", err)
 		case err != nil:
-			return fmt.Errorf("set integration %s %s: %w", r.id, lc.Status, err)
+			return fmt.Errorf("set integration %s %s: %w", r.ID, lc.Status, err)
 		default:
-			log.Info("connection status changed", "integration_id", r.id, "org_id", r.org, "status", lc.Status)
+			log.Info("connection status changed", "integration_id", r.ID, "org_id", r.OrgID, "status", lc.Status)
 		}
 	}
 	return nil

@@ -67,6 +67,7 @@ var owners = map[string]string{
 	"trigger_events":      "internal/triggers/store",
 	"automation_runs":     "internal/runs",
 	"repos":               "internal/repos",
+	"integrations":        "internal/integrations",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -77,6 +77,382 @@ func (q *Queries) TriggerEnabled(ctx context.Context, arg TriggerEnabledParams) 
 	return i, err
 }
 
+const webhookCandidatesByGitHubInstallation = `-- name: WebhookCandidatesByGitHubInstallation :many
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.provider = 'github' AND t.integration_id IN (
+        SELECT id FROM integrations WHERE github_installation_id = $2::bigint AND status <> 'deleted')
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByGitHubInstallationParams struct {
+	OrgID          string
+	InstallationID int64
+}
+
+type WebhookCandidatesByGitHubInstallationRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// WebhookCandidatesByGitHubInstallation is the GitHub webhook triggers on the integrations of an installation.
+func (q *Queries) WebhookCandidatesByGitHubInstallation(ctx context.Context, arg WebhookCandidatesByGitHubInstallationParams) ([]WebhookCandidatesByGitHubInstallationRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByGitHubInstallation, arg.OrgID, arg.InstallationID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByGitHubInstallationRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByGitHubInstallationRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookCandidatesByID = `-- name: WebhookCandidatesByID :many
+
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.id = $2::uuid
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByIDParams struct {
+	OrgID string
+	ID    string
+}
+
+type WebhookCandidatesByIDRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// The trigger processor's candidates: the webhook triggers a webhook
+// concerns, with their automation's switch and prompts, oldest first; an
+// empty org_id does not restrict the organization. One query per way a
+// webhook is routed, all with the same columns.
+// WebhookCandidatesByID is the webhook trigger with an id.
+func (q *Queries) WebhookCandidatesByID(ctx context.Context, arg WebhookCandidatesByIDParams) ([]WebhookCandidatesByIDRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByID, arg.OrgID, arg.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByIDRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByIDRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookCandidatesByIntegration = `-- name: WebhookCandidatesByIntegration :many
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.integration_id = $2::uuid AND t.provider = $3::text
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByIntegrationParams struct {
+	OrgID         string
+	IntegrationID string
+	Provider      string
+}
+
+type WebhookCandidatesByIntegrationRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// WebhookCandidatesByIntegration is the webhook triggers of an integration and provider.
+func (q *Queries) WebhookCandidatesByIntegration(ctx context.Context, arg WebhookCandidatesByIntegrationParams) ([]WebhookCandidatesByIntegrationRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByIntegration, arg.OrgID, arg.IntegrationID, arg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByIntegrationRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByIntegrationRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookCandidatesByNangoConnection = `-- name: WebhookCandidatesByNangoConnection :many
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.provider = $2::text AND t.integration_id IN (
+        SELECT id FROM integrations WHERE connection_id = $3::text AND provider = 'nango'
+            AND ($4::text = '' OR provider_config_key = $4::text))
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByNangoConnectionParams struct {
+	OrgID             string
+	Provider          string
+	ConnectionID      string
+	ProviderConfigKey string
+}
+
+type WebhookCandidatesByNangoConnectionRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// WebhookCandidatesByNangoConnection is the webhook triggers of a provider on the Nango connection (and provider config key, when given).
+func (q *Queries) WebhookCandidatesByNangoConnection(ctx context.Context, arg WebhookCandidatesByNangoConnectionParams) ([]WebhookCandidatesByNangoConnectionRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByNangoConnection,
+		arg.OrgID,
+		arg.Provider,
+		arg.ConnectionID,
+		arg.ProviderConfigKey,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByNangoConnectionRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByNangoConnectionRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookCandidatesByPath = `-- name: WebhookCandidatesByPath :many
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.webhook_path = $2::text
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByPathParams struct {
+	OrgID       string
+	WebhookPath string
+}
+
+type WebhookCandidatesByPathRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// WebhookCandidatesByPath is the custom webhook trigger of a path.
+func (q *Queries) WebhookCandidatesByPath(ctx context.Context, arg WebhookCandidatesByPathParams) ([]WebhookCandidatesByPathRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByPath, arg.OrgID, arg.WebhookPath)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByPathRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByPathRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const webhookCandidatesByProvider = `-- name: WebhookCandidatesByProvider :many
+SELECT t.id, t.org_id, t.automation_id, COALESCE(t.integration_id::text, '')::text AS integration_id, t.provider,
+    t.config, t.enabled, a.enabled AS automation_enabled,
+    COALESCE(a.llm_filter_prompt, '')::text AS llm_filter_prompt, COALESCE(a.llm_analysis_prompt, '')::text AS llm_analysis_prompt
+FROM triggers t JOIN automations a ON a.id = t.automation_id
+WHERE t.trigger_type = 'webhook' AND t.org_id = COALESCE(NULLIF($1::text, '')::uuid, t.org_id)
+    AND t.provider = $2::text
+ORDER BY t.created_at, t.id
+`
+
+type WebhookCandidatesByProviderParams struct {
+	OrgID    string
+	Provider string
+}
+
+type WebhookCandidatesByProviderRow struct {
+	ID                string
+	OrgID             string
+	AutomationID      string
+	IntegrationID     string
+	Provider          string
+	Config            []byte
+	Enabled           bool
+	AutomationEnabled bool
+	LLMFilterPrompt   string
+	LLMAnalysisPrompt string
+}
+
+// WebhookCandidatesByProvider is every webhook trigger of a provider (in the organization).
+func (q *Queries) WebhookCandidatesByProvider(ctx context.Context, arg WebhookCandidatesByProviderParams) ([]WebhookCandidatesByProviderRow, error) {
+	rows, err := q.db.Query(ctx, webhookCandidatesByProvider, arg.OrgID, arg.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []WebhookCandidatesByProviderRow{}
+	for rows.Next() {
+		var i WebhookCandidatesByProviderRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.OrgID,
+			&i.AutomationID,
+			&i.IntegrationID,
+			&i.Provider,
+			&i.Config,
+			&i.Enabled,
+			&i.AutomationEnabled,
+			&i.LLMFilterPrompt,
+			&i.LLMAnalysisPrompt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const webhookTrigger = `-- name: WebhookTrigger :one
 
 SELECT id, org_id, provider, trigger_type, integration_id, webhook_secret_sealed::text AS webhook_secret_sealed

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/client/runsessions"
 	"github.com/proliferate/proliferate/internal/actions/catalog"
 	"github.com/proliferate/proliferate/internal/actions/providers"
 	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
@@ -48,7 +49,7 @@ func queuedRun(t *testing.T, w *world, orgID, auto string) string {
 }
 
 // A run's session gets its automation's connections as its bindings when
-// the run pipeline creates it through the gateway (client.RunSessions, a
+// the run pipeline creates it through the gateway (runsessions.Sessions, a
 // service token), in the session's creating transaction and once however
 // often the creation is retried: an automation scoped to Linear offers and
 // runs Linear actions only, and the sandbox's Sentry call is the unknown
@@ -102,7 +103,7 @@ func TestRunSessionsActWithTheirAutomationsConnections(t *testing.T) {
 	}
 	unscoped := runstest.Automation(t, pool, owner.OrgID)
 
-	rs := client.NewRunSessions(client.New(g.url, w.serviceToken(t)))
+	rs := runsessions.New(client.New(g.url, w.serviceToken(t)))
 	runSession := func(auto string) string {
 		runID := queuedRun(t, w, owner.OrgID, auto)
 		req := runs.SessionRequest{IdempotencyKey: "run:" + runID + ":session", OrgID: owner.OrgID, RunID: runID, AutomationID: auto}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/client/runsessions"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -238,7 +239,7 @@ func TestRunSessions(t *testing.T) {
 		mints.Add(1)
 		return identity.IssueServiceToken(w.api.Deps.Cfg.ServiceToken, "worker", ttl)
 	})
-	rs := client.NewRunSessions(c)
+	rs := runsessions.New(c)
 	ctx := context.Background()
 	req := runs.SessionRequest{IdempotencyKey: "run:" + runID + ":session", OrgID: owner.OrgID, RunID: runID,
 		AutomationID: autoID, Title: "Fix bug"}

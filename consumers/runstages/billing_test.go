@@ -11,13 +11,14 @@ import (
 
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/client/runsessions"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // gateway402 answers session creation like a gateway whose billing gate
 // refuses (the API's error shape), counting requests.
-func gateway402(t *testing.T, code, action string, n *atomic.Int32) *client.RunSessions {
+func gateway402(t *testing.T, code, action string, n *atomic.Int32) *runsessions.Sessions {
 	t.Helper()
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
@@ -27,7 +28,7 @@ func gateway402(t *testing.T, code, action string, n *atomic.Int32) *client.RunS
 			`"},"request_id":"req-1"}}`))
 	}))
 	t.Cleanup(hs.Close)
-	return client.NewRunSessions(client.New(hs.URL, "svc"))
+	return runsessions.New(client.New(hs.URL, "svc"))
 }
 
 // A session the billing gate refuses fails the run once, with a clear

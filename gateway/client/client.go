@@ -4,8 +4,8 @@
 // (exponential backoff: 1 s base, ×2, at most 30 s, 10 attempts in a row by
 // default; a successful connection resets the count).
 //
-// RunSessions implements runs.Sessions over it, so the run pipeline starts
-// real agent sessions through the gateway with a service token.
+// gateway/client/runsessions implements the run pipeline's sessions
+// (runs.Sessions) over it.
 package client
 
 import (
@@ -22,6 +22,10 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/protocol"
 )
+
+// OrgHeader scopes a service credential's session lookups to an
+// organization (gateway.OrgHeader).
+const OrgHeader = "X-Proliferate-Org-Id"
 
 // Client talks to one gateway with one bearer credential.
 type Client struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/client/runsessions"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -28,7 +29,7 @@ func (a *App) Sessions() runs.Sessions {
 			a.sessions = runs.NewRecordingSessions(a.Log.With("component", "sessions"))
 			return
 		}
-		a.sessions = client.NewRunSessions(a.gatewayClient("run-executor"))
+		a.sessions = runsessions.New(a.gatewayClient("run-executor"))
 	})
 	return a.sessions
 }

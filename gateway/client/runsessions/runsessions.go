@@ -1,4 +1,7 @@
-package client
+// Package runsessions implements the run pipeline's sessions (runs.Sessions)
+// over the gateway client, so the client itself does not depend on the run
+// pipeline.
+package runsessions
 
 import (
 	"context"
@@ -6,31 +9,28 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/runs"
 )
 
-// OrgHeader scopes a service credential's session lookups to an
-// organization (gateway.OrgHeader).
-const OrgHeader = "X-Proliferate-Org-Id"
-
-// RunSessions implements runs.Sessions over the gateway with a service
+// Sessions implements runs.Sessions over the gateway with a service
 // token: a run's session is an automation session (client type automation,
 // sandbox started immediately) created with the run's idempotency key, its
 // prompt is sent once per key, and its state is the gateway's status.
-type RunSessions struct {
-	C *Client
+type Sessions struct {
+	C *client.Client
 }
 
-var _ runs.Sessions = (*RunSessions)(nil)
+var _ runs.Sessions = (*Sessions)(nil)
 
-// NewRunSessions returns the run pipeline's sessions over c (c.Token must
-// be a service token).
-func NewRunSessions(c *Client) *RunSessions { return &RunSessions{C: c} }
+// New returns the run pipeline's sessions over c (c.Token must be a
+// service token).
+func New(c *client.Client) *Sessions { return &Sessions{C: c} }
 
 // rejected wraps permanent refusals so the run fails instead of retrying.
 func rejected(err error) error {
-	var e *Error
+	var e *client.Error
 	if errors.As(err, &e) && e.Permanent() {
 		return fmt.Errorf("%w: %w", runs.ErrSessionRejected, err)
 	}
@@ -38,10 +38,10 @@ func rejected(err error) error {
 }
 
 // scoped returns a client whose lookups are scoped to orgID.
-func (r *RunSessions) scoped(orgID string) *Client { return r.C.ForOrg(orgID) }
+func (r *Sessions) scoped(orgID string) *client.Client { return r.C.ForOrg(orgID) }
 
 // CreateSession implements runs.Sessions.
-func (r *RunSessions) CreateSession(ctx context.Context, req runs.SessionRequest) (string, error) {
+func (r *Sessions) CreateSession(ctx context.Context, req runs.SessionRequest) (string, error) {
 	run, auto := req.RunID, req.AutomationID
 	cr := protocol.CreateSessionRequest{
 		OrgID: req.OrgID, ConfigurationID: req.ConfigurationID, SessionType: "automation",
@@ -62,7 +62,7 @@ func (r *RunSessions) CreateSession(ctx context.Context, req runs.SessionRequest
 }
 
 // SendPrompt implements runs.Sessions.
-func (r *RunSessions) SendPrompt(ctx context.Context, orgID, sessionID, prompt, idempotencyKey string) error {
+func (r *Sessions) SendPrompt(ctx context.Context, orgID, sessionID, prompt, idempotencyKey string) error {
 	if _, err := r.scoped(orgID).PostMessage(ctx, sessionID, prompt, idempotencyKey); err != nil {
 		return rejected(fmt.Errorf("prompt session %s: %w", sessionID, err))
 	}
@@ -71,9 +71,9 @@ func (r *RunSessions) SendPrompt(ctx context.Context, orgID, sessionID, prompt, 
 
 // SessionState implements runs.Sessions; a missing session is reported as
 // gone, not as an error.
-func (r *RunSessions) SessionState(ctx context.Context, orgID, sessionID string) (runs.SessionState, error) {
+func (r *Sessions) SessionState(ctx context.Context, orgID, sessionID string) (runs.SessionState, error) {
 	st, err := r.scoped(orgID).Status(ctx, sessionID)
-	var e *Error
+	var e *client.Error
 	if errors.As(err, &e) && e.Status == http.StatusNotFound {
 		return runs.SessionState{}, nil
 	}

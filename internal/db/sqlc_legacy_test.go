@@ -83,6 +83,5 @@ var legacySQL = map[string][]string{
 	"internal/triggers/store/schedules.go":       {"schedules", "triggers"},
 	"internal/triggers/store/store.go":           {"audit_log"},
 	"internal/triggers/store/triggers.go":        {"integrations", "schedules", "trigger_events", "triggers"},
-	"producers/meter/meter.go":                   {"billing_meter_closures"},
 	"producers/outbox/relay.go":                  {"outbox", "outbox_dead_letters"},
 }

@@ -380,18 +380,13 @@ type closure struct {
 // closures bills every closed interval in the transaction that deletes it.
 func (m *Meter) closures(ctx context.Context, res *Result) error {
 	for {
-		rows, err := m.d.Pool.Query(ctx, `SELECT session_id::text, org_id::text, from_at, to_at FROM billing_meter_closures
-			ORDER BY created_at, session_id, from_at LIMIT $1`, m.d.Batch)
+		rows, err := sessionsdb.New(m.d.Pool).MeterClosures(ctx, int32(m.d.Batch))
 		if err != nil {
 			return fmt.Errorf("meter: list closures: %w", err)
 		}
-		cs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (closure, error) {
-			var c closure
-			err := r.Scan(&c.sessionID, &c.orgID, &c.from, &c.to)
-			return c, err
-		})
-		if err != nil {
-			return fmt.Errorf("meter: list closures: %w", err)
+		cs := make([]closure, len(rows))
+		for i, r := range rows {
+			cs[i] = closure{sessionID: r.SessionID, orgID: r.OrgID, from: r.FromAt, to: r.ToAt}
 		}
 		done := 0
 		for _, c := range cs {
@@ -421,9 +416,7 @@ func (m *Meter) closures(ctx context.Context, res *Result) error {
 func (m *Meter) closure(ctx context.Context, c closure) (interval, error) {
 	var iv interval
 	err := pgx.BeginFunc(ctx, m.d.Pool, func(tx pgx.Tx) error {
-		var to time.Time
-		err := tx.QueryRow(ctx, `DELETE FROM billing_meter_closures WHERE session_id = $1 AND from_at = $2 RETURNING to_at`,
-			c.sessionID, c.from).Scan(&to)
+		to, err := sessionsdb.New(tx).TakeMeterClosure(ctx, sessionsdb.TakeMeterClosureParams{SessionID: c.sessionID, FromAt: c.from})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // another meter billed it
 		}

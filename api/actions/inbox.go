@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/httpapi"
@@ -23,35 +21,9 @@ type Inbox interface {
 	ListOrg(ctx context.Context, orgID, status, cursor string, limit int) (items []invocations.Invocation, next string, err error)
 }
 
-// titled scans invocations.Cols and then the session title.
-type titled struct {
-	row   pgx.Row
-	title **string
-}
-
-func (t titled) Scan(dest ...any) error { return t.row.Scan(append(dest, t.title)...) }
-
-func scanTitled(row pgx.Row) (invocations.Invocation, error) {
-	var title *string
-	inv, err := invocations.Scan(titled{row: row, title: &title})
-	if title != nil {
-		inv.SessionTitle = *title
-	}
-	return inv, err
-}
-
 // getInvocation returns one invocation of org with its session title.
 func (h *handlers) getInvocation(ctx context.Context, orgID, id string) (invocations.Invocation, error) {
-	inv, err := scanTitled(h.pool.QueryRow(ctx, `SELECT `+invocations.Cols+`,
-			(SELECT s.title FROM sessions s WHERE s.id = action_invocations.session_id AND s.org_id = action_invocations.org_id)
-		FROM action_invocations WHERE id = $1 AND org_id = $2`, id, orgID))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return inv, invocations.ErrNotFound
-	}
-	if err != nil {
-		return inv, fmt.Errorf("get invocation: %w", err)
-	}
-	return inv, nil
+	return invocations.GetOrg(ctx, h.pool, orgID, id)
 }
 
 func (h *handlers) list(c *api.Ctx) error {

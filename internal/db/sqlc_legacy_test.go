@@ -6,7 +6,6 @@ package db
 // longer hold.
 var legacySQL = map[string][]string{
 	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
-	"api/actions/inbox.go":                       {"action_invocations", "sessions"},
 	"api/authz.go":                               {"members", "users"},
 	"api/billing/billing.go":                     {"billing_events", "billing_reconciliations", "session_billing", "sessions"},
 	"api/identity/apikeys.go":                    {"api_keys", "audit_log", "members", "users"},

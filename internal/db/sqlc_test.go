@@ -69,6 +69,7 @@ var owners = map[string]string{
 	"repos":                  "internal/repos",
 	"integrations":           "internal/integrations",
 	"billing_meter_closures": "internal/sessions",
+	"action_invocations":     "internal/actions/invocations",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

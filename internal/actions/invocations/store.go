@@ -186,6 +186,27 @@ func (s *Svc) ListOrg(ctx context.Context, orgID, status, cursor string, limit i
 	return items, next, nil
 }
 
+// GetOrg returns one invocation of the organization with its session's
+// title (ErrNotFound when it is not the organization's).
+func GetOrg(ctx context.Context, q interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}, orgID, id string) (Invocation, error) {
+	var title *string
+	inv, err := Scan(trailing{row: q.QueryRow(ctx, `SELECT `+Cols+`,
+			(SELECT s.title FROM sessions s WHERE s.id = action_invocations.session_id AND s.org_id = action_invocations.org_id)
+		FROM action_invocations WHERE id = $1 AND org_id = $2`, id, orgID), extra: []any{&title}})
+	if title != nil {
+		inv.SessionTitle = *title
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return inv, ErrNotFound
+	}
+	if err != nil {
+		return inv, fmt.Errorf("get invocation: %w", err)
+	}
+	return inv, nil
+}
+
 // trailing scans Cols and then extra columns (ListOrg's session title).
 type trailing struct {
 	row   pgx.Row

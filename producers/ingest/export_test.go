@@ -3,6 +3,8 @@ package ingest
 import (
 	"io"
 	"net/http"
+
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // AddBaselineRoute registers a no-op webhook route on the server's own mux
@@ -15,6 +17,6 @@ func (s *Server) AddBaselineRoute(pattern string) {
 			writeError(w, errBadBody("could not read the request body"))
 			return
 		}
-		writeJSON(w, http.StatusOK, acceptedBody{Status: "accepted", EventID: "00000000-0000-7000-8000-000000000000"})
+		httpapi.WriteJSON(w, http.StatusOK, acceptedBody{Status: "accepted", EventID: "00000000-0000-7000-8000-000000000000"})
 	}))
 }

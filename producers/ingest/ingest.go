@@ -127,7 +127,6 @@
 package ingest
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -139,6 +138,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/config"
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -220,12 +220,18 @@ func New(d Deps) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler serving every ingest route.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the HTTP handler serving every ingest route. No answer
+// may be cached.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.webhook("/webhooks/github", "github", s.github)
 	s.webhook("/webhooks/nango", "nango", s.nango)
@@ -243,57 +249,33 @@ func (s *Server) webhook(pattern, name string, fn verifyFunc) {
 	s.mux.Handle("POST "+pattern, s.stack(name, fn))
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", http.MethodPost)
-		writeError(w, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "use POST"})
+		writeError(w, &httpapi.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: "use POST"})
 	})
 }
 
-// httpError is a rejection: status, stable code, message for people.
-type httpError struct {
-	status  int
-	code    string
-	message string
+func errNotFound(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusNotFound, Code: httpapi.CodeNotFound, Message: msg}
 }
 
-func (e *httpError) Error() string { return e.code + ": " + e.message }
-
-func errNotFound(msg string) *httpError {
-	return &httpError{http.StatusNotFound, "not_found", msg}
+func errSignature(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusUnauthorized, Code: "invalid_signature", Message: msg}
 }
 
-func errSignature(msg string) *httpError {
-	return &httpError{http.StatusUnauthorized, "invalid_signature", msg}
+func errBadBody(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusBadRequest, Code: httpapi.CodeBadRequest, Message: msg}
 }
 
-func errBadBody(msg string) *httpError {
-	return &httpError{http.StatusBadRequest, "bad_request", msg}
+func errUnavailable(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: httpapi.CodeUnavailable, Message: msg}
 }
 
-func errUnavailable(msg string) *httpError {
-	return &httpError{http.StatusServiceUnavailable, "unavailable", msg}
-}
+var errInternal = httpapi.Internal()
 
-var errInternal = &httpError{http.StatusInternalServerError, "internal", "internal error"}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_, _ = w.Write(append(b, '\n'))
-}
-
-type errorBody struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func writeError(w http.ResponseWriter, e *httpError) {
-	var b errorBody
-	b.Error.Code, b.Error.Message = e.code, e.message
-	if e.status == http.StatusServiceUnavailable {
+// writeError answers e in the one error shape, without a request id (ingest
+// has none); a 503 says when to retry.
+func writeError(w http.ResponseWriter, e *httpapi.Error) {
+	if e.Status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", RetryAfterSeconds)
 	}
-	writeJSON(w, e.status, b)
+	httpapi.WriteJSON(w, e.Status, httpapi.NewErrorBody(e, ""))
 }

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // bodyKind is what a request's Content-Type says its body is.
@@ -26,7 +28,7 @@ const mediaForm = "application/x-www-form-urlencoded"
 
 // classify reads the request's Content-Type. Other media types, malformed
 // values and charsets other than UTF-8 (JSON is UTF-8) are 415.
-func classify(contentType string) (bodyKind, *httpError) {
+func classify(contentType string) (bodyKind, *httpapi.Error) {
 	if strings.TrimSpace(contentType) == "" {
 		return bodyJSON, nil
 	}
@@ -51,14 +53,14 @@ func classify(contentType string) (bodyKind, *httpError) {
 // them.
 var errFormNotHere = errMediaType("Content-Type " + mediaForm + " is accepted from GitHub only: send application/json")
 
-func errMediaType(msg string) *httpError {
-	return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type", msg}
+func errMediaType(msg string) *httpapi.Error {
+	return &httpapi.Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Message: msg}
 }
 
 // formPayload returns the JSON of a GitHub form delivery's payload field
 // (the body is payload=<URL-encoded JSON>). Its signature is over the raw
 // form, so it is called after verification.
-func formPayload(body []byte) ([]byte, *httpError) {
+func formPayload(body []byte) ([]byte, *httpapi.Error) {
 	vals, err := url.ParseQuery(string(body))
 	if err != nil {
 		return nil, errBadBody("form body could not be decoded")

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"regexp"
 
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -14,7 +15,7 @@ import (
 // without one is refused (422 no_installation) but for GitHub's ping
 // (answered "pong") and the App-level events that never carry one
 // (answered "ignored"); neither is produced.
-func (s *Server) github(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpError) {
+func (s *Server) github(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpapi.Error) {
 	secret := s.d.Cfg.GitHubWebhookSecret
 	if secret == "" {
 		return nil, errNotFound("GitHub webhooks are not configured")
@@ -51,9 +52,8 @@ func (s *Server) github(r *http.Request, body []byte, kind bodyKind) (*inbound, 
 			return in, nil
 		}
 		s.d.Log.Warn("ingest: GitHub webhook without an installation refused", "event", event, "delivery_id", deref(in.deliveryID))
-		return nil, &httpError{http.StatusUnprocessableEntity, "no_installation",
-			"the " + event + " delivery has no installation.id: /webhooks/github receives GitHub App webhooks; " +
-				"a repository or organization webhook belongs on its trigger's own URL (/webhooks/t/{path})"}
+		return nil, &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "no_installation", Message: "the " + event + " delivery has no installation.id: /webhooks/github receives GitHub App webhooks; " +
+			"a repository or organization webhook belongs on its trigger's own URL (/webhooks/t/{path})"}
 	}
 	return in, nil
 }
@@ -88,7 +88,7 @@ func deref(s *string) string {
 // (they have providerConfigKey) the routing id is connectionId and the event
 // type the envelope's type (forward, auth, sync, …); unwrapped payloads get
 // neither.
-func (s *Server) nango(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpError) {
+func (s *Server) nango(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpapi.Error) {
 	secret := s.d.Cfg.NangoSecretKey
 	if secret == "" {
 		return nil, errNotFound("Nango webhooks are not configured")
@@ -132,7 +132,7 @@ var directProviders = map[string]bool{"linear": true, "sentry": true, "posthog":
 // direct handles /webhooks/direct/{provider}[/{path}]: the trigger is named by
 // its webhook path (path segment, or ?trigger=) and must be a webhook trigger
 // of that provider.
-func (s *Server) direct(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpError) {
+func (s *Server) direct(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpapi.Error) {
 	provider := r.PathValue("provider")
 	if !directProviders[provider] {
 		return nil, errNotFound("unknown webhook provider")
@@ -146,7 +146,7 @@ func (s *Server) direct(r *http.Request, body []byte, kind bodyKind) (*inbound, 
 
 // trigger handles /webhooks/t/{path}, verified by the scheme of the
 // trigger's provider.
-func (s *Server) trigger(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpError) {
+func (s *Server) trigger(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpapi.Error) {
 	return s.forTrigger(r, body, kind, r.PathValue("path"), "", schemas.WebhookRouteTrigger)
 }
 
@@ -156,7 +156,7 @@ var webhookPathRE = regexp.MustCompile(`^t_[A-Za-z0-9]{16,64}$`)
 // is not a webhook trigger of wantProvider), refuses form bodies unless it
 // is a GitHub trigger (415), verifies the signature with its secret (401),
 // then checks the body is JSON (400).
-func (s *Server) forTrigger(r *http.Request, body []byte, kind bodyKind, path, wantProvider, route string) (*inbound, *httpError) {
+func (s *Server) forTrigger(r *http.Request, body []byte, kind bodyKind, path, wantProvider, route string) (*inbound, *httpapi.Error) {
 	if !webhookPathRE.MatchString(path) {
 		return nil, errNotFound("webhook not found")
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -45,7 +46,7 @@ type inbound struct {
 // setBody sets the body to produce from a verified request body: itself,
 // or for a form delivery the JSON of its payload field (400 when there is
 // none).
-func (in *inbound) setBody(body []byte, kind bodyKind) *httpError {
+func (in *inbound) setBody(body []byte, kind bodyKind) *httpapi.Error {
 	if kind != bodyForm {
 		in.body = body
 		return nil
@@ -61,7 +62,7 @@ func (in *inbound) setBody(body []byte, kind bodyKind) *httpError {
 // verifyFunc resolves the routing identity of a request, verifies its
 // signature and checks its body (kind says how it is encoded). It reads,
 // never writes.
-type verifyFunc func(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpError)
+type verifyFunc func(r *http.Request, body []byte, kind bodyKind) (*inbound, *httpapi.Error)
 
 type acceptedBody struct {
 	Status  string `json:"status"`
@@ -108,7 +109,7 @@ func (s *Server) stack(name string, fn verifyFunc) http.Handler {
 		if in.reply != nil {
 			s.d.Log.Info("ingest: webhook answered, not recorded", "route", name, "provider", in.provider,
 				"event", deref(in.eventType), "status", in.reply.Status)
-			writeJSON(w, http.StatusOK, in.reply)
+			httpapi.WriteJSON(w, http.StatusOK, in.reply)
 			return
 		}
 		if len(in.routingID) > 255 {
@@ -155,8 +156,7 @@ func (s *Server) stack(name string, fn verifyFunc) http.Handler {
 			// broker, which a retry would not change.
 			s.d.Log.Error("ingest: webhook record over the topic's limit", "route", name, "provider", in.provider,
 				"event_id", ev.EventID, "err", err)
-			s.reject(w, r, name, &httpError{http.StatusRequestEntityTooLarge, "record_too_large",
-				"the webhook with its headers is too large to record"})
+			s.reject(w, r, name, &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "record_too_large", Message: "the webhook with its headers is too large to record"})
 			return
 		}
 		// The produce outlives a client hang-up: once sent, a record is
@@ -172,11 +172,11 @@ func (s *Server) stack(name string, fn verifyFunc) http.Handler {
 		}
 		s.d.Log.Debug("ingest: webhook accepted", "route", name, "provider", in.provider,
 			"routing_id", in.routingID, "event_id", ev.EventID, "bytes", len(in.body), "by_ref", p.BodyRef != nil)
-		writeJSON(w, http.StatusOK, acceptedBody{Status: "accepted", EventID: ev.EventID})
+		httpapi.WriteJSON(w, http.StatusOK, acceptedBody{Status: "accepted", EventID: ev.EventID})
 	})
 }
 
-var errTooLarge = &httpError{http.StatusRequestEntityTooLarge, "body_too_large", "body exceeds the size limit"}
+var errTooLarge = &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Code: "body_too_large", Message: "body exceeds the size limit"}
 
 // BodyKey is the blob store key of the body of the webhook event eventID
 // received at t: webhooks/{yyyy}/{mm}/{dd}/{event id} (UTC), so that blobs
@@ -187,7 +187,7 @@ func BodyKey(t time.Time, eventID string) string {
 
 // offload puts the body in the blob store and replaces it in p by a
 // reference with its SHA-256 and size. A store that cannot take it is 503.
-func (s *Server) offload(ctx context.Context, route string, ev *schemas.Event, p *schemas.WebhookReceived) *httpError {
+func (s *Server) offload(ctx context.Context, route string, ev *schemas.Event, p *schemas.WebhookReceived) *httpapi.Error {
 	sum := sha256.Sum256(p.Body)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.d.BlobTimeout)
 	defer cancel()
@@ -226,12 +226,12 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error)
 	return io.ReadAll(body)
 }
 
-func (s *Server) reject(w http.ResponseWriter, r *http.Request, route string, e *httpError) {
+func (s *Server) reject(w http.ResponseWriter, r *http.Request, route string, e *httpapi.Error) {
 	lvl := s.d.Log.Info
-	if e.status >= 500 {
+	if e.Status >= 500 {
 		lvl = s.d.Log.Warn
 	}
-	lvl("ingest: webhook rejected", "route", route, "path", r.URL.Path, "status", e.status, "code", e.code)
+	lvl("ingest: webhook rejected", "route", route, "path", r.URL.Path, "status", e.Status, "code", e.Code)
 	writeError(w, e)
 }
 

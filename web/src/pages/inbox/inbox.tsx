@@ -38,14 +38,14 @@ type FeedRun = RunSummary & { session: SessionInfo | null }
 
 const origins = ['', 'custom', 'github', 'linear', 'sentry', 'posthog', 'scheduled', 'manual']
 
-// The inbox polls while open: approvals expire and runs end on their own.
+// The inbox polls while open: approvals arrive, expire and runs end on their own.
 const POLL_MS = 5000
 
 function usePoll(reload: () => void) {
   useEffect(() => {
-    const t = setInterval(() => {
-      if (document.visibilityState === 'visible') reload()
-    }, POLL_MS)
+    // Every 5 s, also in a background tab: a request waiting in a hidden
+    // tab must still show up (and its title could tell the person).
+    const t = setInterval(reload, POLL_MS)
     return () => clearInterval(t)
   }, [reload])
 }

@@ -78,7 +78,8 @@ function Shell() {
   useEffect(() => setMenuOpen(false), [path])
 
   if (path === '/onboarding') return <Frame>{<Onboarding />}</Frame>
-  if (path === '/invite') return <Frame>{<Invite />}</Frame>
+  // /invitations/accept is the path of the emailed link.
+  if (path === '/invite' || path === '/invitations/accept') return <Frame>{<Invite />}</Frame>
   if (path === '/') {
     queueMicrotask(() => navigate(s.me.active_org_id ? '/sessions' : '/onboarding', { replace: true }))
     return null

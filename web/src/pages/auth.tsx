@@ -41,7 +41,7 @@ export function Login() {
         </button>
       </form>
       <p class="muted">
-        New here? <Link href="/signup">Create an account</Link> · <Link href="/reset-password">Forgot your password?</Link>
+        New here? <Link href={'/signup' + location.search}>Create an account</Link> · <Link href="/reset-password">Forgot your password?</Link>
       </p>
     </AuthCard>
   )

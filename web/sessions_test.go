@@ -9,11 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/proliferate/proliferate/internal/app/apptest"
+	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 )
 
@@ -249,4 +252,86 @@ func TestSessionsListPagingFiltersAndPeek(t *testing.T) {
 		chromedp.Navigate(origin+"/sessions?origin=manual&mine=true"),
 		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[29]+`"]`)),
 	)
+}
+
+// The agent asks for an environment variable (request_env_variables): the
+// page shows the request in place, the person answers it there, and the
+// agent's next step sees the value (the timeline shows its check, never
+// the value). The conversation is then found by the sessions search.
+func TestSessionEnvRequestAnsweredInPageAndSearch(t *testing.T) {
+	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), "RUN_SESSIONS", "gateway")
+	var logs syncBuffer
+	platform := apptest.Start(t, cfg, &logs)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "env") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
+		return platform.App.APIAddr() != "" && platform.App.GatewayAddr() != ""
+	})
+	origin := "http://" + platform.App.APIAddr()
+	ctx := browser.New(t, browser.Options{})
+	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
+	token := signUpInBrowser(t, ctx, origin)
+	var s struct{ ID string }
+	if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": "Needs a token",
+		"initial_prompt": "Use the demo token. [[script:env]]", "sandbox_mode": "immediate"}, &s); code != 201 {
+		t.Fatalf("create session: %d", code)
+	}
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions/"+s.ID),
+		chromedp.WaitVisible(chromedp.CSS(`form.env-request input[name=DEMO_TOKEN]`)),
+	)
+	browser.Screenshot(t, ctx, "session-env-request")
+	const secret = "s3cret-value-42"
+	browser.Do(t, ctx, wait,
+		// Enter submits the form (a click at the button's position could land
+		// on the sticky prompt box above it).
+		chromedp.SendKeys(chromedp.CSS(`form.env-request input[name=DEMO_TOKEN]`), secret+"\r"),
+		chromedp.WaitNotPresent(chromedp.CSS(`form.env-request`)),
+	)
+	waitJS(t, ctx, wait, `[...document.querySelectorAll('.msg-assistant .md')].some(e => e.textContent.includes('DEMO_TOKEN is set (15 characters)'))`)
+	if body := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(body, secret) {
+		t.Fatal("the page shows the submitted value")
+	}
+
+	// Search: once the history holds the answer, the list's search finds it.
+	testenv.Eventually(t, wait, "the history to record the answer", func() bool {
+		var n int
+		_ = platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM session_messages WHERE session_id = $1 AND text LIKE '%DEMO_TOKEN is set%'`, s.ID).Scan(&n)
+		return n > 0
+	})
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`#session-search`)),
+		chromedp.SendKeys(chromedp.CSS(`#session-search`), "DEMO_TOKEN\r"),
+		chromedp.WaitVisible(chromedp.CSS(`.search-results li[data-session-id="`+s.ID+`"] mark`)),
+	)
+	if loc := browser.Get(t, ctx, wait, chromedp.Location()); !strings.Contains(loc, "q=DEMO_TOKEN") {
+		t.Fatalf("the search is not in the URL: %s", loc)
+	}
+	browser.Screenshot(t, ctx, "sessions-search")
+}
+
+// syncBuffer is a bytes.Buffer safe for the platform's concurrent logs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -34,10 +34,11 @@ lint:
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
-## docs: regenerate docs/topics.md (catalog + schemas) and docs/config.md (settings)
+## docs: regenerate docs/topics.md (catalog + schemas), docs/config.md (settings) and web/src/protocol.ts (the gateway's wire types)
 docs:
 	$(GO) run ./cmd/proliferate topics docs > docs/topics.md
 	$(GO) run ./cmd/proliferate config --markdown > docs/config.md
+	$(GO) run ./gateway/protocol/tsgen > web/src/protocol.ts
 
 ## sqlc: regenerate the typed Go of every owner's queries/*.sql (sqlc.yaml; sqlc pinned by go.mod's tool directive, built without cgo)
 sqlc:

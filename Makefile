@@ -22,10 +22,10 @@ test: stack-up tools web
 	@$(STACK_ENV); $(GO) test -race -count=1 -timeout 15m ./...
 
 ## bench: the hot-path benchmarks, reported as ratios to baselines measured in the same run
-bench: stack-up
+bench: stack-up tools web
 	@mkdir -p bench
 	@$(STACK_ENV); $(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m \
-		./consumers/ ./producers/outbox/ ./schemas/ ./api/identity/ ./api/orgs/ ./consumers/triggerprocessor/ ./consumers/runstages/ ./gateway/hub/ ./producers/ingest/ ./internal/app/ ./internal/sandbox/local/ ./internal/actions/ ./internal/actions/invocations/ ./consumers/billingledger/ ./internal/llmproxy/ | tee bench/raw.txt
+		./consumers/ ./producers/outbox/ ./schemas/ ./api/identity/ ./api/orgs/ ./consumers/triggerprocessor/ ./consumers/runstages/ ./gateway/hub/ ./producers/ingest/ ./internal/app/ ./internal/sandbox/local/ ./internal/actions/ ./internal/actions/invocations/ ./consumers/billingledger/ ./internal/llmproxy/ ./web/ | tee bench/raw.txt
 	@$(GO) run ./internal/benchreport < bench/raw.txt | tee bench/report.txt
 
 ## lint: gofmt, go vet and staticcheck

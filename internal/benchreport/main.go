@@ -45,6 +45,8 @@ var absolute = []struct {
 	{"BenchmarkLedgerApply/batched-parallel", "events/s", 50_000, 0},
 	{"BenchmarkLLMProxy/proxy", "added-ttfb-p99-µs", 0, 2_000},
 	{"BenchmarkLLMProxy/proxy", "added-req-p99-µs", 0, 2_000},
+	// the dashboard's first screen, gzipped (its baseline: a trivial Preact app)
+	{"BenchmarkDashboardJS/first-screen", "gzip-kB", 0, 150},
 }
 
 var line = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+\d+\s+(.*)$`)
@@ -121,6 +123,8 @@ func report(in io.Reader, out io.Writer) error {
 	all = append(all, codecComparisons(order)...)
 	all = append(all, comparison{"ledger apply: batched vs one locked transaction per event", "BenchmarkLedgerApply/batched",
 		"BenchmarkLedgerApply/per-event", "events/s", 10})
+	all = append(all, comparison{"dashboard first-screen JS vs a trivial Preact app (gzip kB, × baseline)", "BenchmarkDashboardJS/first-screen",
+		"BenchmarkDashboardJS/trivial-preact", "gzip-kB", 0})
 	all = append(all, comparison{"relay lz4 vs uncompressed (events/s)", "BenchmarkRelay/relay",
 		"BenchmarkRelay/relay-uncompressed", "events/s", 0})
 	all = append(all, comparison{"relay uncompressed vs lz4 (wire bytes per event)", "BenchmarkRelay/relay-uncompressed",

@@ -9,15 +9,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/proliferate/proliferate/consumers/runstages"
+	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/integrations/fakes"
+	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 )
@@ -267,4 +274,170 @@ func TestAutomationWebhookRunAndInbox(t *testing.T) {
 		t.Fatalf("run %s note %q (%v)", status, note, err)
 	}
 	browser.Screenshot(t, ctx, "inbox-empty")
+}
+
+// buildAutomationsCLI builds the proliferate binary once per test binary:
+// the agent runs it as `proliferate actions …` inside its sandbox.
+var buildAutomationsCLI = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "proliferate-cli-")
+	if err != nil {
+		return "", err
+	}
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command is needed to build the CLI: %w", err)
+	}
+	if out, err := exec.Command(goBin, "build", "-o", filepath.Join(dir, "proliferate"), "github.com/proliferate/proliferate/cmd/proliferate").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/proliferate: %v\n%s", err, out)
+	}
+	return dir, nil
+})
+
+// The issue's acceptance flow with the real agent (RUN_SESSIONS=gateway:
+// OpenCode in a local sandbox, the scripted model): an automation made in
+// the browser with linear:create_issue requiring approval; a signed
+// webhook starts a run whose agent asks to create a Linear issue (Linear
+// faked with its GraphQL wire format, connected through a faked Nango);
+// the request waits in the inbox until it is approved there; the action
+// runs once, the agent completes the run, the run succeeds and nothing of
+// it is left in the inbox; its session opens from the run's page.
+func TestAutomationActionApprovedInTheInbox(t *testing.T) {
+	binDir, err := buildAutomationsCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	lin := linearfake.New(t)
+	lin.AddToken("lin_tok_web", "user-ada")
+	lin.AddUser(linearfake.User{ID: "user-ada", Name: "Ada", Email: "ada@example.com"})
+	lin.AddTeam(linearfake.Team{ID: "team-eng", Key: "ENG", Name: "Engineering"})
+	nango := fakes.NewNango(t, "nango-secret", map[string]string{"linear": "linear"}, nil)
+	logs := &testenv.LogBuffer{}
+	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), "RUN_SESSIONS", "gateway",
+		"LINEAR_API_URL", lin.URL(), "NANGO_URL", nango.URL, "NANGO_SECRET_KEY", "nango-secret")
+	platform := apptest.Start(t, cfg, logs)
+	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
+		return platform.App.APIAddr() != "" && platform.App.GatewayAddr() != ""
+	})
+	origin := "http://" + platform.App.APIAddr()
+	// diagnose says where the run got to when a wait fails.
+	diagnose := func() {
+		t.Helper()
+		rows, err := platform.App.Pool.Query(t.Context(), `SELECT r.status, coalesce(r.status_reason, ''), coalesce(r.error_message, ''),
+			coalesce(s.status, ''), coalesce((SELECT string_agg(i.tool_name || ':' || i.status, ',') FROM session_tool_invocations i WHERE i.session_id = s.id), ''),
+			coalesce((SELECT string_agg(a.action || ':' || a.status || ':' || a.mode, ',') FROM action_invocations a WHERE a.session_id = s.id), '')
+			FROM automation_runs r LEFT JOIN sessions s ON s.id = r.session_id`)
+		if err == nil {
+			for rows.Next() {
+				var a, b, c, d, e, f string
+				_ = rows.Scan(&a, &b, &c, &d, &e, &f)
+				t.Logf("run %s (%s: %s) session %s tools [%s] actions [%s]", a, b, c, d, e, f)
+			}
+			rows.Close()
+		}
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+				t.Log(l)
+			}
+		}
+	}
+	if platform.App.LLMSim == nil {
+		t.Fatal("the gateway started no scripted LLM")
+	}
+	const command = `proliferate actions run --integration linear --action create_issue ` +
+		`--params '{"teamId":"team-eng","title":"Disk full on db-1"}'`
+	bash, _ := json.Marshal(map[string]any{"command": command, "description": "File the Linear issue", "timeout": 300000})
+	if err := platform.App.LLMSim.Register("web-approval", llmsim.Script{Turns: []llmsim.Turn{
+		{Text: "I will file the issue.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: bash}}},
+		{Text: "Filed; reporting.", ToolCalls: []llmsim.ToolCall{{Name: "automation_complete",
+			Input: json.RawMessage(`{"run_id":"{{run_id}}","completion_id":"{{completion_id}}","outcome":"succeeded","summary_markdown":"Filed the issue."}`)}}},
+		{Text: "Run completed."},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx := browser.New(t, browser.Options{})
+	token := autoSignUp(t, ctx, origin)
+	var me struct {
+		ID          string `json:"id"`
+		ActiveOrgID string `json:"active_org_id"`
+	}
+	req, _ := http.NewRequest(http.MethodGet, origin+"/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&me)
+	resp.Body.Close()
+	nango.AddConnection(fakes.NangoConnection{ConnectionID: "linear-web-" + me.ActiveOrgID, ConfigKey: "linear", Provider: "linear",
+		AccessToken: "lin_tok_web", EndUserID: me.ID, EndUserOrgID: me.ActiveOrgID})
+	if _, err := platform.App.Pool.Exec(t.Context(), `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
+		provider_config_key, created_by) VALUES ($1, 'nango', 'linear', $2, 'linear', $3)`,
+		me.ActiveOrgID, "linear-web-"+me.ActiveOrgID, me.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	autoID, url, secret := createAutomationInBrowser(t, ctx, platform, origin, "File alerts in Linear",
+		"File the alert as a Linear issue, then report. [[script:web-approval]]")
+	if code := sendWebhook(t, platform, url, secret, []byte(`{"title":"Disk full on db-1","severity":"high"}`)); code != 200 {
+		t.Fatalf("ingest answered %d", code)
+	}
+
+	// The approval waits in the inbox (which polls); nothing ran yet.
+	approve := `.approval button.approve`
+	wctx, cancel := context.WithTimeout(ctx, 120*time.Second)
+	err = chromedp.Do(wctx,
+		chromedp.Navigate(origin+"/inbox"),
+		chromedp.WaitVisible(chromedp.CSS(approve)),
+	)
+	cancel()
+	if err != nil {
+		diagnose()
+		browser.Screenshot(t, ctx, "inbox-approval-missing")
+		t.Logf("page: %s", browser.Get(t, ctx, autoWait, chromedp.Evaluate[string](`document.body.innerText`)))
+		t.Fatalf("no approval in the inbox: %v", err)
+	}
+	if n := lin.MutationCount(); n != 0 {
+		t.Fatalf("%d Linear mutations before the approval", n)
+	}
+	if got := autoText(t, ctx, `.approval strong`); got != "linear: create_issue" {
+		t.Fatalf("approval for %q", got)
+	}
+	// The run waits for the approval as needs_human: it is in the inbox too.
+	browser.Do(t, ctx, autoWait, chromedp.WaitVisible(chromedp.CSS(`.attention-run[data-status=needs_human]`)))
+	browser.Screenshot(t, ctx, "inbox-approval")
+	browser.Do(t, ctx, autoWait,
+		chromedp.Click(chromedp.CSS(approve)),
+		chromedp.WaitNotPresent(chromedp.CSS(`.approval`)),
+	)
+
+	var runID, status string
+	testenv.Eventually(t, 120*time.Second, "the agent to finish the run", func() bool {
+		_ = platform.App.Pool.QueryRow(t.Context(), `SELECT id::text, status FROM automation_runs WHERE automation_id = $1`, autoID).Scan(&runID, &status)
+		return status == "succeeded" || status == "failed" || status == "timed_out" || status == "needs_human"
+	})
+	if status != "succeeded" {
+		diagnose()
+		t.Fatalf("run ended %s", status)
+	}
+	if n := lin.MutationCount(); n != 1 {
+		t.Fatalf("%d Linear mutations, want 1", n)
+	}
+	// Nothing of it is left in the inbox; its page shows the completion
+	// and opens its session.
+	browser.Do(t, ctx, autoWait,
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`.attention .empty`)),
+		chromedp.WaitVisible(chromedp.CSS(`.approvals .empty`)),
+		chromedp.Navigate(origin+"/runs/"+runID),
+		chromedp.WaitVisible(chromedp.CSS(`.run-page[data-status=succeeded] .completion .summary`)),
+	)
+	browser.Screenshot(t, ctx, "run-succeeded")
+	browser.Do(t, ctx, autoWait, chromedp.Click(chromedp.CSS(`.run-page a.session-link`)))
+	autoWaitJS(t, ctx, autoWait, `location.pathname.startsWith('/sessions/') && !!document.querySelector('main.content h1, main.content [data-session-id]')`)
+	if h := autoText(t, ctx, `main.content`); strings.HasPrefix(h, "Not found") {
+		t.Fatalf("the run's session did not open: %.200s", h)
+	}
+	browser.Screenshot(t, ctx, "run-session")
 }

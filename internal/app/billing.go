@@ -19,6 +19,7 @@ import (
 	"github.com/proliferate/proliferate/internal/llmproxy"
 	"github.com/proliferate/proliferate/internal/llmproxy/litellm"
 	"github.com/proliferate/proliferate/internal/obs"
+	litellmproducer "github.com/proliferate/proliferate/producers/litellm"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -235,7 +236,7 @@ func (a *App) BillingJobsRole(ctx context.Context) (Role, error) {
 		if err := a.readyKafka(topics.LLMSpend); err != nil {
 			return Role{}, err
 		}
-		coll, err := litellm.NewCollector(litellm.CollectorDeps{Client: cl, Pool: a.Pool, Kafka: kcl, Codec: a.Codec,
+		coll, err := litellmproducer.NewCollector(litellmproducer.CollectorDeps{Client: cl, Pool: a.Pool, Kafka: kcl, Codec: a.Codec,
 			Interval: a.Cfg.LLMSpendSyncInterval, BillingEnabled: a.Cfg.BillingEnabled, Logger: a.Log.With("component", "litellm-collector")})
 		if err != nil {
 			return Role{}, err

@@ -39,7 +39,7 @@ var legacySQL = map[string][]string{
 	"internal/integrations/tokens.go":            {"user_connections"},
 	"internal/llmproxy/cache.go":                 {"llm_virtual_keys"},
 	"internal/llmproxy/keys.go":                  {"llm_virtual_keys"},
-	"internal/llmproxy/litellm/collector.go":     {"llm_spend_cursors"},
+	"producers/litellm/collector.go":             {"llm_spend_cursors"},
 	"internal/llmproxy/spend.go":                 {"llm_virtual_keys"},
 	"internal/orgs/admin.go":                     {"auth_sessions", "members", "organizations", "users"},
 	"internal/orgs/delete.go":                    {"organizations"},

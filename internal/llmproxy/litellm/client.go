@@ -408,7 +408,7 @@ func (c *Client) GenerateKey(ctx context.Context, r KeyRequest) (GeneratedKey, e
 	if out.Key == "" {
 		return GeneratedKey{}, fmt.Errorf("litellm: POST %s: answer has no key", EndpointKeyGenerate)
 	}
-	g := GeneratedKey{Key: out.Key, MaxBudget: out.MaxBudget, TeamID: deref(out.TeamID), UserID: deref(out.UserID), KeyAlias: deref(out.KeyAlias)}
+	g := GeneratedKey{Key: out.Key, MaxBudget: out.MaxBudget, TeamID: Deref(out.TeamID), UserID: Deref(out.UserID), KeyAlias: Deref(out.KeyAlias)}
 	if out.Expires != nil && *out.Expires != "" {
 		t, err := ParseTime(*out.Expires)
 		if err != nil {
@@ -419,7 +419,8 @@ func (c *Client) GenerateKey(ctx context.Context, r KeyRequest) (GeneratedKey, e
 	return g, nil
 }
 
-func deref(s *string) string {
+// Deref is *s, or "" for nil.
+func Deref(s *string) string {
 	if s == nil {
 		return ""
 	}

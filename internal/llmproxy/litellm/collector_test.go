@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/internal/billing"
-	"github.com/proliferate/proliferate/internal/llmproxy/litellm"
 	"github.com/proliferate/proliferate/internal/llmproxy/litellm/litellmfake"
+	litellmproducer "github.com/proliferate/proliferate/producers/litellm"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -48,7 +48,7 @@ func TestCollectorProducesSpendOfTwoOrgsOnceAndAdvancesCursors(t *testing.T) {
 		if keys[i] != ev.OrgID {
 			t.Fatalf("record key %q, want the org id %q", keys[i], ev.OrgID)
 		}
-		if p.Source != litellm.SourceLiteLLM {
+		if p.Source != litellmproducer.SourceLiteLLM {
 			t.Fatalf("source %q", p.Source)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/proliferate/proliferate/internal/llmproxy/litellm"
 	"github.com/proliferate/proliferate/internal/llmproxy/litellm/litellmfake"
 	"github.com/proliferate/proliferate/internal/testenv"
+	litellmproducer "github.com/proliferate/proliferate/producers/litellm"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -68,14 +69,14 @@ func newClient(t *testing.T, fake *litellmfake.Server) *litellm.Client {
 type collectorEnv struct {
 	pool   *pgxpool.Pool
 	fake   *litellmfake.Server
-	coll   *litellm.Collector
+	coll   *litellmproducer.Collector
 	codec  *schemas.Codec
 	seeds  []string
 	logs   *testenv.LogBuffer
 	reader *kgo.Client
 }
 
-func newCollectorEnv(t *testing.T, mod func(*litellm.CollectorDeps)) *collectorEnv {
+func newCollectorEnv(t *testing.T, mod func(*litellmproducer.CollectorDeps)) *collectorEnv {
 	t.Helper()
 	e := &collectorEnv{pool: testenv.Postgres(t), fake: litellmfake.New(t, masterKey), logs: &testenv.LogBuffer{}}
 	e.seeds = testenv.Kafka(t, kfake.SeedTopics(3, topics.LLMSpend))
@@ -89,7 +90,7 @@ func newCollectorEnv(t *testing.T, mod func(*litellm.CollectorDeps)) *collectorE
 		t.Fatalf("kafka client: %v", err)
 	}
 	t.Cleanup(prod.Close)
-	d := litellm.CollectorDeps{
+	d := litellmproducer.CollectorDeps{
 		Client:         newClient(t, e.fake),
 		Pool:           e.pool,
 		Kafka:          prod,
@@ -100,7 +101,7 @@ func newCollectorEnv(t *testing.T, mod func(*litellm.CollectorDeps)) *collectorE
 	if mod != nil {
 		mod(&d)
 	}
-	e.coll, err = litellm.NewCollector(d)
+	e.coll, err = litellmproducer.NewCollector(d)
 	if err != nil {
 		t.Fatalf("new collector: %v", err)
 	}
@@ -113,7 +114,7 @@ func newCollectorEnv(t *testing.T, mod func(*litellm.CollectorDeps)) *collectorE
 	return e
 }
 
-func (e *collectorEnv) cycle(t *testing.T) litellm.CycleStats {
+func (e *collectorEnv) cycle(t *testing.T) litellmproducer.CycleStats {
 	t.Helper()
 	st, err := e.coll.Cycle(context.Background())
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
+	llm "github.com/proliferate/proliferate/internal/llmproxy/litellm"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -48,7 +49,7 @@ const collectorLockKey int64 = 0x6c6c6d7370656e64
 
 // CollectorDeps are the Collector's dependencies.
 type CollectorDeps struct {
-	Client *Client
+	Client *llm.Client
 	Pool   *pgxpool.Pool
 	// Kafka is a producer client from the platform's client factory
 	// (internal/kafka.NewClient).
@@ -230,7 +231,7 @@ func (cu cursor) after(t time.Time, id string) bool {
 }
 
 type entry struct {
-	log SpendLog
+	log llm.SpendLog
 	at  time.Time
 }
 
@@ -264,7 +265,7 @@ func (c *Collector) collectOrg(ctx context.Context, org string) (int, error) {
 			c.d.Logger.WarnContext(ctx, "LiteLLM spend log without request id skipped", "org_id", org)
 			continue
 		}
-		at, err := ParseTime(l.StartTime)
+		at, err := llm.ParseTime(l.StartTime)
 		if err != nil {
 			c.d.Logger.WarnContext(ctx, "LiteLLM spend log with a bad startTime skipped", "org_id", org, "request_id", l.RequestID, "err", err)
 			continue
@@ -328,13 +329,13 @@ func (c *Collector) collectOrg(ctx context.Context, org string) (int, error) {
 // resolution). LiteLLM pages newest first, so the whole window is read
 // before anything is produced; a window over maxPagesPerFetch pages is
 // narrowed to its older half (the rest comes next cycle).
-func (c *Collector) fetch(ctx context.Context, org string, from, to time.Time) ([]SpendLog, error) {
+func (c *Collector) fetch(ctx context.Context, org string, from, to time.Time) ([]llm.SpendLog, error) {
 	if to.Before(from) {
 		return nil, nil
 	}
 	for {
-		var out []SpendLog
-		first, err := c.d.Client.SpendLogs(ctx, SpendLogsQuery{TeamID: org, Start: from, End: to, Page: 1, PageSize: SpendLogsMaxPageSize})
+		var out []llm.SpendLog
+		first, err := c.d.Client.SpendLogs(ctx, llm.SpendLogsQuery{TeamID: org, Start: from, End: to, Page: 1, PageSize: llm.SpendLogsMaxPageSize})
 		if err != nil {
 			return nil, fmt.Errorf("litellm collector: organization %s: %w", org, err)
 		}
@@ -344,7 +345,7 @@ func (c *Collector) fetch(ctx context.Context, org string, from, to time.Time) (
 		}
 		out = append(out, first.Data...)
 		for page := 2; page <= first.TotalPages; page++ {
-			p, err := c.d.Client.SpendLogs(ctx, SpendLogsQuery{TeamID: org, Start: from, End: to, Page: page, PageSize: SpendLogsMaxPageSize})
+			p, err := c.d.Client.SpendLogs(ctx, llm.SpendLogsQuery{TeamID: org, Start: from, End: to, Page: page, PageSize: llm.SpendLogsMaxPageSize})
 			if err != nil {
 				return nil, fmt.Errorf("litellm collector: organization %s: %w", org, err)
 			}
@@ -388,7 +389,7 @@ func (c *Collector) event(ctx context.Context, org string, e entry) (*schemas.Ev
 	if p.TotalTokens == 0 {
 		p.TotalTokens = p.InputTokens + p.OutputTokens
 	}
-	if end, err := ParseTime(l.EndTime); err == nil && !end.Before(e.at) {
+	if end, err := llm.ParseTime(l.EndTime); err == nil && !end.Before(e.at) {
 		p.EndedAt = end.Truncate(time.Millisecond)
 	}
 	return schemas.New(org, p), true
@@ -415,8 +416,8 @@ func parseMetadata(raw json.RawMessage) logMetadata {
 // key_alias = session id, which LiteLLM reports as the log's "user" (and in
 // metadata); end_user is the request body's "user" field, which OpenCode
 // does not set, so it is only the last resort.
-func sessionOf(l SpendLog, md logMetadata) *string {
-	for _, s := range []string{deref(l.User), md.KeyUserID, md.KeyAlias, deref(l.EndUser)} {
+func sessionOf(l llm.SpendLog, md logMetadata) *string {
+	for _, s := range []string{llm.Deref(l.User), md.KeyUserID, md.KeyAlias, llm.Deref(l.EndUser)} {
 		if s != "" {
 			return &s
 		}
@@ -443,7 +444,7 @@ func (c *Collector) readCursor(ctx context.Context, org string) (cursor, error) 
 		return cursor{}, fmt.Errorf("litellm collector: read cursor of organization %s: %w", org, err)
 	}
 	cu.at = cu.at.UTC()
-	cu.requestID = deref(id)
+	cu.requestID = llm.Deref(id)
 	cu.exists = true
 	return cu, nil
 }

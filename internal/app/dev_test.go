@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/outbox"
@@ -29,54 +29,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// devConfig is the configuration of a test's dev stack: every listener on a
-// free port, data under dataDir, and sessions recorded (RUN_SESSIONS=record)
-// unless overrides say otherwise.
+// devConfig is the configuration of a test's dev stack (apptest.Config).
 func devConfig(t testing.TB, dataDir string, overrides ...string) *config.Config {
 	t.Helper()
-	gw := freeAddr(t)
-	env := map[string]string{
-		"DATABASE_URL":         testenv.DatabaseURL(t),
-		"REDIS_URL":            testenv.RedisURL(t),
-		"BROKER_ADDR":          "127.0.0.1:0",
-		"BROKER_DATA_DIR":      dataDir,
-		"OPS_ADDR":             "127.0.0.1:0",
-		"API_ADDR":             "127.0.0.1:0",
-		"INGEST_ADDR":          "127.0.0.1:0",
-		"GATEWAY_ADDR":         gw,
-		"GATEWAY_PUBLIC_URL":   "http://" + gw,
-		"SANDBOX_DATA_DIR":     filepath.Join(dataDir, "sandboxes"),
-		"RUN_SESSIONS":         "record",
-		"OUTBOX_POLL_INTERVAL": "50ms",
-		"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
-		"LLM_PROXY_ADDR":       "127.0.0.1:0",
-		// Billing has its own end-to-end tests (billing_e2e_test.go); the
-		// others run with every session allowed.
-		"BILLING_ENABLED": "false",
-	}
-	for i := 0; i+1 < len(overrides); i += 2 {
-		env[overrides[i]] = overrides[i+1]
-	}
-	cfg, err := config.LoadFrom(func(k string) (string, bool) {
-		v, ok := env[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return apptest.Config(t, dataDir, overrides...)
 }
 
-// freeAddr returns a loopback address with a port free right now (for
-// listeners whose public URL must be known before they start).
+// freeAddr returns a loopback address with a port free right now.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return apptest.FreeAddr(t)
 }
 
 type running struct {
@@ -86,33 +48,8 @@ type running struct {
 
 func startDev(t testing.TB, cfg *config.Config) running {
 	t.Helper()
-	a := app.New(cfg, obs.NewLogger(io.Discard, "error", "text"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Dev(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.OpsAddr() == "" {
-		select {
-		case err := <-done:
-			t.Fatalf("dev exited early: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("dev did not start its ops endpoints")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	var once bool
-	stop := func() error {
-		if once {
-			return nil
-		}
-		once = true
-		cancel()
-		return <-done
-	}
-	t.Cleanup(func() { _ = stop() })
-	return running{a, stop}
+	r := apptest.Start(t, cfg, nil)
+	return running{r.App, r.Stop}
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -25,11 +25,10 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/llmsim"
-	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -37,29 +36,8 @@ import (
 // logs.
 func startDevLogged(t *testing.T, cfg *config.Config, logs *testenv.LogBuffer) running {
 	t.Helper()
-	a := app.New(cfg, obs.NewLogger(logs, "debug", "text"))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Dev(ctx) }()
-	testenv.Eventually(t, 30*time.Second, "dev to start its ops endpoints", func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("dev exited early: %v", err)
-		default:
-		}
-		return a.OpsAddr() != ""
-	})
-	var stopped bool
-	stop := func() error {
-		if stopped {
-			return nil
-		}
-		stopped = true
-		cancel()
-		return <-done
-	}
-	t.Cleanup(func() { _ = stop() })
-	return running{a, stop}
+	r := apptest.Start(t, cfg, logs)
+	return running{r.App, r.Stop}
 }
 
 // gitWorld is the platform with the GitHub fake as the org's GitHub App

@@ -35,7 +35,7 @@
 //   - Tool callbacks are idempotent by tool_call_id through gateway/tools
 //     (persisted in session_tool_invocations), so a retried callback — even
 //     after a restart or on another instance — acts once.
-//   - Errors use the API's one error shape (api.Error, api.ErrorBody).
+//   - Errors use the API's one error shape (httpapi.Error, httpapi.ErrorBody).
 //
 // gateway/client is the Go client of these routes (and the run pipeline's
 // runs.Sessions implementation); WebSockets are github.com/gorilla/websocket.

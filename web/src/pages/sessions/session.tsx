@@ -101,6 +101,12 @@ export function SessionPage(props: { id: string }) {
   }, [sockState])
 
   const agentBusy = t.agent === 'busy'
+  // The row (metrics, PR links, latest task) follows the live status: read
+  // it again when the session's or the agent's state changes.
+  useEffect(() => {
+    if (t.initialized) sess.reload()
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [t.status, t.agent])
   // Prompts queued while the agent works go out when it is idle again.
   useEffect(() => {
     if (!agentBusy && queue.length > 0 && sock && sockState === 'open' && t.initialized) {
@@ -172,7 +178,7 @@ export function SessionPage(props: { id: string }) {
               <button
                 class="secondary"
                 data-action="snapshot"
-                disabled={!!busyAction || row.status !== 'running'}
+                disabled={!!busyAction || status !== 'running'}
                 onClick={() => run('snapshot', () => post(`/sessions/${id}/snapshot`))}
               >
                 {busyAction === 'snapshot' ? 'Saving…' : 'Snapshot'}

@@ -16,7 +16,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// Action routes (actions.md §6.2–6.4, §7):
+// Action routes:
 //
 //	GET  /proliferate/{id}/actions/available                          sandbox, terminal, people of the org
 //	GET  /proliferate/{id}/actions/guide/{integration}                sandbox, terminal, people of the org

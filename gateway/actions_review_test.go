@@ -23,7 +23,7 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// A reviewed MCP connector tool changed on its server (issue #16), end to
+// A reviewed MCP connector tool changed on its server, end to
 // end through a gateway with the real catalog, a real MCP server, Postgres
 // and Redis: the very next invoke is held and the 202, the
 // action_approval_request frame, the invocation route and the org inbox

@@ -133,7 +133,7 @@ func (r *frameRelay) stop() {
 
 // ActionNotifier implements invocations.Notifier: it turns each committed
 // state change of an invocation into the WebSocket message the session's
-// clients expect (actions.md §6.2–6.3) and delivers it through
+// clients expect and delivers it through
 // SessionFrames. Statuses without a message (approved, executing) are
 // skipped: action_completed follows them.
 type ActionNotifier struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // postEnv answers the agent's pending request_env_variables call with a
-// member's values (secrets-environment.md §6.5 submitEnv), the REST twin of
+// member's values, the REST twin of
 // the WebSocket message submit_env:
 //
 //	POST /proliferate/{id}/env

@@ -19,7 +19,7 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
-// Several gateways, one owner per session (issue #15 item 6).
+// Several gateways, one owner per session.
 //
 // Only the gateway holding a session's owner lease (hub: lease:owner:{id})
 // can act on its hub and sandbox. Every gateway started with an advertise

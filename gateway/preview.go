@@ -23,7 +23,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// Previews (issue #17 item 4): HTTP and WebSocket traffic to a TCP port
+// Previews: HTTP and WebSocket traffic to a TCP port
 // inside a session's sandbox.
 //
 //	ANY    /proliferate/{id}/preview/{port}/{path...}   the preview (proxied to the port)

@@ -19,7 +19,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// Proxy routes (sessions-gateway.md §6.7, idle-snapshotting.md §4, §11b):
+// Proxy routes:
 //
 //	ANY  /proxy/{sid}/{token}/opencode/{path...}  the sandbox's OpenCode API
 //	GET  /proxy/{sid}/{token}/terminal            terminal WebSocket (terminal.go)

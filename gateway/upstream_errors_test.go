@@ -22,8 +22,8 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
-// Upstream failures are 502/503 with the stable error shape, never 500
-// (issue #21): each case was a 500 before.
+// Upstream failures are 502/503 with the stable error shape, never 500:
+// each case was a 500 before.
 
 // expectUpstream checks an upstream failure's answer: status, code, the
 // error shape with a request id, and no 500.

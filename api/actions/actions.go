@@ -1,5 +1,4 @@
-// Package actions is the REST API of agent actions (actions.md §6.3, §6.9,
-// §6.11, issue #8): the organization's inbox of invocations, the action
+// Package actions is the REST API of agent actions: the organization's inbox of invocations, the action
 // modes at org and automation scope, the actions an automation's
 // integrations offer with the mode each one would get, and the live
 // preflight of an MCP connector. Handlers are thin: the mode cascade is

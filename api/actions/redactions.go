@@ -11,7 +11,7 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
-// Redaction patterns (issue #16): what an organization marks for
+// Redaction patterns: what an organization marks for
 // redaction in action parameters, results and error texts, besides the
 // token formats and its own secret values (always redacted, never listed
 // here). Members read the list, admins and owners replace it whole; an

@@ -1,5 +1,4 @@
-// Package billingapi is the dashboard REST API of billing (under /api/v1,
-// billing-metering.md §6.9, §6.13, §6.14): the organization's billing
+// Package billingapi is the dashboard REST API of billing (under /api/v1): the organization's billing
 // state, balance, plan, limits, overage settings and usage; the plans;
 // overage settings; buying credits and activating a plan through Autumn
 // (charged at once with a payment method on file, otherwise a checkout

@@ -16,7 +16,7 @@ import (
 	"github.com/proliferate/proliferate/internal/mailer"
 )
 
-// Password reset (#21 item 3):
+// Password reset:
 //
 //	POST /auth/password-reset/request {email}     always 202
 //	POST /auth/password-reset         {token, password}

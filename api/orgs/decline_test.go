@@ -10,7 +10,7 @@ import (
 	domain "github.com/proliferate/proliferate/internal/orgs"
 )
 
-// Declining an invitation (#21 item 5): with the emailed token or by id
+// Declining an invitation: with the emailed token or by id
 // from GET /invitations; the invitation is declined (admins see it), can no
 // longer be accepted, and the org can invite the address again. Somebody
 // else's invitation is refused and changes nothing.

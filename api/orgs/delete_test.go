@@ -13,7 +13,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
-// Deleting an organization (#21 item 5): only an owner, confirming with the
+// Deleting an organization: only an owner, confirming with the
 // exact name, never a personal organization, not while sessions are live;
 // refusals change nothing. The deletion removes the organization with its
 // members, invitations, sessions, secrets and keys at once: its people

@@ -41,7 +41,7 @@ import (
 
 const tagRuns = "runs"
 
-// Attention list bounds (spec §6.10).
+// Attention list bounds.
 const (
 	DefaultMaxAgeDays     = 7
 	MaxMaxAgeDays         = 30

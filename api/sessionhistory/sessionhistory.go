@@ -1,6 +1,5 @@
 // Package sessionhistory serves the durable history of sessions that the
-// session-materializer group builds from sessions.transcript (issue #20
-// item 2): a session's messages, paged in order, and full-text search
+// session-materializer group builds from sessions.transcript: a session's messages, paged in order, and full-text search
 // across the organization's sessions. Both are org-scoped: a session of
 // another organization is not found, and its messages are never hits.
 package sessionhistory

@@ -26,8 +26,8 @@ type FinalizeResponse struct {
 }
 
 // finalize snapshots a running setup session's sandbox (it keeps running)
-// and makes the snapshot its configuration's ready snapshot
-// (repos-prebuilds.md §6.8): the configuration's next sessions boot from it
+// and makes the snapshot its configuration's ready snapshot:
+// the configuration's next sessions boot from it
 // while their repositories are at the same revisions.
 func (h *handlers) finalize(c *api.Ctx) error {
 	s, err := h.loadForChange(c)

@@ -1,8 +1,7 @@
 package main
 
 // `proliferate actions` is the command the agent runs inside its sandbox
-// to act on the services connected to its organization (actions.md §2.5,
-// §6.2, §6.10). It is a thin client of the gateway's action routes,
+// to act on the services connected to its organization. It is a thin client of the gateway's action routes,
 // authenticated with the sandbox token:
 //
 //	GET  /proliferate/{session}/actions/available

@@ -1,5 +1,4 @@
-// Package billingledger is the billing-ledger consumer group (issue #9
-// item 5): it applies the billable usage on billing.usage to the
+// Package billingledger is the billing-ledger consumer group: it applies the billable usage on billing.usage to the
 // organizations' shadow credit balances, exactly once per idempotency key,
 // and drives the billing state machine (state changes leave through the
 // outbox to billing.state).

@@ -1,5 +1,4 @@
-// Package billingrater is the billing-rater consumer group (issue #9 item
-// 4): it prices each LLM request on llm.spend into one billable usage on
+// Package billingrater is the billing-rater consumer group: it prices each LLM request on llm.spend into one billable usage on
 // billing.usage, which the billing ledger applies to the organization's
 // credits exactly once.
 //

@@ -1,5 +1,4 @@
-// Package enforcer is the enforcer consumer group (issue #9 item 7,
-// billing-metering.md §6.7): when an organization's billing state becomes
+// Package enforcer is the enforcer consumer group: when an organization's billing state becomes
 // exhausted or suspended (topic billing.state, keyed by organization), its
 // running sessions are paused with a snapshot — resumable, never
 // terminated — with pause_reason credit_limit, and the organization's

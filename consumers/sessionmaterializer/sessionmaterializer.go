@@ -1,5 +1,5 @@
-// Package sessionmaterializer is the session-materializer consumer group
-// (issue #20 item 2): it builds the durable history of sessions in
+// Package sessionmaterializer is the session-materializer consumer group:
+// it builds the durable history of sessions in
 // Postgres (session_messages) from sessions.transcript, and removes a
 // deleted session's history when sessions.events says so.
 //

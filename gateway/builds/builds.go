@@ -1,5 +1,4 @@
-// Package builds runs configuration rebuilds in the gateway (issue #17 item
-// 5; repos-prebuilds.md §6.6 and §6.8): a build recorded by the API
+// Package builds runs configuration rebuilds in the gateway: a build recorded by the API
 // (POST /configurations/{id}/rebuild, internal/prebuilds.Builds) becomes a
 // headless setup session of the configuration whose sandbox is a fresh
 // clone of the repos at their current revisions; the configuration's

@@ -39,7 +39,7 @@ type Backoff struct {
 	MaxAttempts int
 }
 
-// DefaultBackoff is the gateway client's policy (sessions-gateway §6.8).
+// DefaultBackoff is the gateway client's policy.
 var DefaultBackoff = Backoff{Base: time.Second, Max: 30 * time.Second, Multiplier: 2, MaxAttempts: 10}
 
 // Delay is the wait before attempt n (1-based).

@@ -37,8 +37,7 @@ type Freshness struct {
 	Behind int `json:"behind"`
 }
 
-// Freshen brings a clean branch up to date with its upstream (sandbox-
-// providers.md §6.7 "git freshness"): git fetch of the upstream's remote,
+// Freshen brings a clean branch up to date with its upstream: git fetch of the upstream's remote,
 // then git merge --ff-only when the branch is behind and has no commits of
 // its own. A tree with modified tracked files, a merge or rebase in
 // progress, or a diverged branch is left exactly as it is (Outcome says

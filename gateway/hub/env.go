@@ -18,8 +18,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// Session environment (secrets-environment.md §6.4-6.5, agent contract
-// §6 request_env_variables).
+// Session environment.
 //
 // At every boot (a resume included) the hub asks Deps.Env for the
 // session's variables and env files (the org's secrets that apply to the

@@ -1,6 +1,6 @@
 package hub
 
-// Sandbox expiry (sessions-gateway.md §6.5, idle-snapshotting.md §6).
+// Sandbox expiry.
 //
 // Providers end sandboxes after a lifetime (sandbox.Sandbox.ExpiresAt,
 // stored as sessions.sandbox_expires_at). Shortly before (Deps.ExpiryLead)

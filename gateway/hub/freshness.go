@@ -13,8 +13,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// GitFreshness configures git freshness on restore (sandbox-providers.md
-// §6.7; Deps.GitFreshness): when a boot restores a snapshot (a paused
+// GitFreshness configures git freshness on restore (Deps.GitFreshness): when a boot restores a snapshot (a paused
 // session resumed, or a configuration's snapshot), each repository of the
 // session is fetched and fast-forwarded when its tree is clean and its
 // branch has not diverged, before the agent gets a prompt. A dirty or

@@ -110,7 +110,7 @@ type Deps struct {
 	Services ServiceSource
 	// Prebuilt picks a configuration's snapshot for a session that has
 	// none of its own, when made for the current repo revisions and
-	// toolchain (sandbox-providers.md §6); nil = always clone.
+	// toolchain; nil = always clone.
 	Prebuilt *prebuilds.Resolver
 
 	OwnerTTL   time.Duration // [30s] owner lease TTL; also the lag-guard limit

@@ -10,7 +10,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
-// Redis keys (sessions-gateway.md §2).
+// Redis keys.
 func ownerKey(sessionID string) string   { return "lease:owner:" + sessionID }
 func runtimeKey(sessionID string) string { return "lease:runtime:" + sessionID }
 
@@ -123,7 +123,7 @@ func (l leases) dropRuntime(ctx context.Context, sessionID string) error {
 	return nil
 }
 
-// Sandbox liveness (issue #15 item 6): only the gateway that owns a session
+// Sandbox liveness: only the gateway that owns a session
 // can ask its provider whether the session's sandbox is alive (the local
 // provider knows its own process's sandboxes only). The owner therefore
 // keeps alive:sandbox:{sandbox id} = its instance id, with the runtime

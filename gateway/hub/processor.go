@@ -12,7 +12,7 @@ import (
 )
 
 // processor translates one OpenCode session's events into protocol
-// messages (sessions-gateway.md §6.3) and feeds the telemetry counters.
+// messages and feeds the telemetry counters.
 // Text deltas are coalesced per part and emitted as one token message per
 // batch window; any other message first flushes the pending tokens, so
 // clients always see events in order. Safe for concurrent use.

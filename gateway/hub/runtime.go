@@ -242,7 +242,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	}
 	if spec.SnapshotID != "" && !recovered {
 		// Restored, not recovered: fresh code before the agent's next
-		// prompt (sandbox-providers.md §6.7).
+		// prompt.
 		h.freshen(ctx, sess, sb, spec.Repos)
 	}
 	oc, err := opencode.NewClient(sb.AgentURL, opencode.ClientOptions{Password: sb.AgentPassword})

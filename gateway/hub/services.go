@@ -3,7 +3,7 @@ package hub
 // Services: the service commands of the session's configuration start on
 // their own after each boot that did not find the sandbox still running
 // (a new sandbox, a resume, a restore), and again on the run_auto_start
-// client message (sandbox-providers.md §6.4, §6.10; sessions-gateway.md).
+// client message.
 // They run under the sandbox's supervisor (`proliferate services daemon`,
 // cmd/proliferate/services.go), which the gateway reaches through the
 // provider's Exec with `proliferate services load` and `… list`; the agent
@@ -64,8 +64,7 @@ func (f ServiceSourceFunc) ServiceCommands(ctx context.Context, s sessions.Sessi
 }
 
 // RepoServices is the ServiceSource of the platform: the configuration's
-// effective service commands (its own, else its repos' defaults;
-// repos-prebuilds.md §6.4).
+// effective service commands (its own, else its repos' defaults).
 type RepoServices struct{ Store *repos.Store }
 
 // ServiceCommands implements ServiceSource.

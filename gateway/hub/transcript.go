@@ -9,7 +9,7 @@ import (
 	"github.com/proliferate/proliferate/schemas"
 )
 
-// Transcript (issue #20 item 1): every frame the hub broadcasts that is
+// Transcript: every frame the hub broadcasts that is
 // part of the conversation is also recorded to Deps.Transcript, which
 // redacts it and publishes it to sessions.transcript through the outbox:
 // user prompts (message frames of role user), the final text of agent

@@ -14,7 +14,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
-// Automation fast path (issue #7 item 5): what automation.complete does to
+// Automation fast path: what automation.complete does to
 // the live session — hub.Terminate, called by gateway/tools right after the
 // completion is recorded — stops the sandbox at once (no idle grace, no
 // snapshot), marks the session stopped with the run's outcome and drops

@@ -1,5 +1,4 @@
-// Package sweeper recovers the sessions a dead gateway left behind (issue
-// #7 item 4, sessions-gateway.md §6.7 "orphan sweeper").
+// Package sweeper recovers the sessions a dead gateway left behind.
 //
 // A gateway process that dies without shutting down (SIGKILL, OOM, a lost
 // host) leaves sessions whose row still says running while nothing serves

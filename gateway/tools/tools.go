@@ -1,6 +1,6 @@
 // Package tools executes the platform tools a session's agent calls back
-// through the gateway (POST /proliferate/:id/tools/:tool, agent contract
-// §6.5): save_snapshot, save_service_commands (setup sessions only),
+// through the gateway (POST /proliferate/:id/tools/:tool):
+// save_snapshot, save_service_commands (setup sessions only),
 // automation.complete (alias automation_complete), request_env_variables
 // and verify (verification evidence, verify.go).
 //
@@ -41,7 +41,7 @@ import (
 	"github.com/proliferate/proliferate/schemas"
 )
 
-// Result is a tool's answer to the sandbox (agent contract §4).
+// Result is a tool's answer to the sandbox.
 type Result struct {
 	Success bool           `json:"success"`
 	Result  string         `json:"result"`

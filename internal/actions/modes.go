@@ -2,7 +2,7 @@ package actions
 
 import "strings"
 
-// The mode cascade (actions.md §2.1, §2.4): automation override, then org
+// The mode cascade: automation override, then org
 // default, then the mode inferred from the action's risk hint; then the
 // drift guard for connector tools. Stored modes come from JSONB maps keyed
 // "<sourceId>:<actionId>"; a stored value that is not one of the three

@@ -34,8 +34,8 @@ import (
 // iterative and the tree is bounded in depth, so no input can exhaust the
 // stack.
 
-// DefaultMaxResultBytes is the one size rule of action results (the
-// spec's 10 KB, actions.md §6.2 step 9): the result the agent gets, the
+// DefaultMaxResultBytes is the one size rule of action results (10 KB):
+// the result the agent gets, the
 // stored row, the actions.invocations event, the WebSocket frames and the
 // inbox all carry the same shaped value of at most this many bytes, so what
 // an approver or the inbox shows is exactly what the agent saw. A longer

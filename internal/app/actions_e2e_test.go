@@ -45,7 +45,7 @@ var buildCLI = sync.OnceValues(func() (string, error) {
 	return dir, nil
 })
 
-// The headline of actions (issue #8): the real agent, scripted to run
+// The headline of actions: the real agent, scripted to run
 // `proliferate actions run … create_issue` with its bash tool, asks for a
 // Linear write that needs approval; the CLI waits; the org's owner,
 // connected over the WebSocket, receives action_approval_request and

@@ -10,8 +10,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
-// configBuilder runs configuration rebuilds in this gateway (issue #17
-// item 5): POST /api/v1/configurations/{id}/rebuild records one, this
+// configBuilder runs configuration rebuilds in this gateway: POST /api/v1/configurations/{id}/rebuild records one, this
 // gateway's POST /configuration-builds/{id}/run or its periodic pass
 // (CONFIGURATION_BUILD_INTERVAL) claims and runs it as a headless setup
 // session; builds past CONFIGURATION_BUILD_TIMEOUT are failed.

@@ -26,7 +26,7 @@ type buildView struct {
 	SessionID  *string `json:"session_id"`
 }
 
-// A configuration rebuilt on demand (issue #17 item 5), end to end with
+// A configuration rebuilt on demand, end to end with
 // the real agent in its bubblewrap sandbox and the repository on the
 // GitHub fake: POST /configurations/:id/rebuild runs a headless setup
 // session in the gateway (fresh clone, the configuration's service

@@ -2,7 +2,7 @@ package app
 
 import "github.com/proliferate/proliferate/internal/prebuilds"
 
-// prebuilt resolves and records configuration snapshots (issue #17 item 5):
+// prebuilt resolves and records configuration snapshots:
 // the gateway restores a configuration's snapshot when its version key (the
 // sandbox provider, SANDBOX_IMAGE_VERSION and each repo's commit) matches;
 // save_snapshot in a setup session and POST /sessions/:id/finalize record

@@ -14,7 +14,7 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// Prebuilt configurations end to end (issue #17 item 5), with the real
+// Prebuilt configurations end to end, with the real
 // agent in its bubblewrap sandbox and the repository on the GitHub fake
 // (git smart HTTP, App installation tokens): a setup session of the
 // configuration is finalized through the API; the configuration's next

@@ -29,7 +29,7 @@ import (
 )
 
 // From webhook to pull request, with the configuration's secrets, env file
-// and service (issue 17's acceptance): the whole platform (dev: API,
+// and service: the whole platform (dev: API,
 // ingest, Kafka, the run pipeline, the gateway with the isolated bubblewrap
 // provider, the notifier) with the GitHub fake (App API, git smart HTTP,
 // REST pulls) and the Slack fake. The configuration (repo acme/app at

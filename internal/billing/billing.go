@@ -1,4 +1,4 @@
-// Package billing is the credit system (billing-metering.md): plans, credit
+// Package billing is the credit system: plans, credit
 // maths, the organization billing state machine, the admission gate, and the
 // ledger that applies usage to shadow balances exactly once.
 //
@@ -19,7 +19,7 @@ import (
 // Micros per unit (credit or dollar).
 const Micros = 1_000_000
 
-// Credit constants (billing-metering.md §2, §4).
+// Credit constants.
 const (
 	// TrialCredits are granted when the trial starts.
 	TrialCredits = 1_000
@@ -55,7 +55,7 @@ type Plan struct {
 	ProductID string `json:"product_id"`
 }
 
-// The plans (billing-metering.md §4).
+// The plans.
 var (
 	PlanDev = Plan{ID: "dev", Name: "Developer", MonthlyCents: 2_000, Credits: 1_000, MaxSessions: 10, MaxSnapshots: 5, RetentionDays: 30, ProductID: "dev"}
 	PlanPro = Plan{ID: "pro", Name: "Pro", MonthlyCents: 50_000, Credits: 7_500, MaxSessions: 100, MaxSnapshots: 200, RetentionDays: 90, ProductID: "pro"}
@@ -117,7 +117,7 @@ const (
 // Event is what moves the state machine.
 type Event string
 
-// State machine events (billing-metering.md §6.6).
+// State machine events.
 const (
 	EvPlanAttached    Event = "plan_attached"
 	EvTrialStarted    Event = "trial_started"
@@ -197,7 +197,7 @@ func Billed(state string) bool { return state != StateTrial && state != StateUnc
 // Operation is a gated operation.
 type Operation string
 
-// Gated operations (billing-metering.md §6.3).
+// Gated operations.
 const (
 	OpSessionStart      Operation = "session_start"
 	OpSessionResume     Operation = "session_resume"
@@ -243,7 +243,7 @@ const (
 	DenyUnavailable   = "billing_unavailable"
 )
 
-// Check is the gate (billing-metering.md §6.3), in the spec's order: grace
+// Check is the gate, in the spec's order: grace
 // expiry, state, minimum credits, concurrency. Resume and CLI connect skip
 // the last two. nil means allowed.
 func Check(b OrgBilling, op Operation, now time.Time) *Denial {

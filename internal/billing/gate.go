@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Gate applies Check to an organization's billing as it is in Postgres
-// (billing-metering.md §6.3). It is the hook behind every gated
+// Gate applies Check to an organization's billing as it is in Postgres.
+// It is the hook behind every gated
 // operation:
 //
 //   - session creation (Admit, inside sessions.Store.Create's transaction,

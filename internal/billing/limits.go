@@ -10,8 +10,8 @@ import (
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
-// PlanLimits gives each organization the snapshot limits of its plan
-// (billing-metering.md §6.10): the plan's live snapshot count and
+// PlanLimits gives each organization the snapshot limits of its plan:
+// the plan's live snapshot count and
 // retention days (dev 5 / 30, pro 200 / 90). Trial and unconfigured
 // organizations get the dev plan's limits. It implements
 // snapshots.Limits.

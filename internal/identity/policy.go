@@ -37,7 +37,7 @@ var sequences = []string{
 const minDistinct = 5
 
 // CheckPassword applies the password policy beyond length (NIST SP 800-63B
-// §5.1.1.2: refuse values from lists of commonly used or compromised
+// refuse values from lists of commonly used or compromised
 // passwords, repetitive or sequential characters, and context-specific
 // words such as the user's name and the service's). It returns the problem
 // to show for the password field, or "" when the password is acceptable.

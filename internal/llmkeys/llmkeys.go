@@ -2,7 +2,7 @@
 // session's sandbox gets its own short-lived virtual key (team = the
 // organization, user and alias = the session), never the real model key,
 // and the key is revoked when the session pauses or stops or its
-// organization runs out of credits (llm-proxy.md §6.1, §6.4).
+// organization runs out of credits.
 //
 // Two implementations: the built-in proxy (internal/llmproxy, role
 // `proliferate llm-proxy`) and LiteLLM's admin API

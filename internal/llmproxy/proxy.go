@@ -7,9 +7,9 @@
 //   - Keys (table llm_virtual_keys) are "sk-prlf-" + 32 random bytes; only
 //     their SHA-256 is stored. Team = organization, user and alias =
 //     session, lifetime 24 h, budget = the organization's balance in model
-//     dollars at issue (llm-proxy.md §6.1). Revoking updates the rows, then
+//     dollars at issue. Revoking updates the rows, then
 //     publishes the hashes on Redis channel "llmproxy:revoked"; every
-//     replica evicts them from its in-memory key cache at once (§6.4). The
+//     replica evicts them from its in-memory key cache at once. The
 //     cache (TTL 30 s, bounded) keeps Postgres off the request path.
 //   - The proxy authenticates x-api-key or a Bearer token, refuses unknown,
 //     expired or revoked keys with 401 and over-budget keys with 402

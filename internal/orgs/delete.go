@@ -30,7 +30,7 @@ var deletionCounts = []struct{ kind, table string }{
 }
 
 // Delete deletes an organization at once and for good, with everything
-// that belongs to it (#21 item 5). Only an owner may, confirming with the
+// that belongs to it. Only an owner may, confirming with the
 // organization's exact name; personal organizations are not deleted (each
 // person keeps theirs); an organization with live (starting or running)
 // sessions is refused until they are stopped, so no sandbox outlives it.

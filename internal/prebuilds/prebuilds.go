@@ -1,6 +1,4 @@
-// Package prebuilds resolves and records configuration snapshots (issue #17
-// item 5; sandbox-providers.md §6 "Snapshot resolution", repos-prebuilds.md
-// §6.8): a setup session's snapshot becomes its configuration's, and later
+// Package prebuilds resolves and records configuration snapshots: a setup session's snapshot becomes its configuration's, and later
 // sessions of the configuration boot from it instead of cloning.
 //
 // Resolution order at boot (the hub): the session's own snapshot, then the

@@ -13,8 +13,7 @@ import (
 	"github.com/proliferate/proliferate/schemas"
 )
 
-// Completion is what the agent reports through the automation.complete tool
-// (agent-contract §6.2).
+// Completion is what the agent reports through the automation.complete tool.
 type Completion struct {
 	RunID        string `json:"run_id"`
 	CompletionID string `json:"completion_id"`

@@ -19,7 +19,7 @@ type EnvVar struct {
 }
 
 // EnvFile is a dotenv file a provider writes into the workspace at boot
-// (secret bundles with a target path, secrets-environment.md §6.4): Path
+// (secret bundles with a target path): Path
 // is relative to the workspace root and must stay inside it
 // (CheckEnvFilePath); the provider adds it to the local git exclude of the
 // repository holding it, so it is never committed, and leaves it out of

@@ -140,7 +140,7 @@ type SaveResult struct {
 
 // SaveSubmitted stores submitted values as secrets of orgID in one
 // transaction (all or nothing, except keys that already exist in their
-// scope, which are reported and left alone, secrets-environment.md §6.5).
+// scope, which are reported and left alone).
 // The caller validated keys, values and repos; a repo not of the org is
 // ErrRepoNotFound and nothing is stored.
 func SaveSubmitted(ctx context.Context, db DB, box *secretbox.Box, orgID string, a Actor, items []SubmittedSecret) ([]SaveResult, error) {

@@ -2,7 +2,7 @@ package sessions
 
 import "time"
 
-// Pause reasons with a meaning for display (session-display.md §3.2).
+// Pause reasons with a meaning for display.
 const (
 	PauseInactivity    = "inactivity"
 	PauseCreditLimit   = "credit_limit"
@@ -11,7 +11,7 @@ const (
 	PauseOrphaned      = "orphaned"
 )
 
-// DisplayStatus derives the display status of session-display.md §3.4:
+// DisplayStatus derives the display status:
 //
 //	starting | running  → active (idle when the agent is known not busy)
 //	paused, inactivity  → idle (sleeping; resumes on reconnect)

@@ -65,7 +65,7 @@ const (
 // kept failing (circuit breaker).
 const StopSnapshotFailed = "snapshot_failed"
 
-// Display statuses (session-display.md §3), derived by DisplayStatus.
+// Display statuses, derived by DisplayStatus.
 const (
 	DisplayActive     = "active"
 	DisplayIdle       = "idle"

@@ -1,5 +1,4 @@
-// Package snapshots keeps the books of sandbox snapshots (issue #7 item 8,
-// billing-metering.md §6.10): which provider snapshots exist for each
+// Package snapshots keeps the books of sandbox snapshots: which provider snapshots exist for each
 // organization, the per-organization count quota, retention, and the
 // deletion of provider storage.
 //
@@ -248,7 +247,7 @@ func (b *Book) Reserve(ctx context.Context, orgID string) error {
 // notConfigurationSnapshot (over alias x) keeps a configuration's current
 // snapshot out of every automatic deletion (cleaner and quota eviction): a
 // setup session's snapshot becomes its configuration's and outlives the
-// session that took it (issue #17 item 5). It is deleted only by hand.
+// session that took it. It is deleted only by hand.
 const notConfigurationSnapshot = `NOT EXISTS (SELECT 1 FROM configurations c WHERE c.org_id = x.org_id AND c.snapshot_id = x.id
 	AND (c.snapshot_provider IS NULL OR c.snapshot_provider = x.provider))`
 

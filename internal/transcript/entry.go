@@ -1,5 +1,5 @@
-// Package transcript is a session's conversation as the platform keeps it
-// (issue #20 items 1 and 2): the gateway records entries (user prompts, the
+// Package transcript is a session's conversation as the platform keeps it:
+// the gateway records entries (user prompts, the
 // final text of agent message parts, finished tool calls, status changes,
 // errors) through a Publisher, which redacts and cuts them and writes them
 // through the transactional outbox to sessions.transcript; the

@@ -175,7 +175,7 @@ func TestLargeGitHubIssueBecomesQueuedRun(t *testing.T) {
 }
 
 // Every body within INGEST_MAX_BODY_BYTES is accepted and publishable, the
-// ones webhooks.raw could not carry inline (issue #14: 999,460 to 1,048,576
+// ones webhooks.raw could not carry inline (999,460 to 1,048,576
 // bytes answered 503 forever) included; one byte more is 413, declared or
 // chunked, and produces nothing.
 func TestBodySizeBoundary(t *testing.T) {

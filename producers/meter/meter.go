@@ -1,5 +1,4 @@
-// Package meter is the compute meter (billing-metering.md §6.1, issue #9
-// item 2): every Interval it turns the elapsed time of each running session
+// Package meter is the compute meter: every Interval it turns the elapsed time of each running session
 // into billable usage on billing.usage, with a deterministic idempotency key
 // per interval, and it declares sandboxes dead after consecutive failed
 // liveness checks.

@@ -1,5 +1,5 @@
 // Package catalog builds the action sources a session has and the
-// credentials to run them (actions.md §6.1, §6.11; integrations.md §2.7).
+// credentials to run them.
 // It implements invocations.Sources for the gateway.
 //
 // Which sources a session has:
@@ -18,7 +18,7 @@
 //     not an integrations row, so its integration id is nil.
 //   - connector:<uuid>: every enabled org_connectors row of the
 //     organization, as an MCP source (package mcp). Its integration id is
-//     nil (actions.md §6.11).
+//     nil.
 //
 // Credentials never leave the gateway: Get resolves provider tokens when it
 // is called (integrations.Service.TokenFor, the decrypted Slack bot token)
@@ -34,7 +34,7 @@
 // actions.InferMode), so the mode cascade enforces them below any explicit
 // automation or org override.
 //
-// Drift (actions.md §2.4): a connector tool is drifted when the admin
+// Drift: a connector tool is drifted when the admin
 // reviewed it (its tool_risk_overrides entry carries a hash) and the
 // definition's hash no longer matches. A tool never reviewed has nothing to
 // drift from and is not drifted (its mode is inferred from its risk

@@ -725,7 +725,7 @@ func TestConnectorConfigMapsAuthAndModes(t *testing.T) {
 }
 
 // A reviewed connector tool changed on the server is held on the very next
-// invocation (issue #16), however fresh the 5-minute tool cache is: the
+// invocation, however fresh the 5-minute tool cache is: the
 // drift check compares the server's current definition. An unchanged
 // reviewed tool runs with exactly one tools/list per invocation; an
 // unreviewed one with none beyond the cache.

@@ -1,5 +1,4 @@
-// Package invocations is the action invocation lifecycle (actions.md §6.2,
-// §6.3, §6.8): an agent's request to run an action is validated, given a
+// Package invocations is the action invocation lifecycle: an agent's request to run an action is validated, given a
 // mode by the cascade, and then executed (allow), denied (deny) or held
 // for a person's approval (require_approval); approvals and denials
 // resolve pending invocations; pending ones expire. Every state change is
@@ -34,7 +33,7 @@ const (
 	StatusExpired   = "expired"
 )
 
-// Limits (actions.md §6.2, issue #8).
+// Limits.
 const (
 	// MaxPendingPerSession pending invocations at once per session (429).
 	MaxPendingPerSession = 10

@@ -1,7 +1,7 @@
 package invocations
 
 // review.go: connector tools whose definition changed since an admin
-// reviewed them (issue #16).
+// reviewed them.
 //
 //   - Invoke records on the invocation the hash of the definition it was
 //     made against (the server's current one for a reviewed tool, from

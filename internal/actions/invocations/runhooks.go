@@ -22,8 +22,7 @@ const (
 )
 
 // NewRunHooks returns the RunHooks that pause and resume automation runs
-// (automations-runs.md needs_human; actions.md §9 "unattended approval
-// pause/resume", fixed):
+// while an action of theirs waits for a person's approval:
 //
 //   - AwaitingApproval: a running run moves to needs_human with reason
 //     approval_required (its event data names the invocation). A run

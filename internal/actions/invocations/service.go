@@ -53,7 +53,7 @@ import (
 	"github.com/proliferate/proliferate/topics"
 )
 
-// ExecTimeout bounds one execution of an action (actions.md §5).
+// ExecTimeout bounds one execution of an action.
 const ExecTimeout = 30 * time.Second
 
 // Deps are the service's collaborators. Pool and Codec are required; the

@@ -1,5 +1,4 @@
-// Package mcp is the action source of one org MCP connector (actions.md
-// §6.11): tools discovered with tools/list and run with tools/call over
+// Package mcp is the action source of one org MCP connector: tools discovered with tools/list and run with tools/call over
 // streamable HTTP, through the official Go MCP SDK.
 //
 // Design:

@@ -1,5 +1,4 @@
-// Package providers holds the code-defined action sources (actions.md §2.2,
-// archetype A) and the Registry that maps an integration id to its source.
+// Package providers holds the code-defined action sources and the Registry that maps an integration id to its source.
 //
 // Each provider is its own package: linear (GraphQL), sentry (REST) and
 // slack (Web API), sharing the HTTP plumbing of package remote (30 s
@@ -8,8 +7,8 @@
 // real wire formats, for this package's tests and anyone else's.
 //
 // Sources are stateless: the credential arrives with every call in
-// actions.ExecContext.Token, resolved by the platform (integrations.md
-// §6.10; the Slack bot token of the workspace installation). The registry
+// actions.ExecContext.Token, resolved by the platform (for Slack,
+// the bot token of the workspace installation). The registry
 // therefore builds each source once and hands out the same value.
 package providers
 

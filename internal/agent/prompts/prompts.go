@@ -1,5 +1,5 @@
 // Package prompts builds the coding agent's system prompt per session mode,
-// following agent-contract.md §6.1:
+// following the agent contract:
 //
 //   - setup: get the repositories running without editing source code,
 //     configure services (save_service_commands), ask for missing secrets
@@ -11,8 +11,8 @@
 //
 // Mode selects the mode from the session (setup wins, then automation by
 // session or client type, else coding). Resolve applies a session's custom
-// system prompt but, unlike the original (agent-contract.md §9 "custom
-// system prompt bypass"), still appends the mode-critical instructions, so
+// system prompt but, unlike the original system (where a custom
+// prompt replaced everything), still appends the mode-critical instructions, so
 // an automation session with a custom prompt still reports its outcome.
 package prompts
 

@@ -1,5 +1,5 @@
-// Package autumn is the client of Autumn, the external billing provider
-// (billing-metering.md §2): plan activation and credit purchases (POST
+// Package autumn is the client of Autumn, the external billing provider:
+// plan activation and credit purchases (POST
 // /v1/attach), posting usage of the credits feature (POST /v1/check with
 // send_event, so Autumn checks and deducts atomically and can deny), and
 // reading a customer's credits balance (GET /v1/customers/{id}).

@@ -1,5 +1,5 @@
-// Package billingjobs runs the billing work around the ledger
-// (billing-metering.md §6.5, §6.8, §6.12–§6.14): posting billing events to
+// Package billingjobs runs the billing work around the ledger:
+// posting billing events to
 // Autumn (Outbox), overage auto-top-up (TopUp), activating the selected plan
 // when a trial runs out (Trial), reconciliation of shadow balances with
 // Autumn (Reconciler), monthly partitions of billing_events with a 90-day

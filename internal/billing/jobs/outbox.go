@@ -12,7 +12,7 @@ import (
 	"github.com/proliferate/proliferate/internal/billing/autumn"
 )
 
-// Outbox retry policy (billing-metering.md §6.5).
+// Outbox retry policy.
 const (
 	MaxRetries     = 5
 	BackoffBase    = time.Minute

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Retention (billing-metering.md §10.3 Workstream E, ruling D6).
+// Retention of the billing tables' partitions.
 const (
 	// HotWindow: monthly partitions of billing_events wholly older than
 	// this are detached into billing_events_archive_YYYY_MM (still

@@ -21,8 +21,7 @@ const DriftAlertCredits = 500
 // ErrNoProvider: the job needs Autumn and none is configured.
 var ErrNoProvider = errors.New("billing: no billing provider configured (AUTUMN_SECRET_KEY)")
 
-// Reconciler sets shadow balances to Autumn's (billing-metering.md §6.12,
-// §6.14): nightly for every billable organization, and on demand.
+// Reconciler sets shadow balances to Autumn's: nightly for every billable organization, and on demand.
 type Reconciler struct {
 	Deps
 	// At is the UTC time of day of the nightly run ("HH:MM", BILLING_RECONCILE_AT).

@@ -13,7 +13,7 @@ import (
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
-// Overage guardrails (billing-metering.md §6.13, §10.5).
+// Overage guardrails.
 const (
 	MaxTopUpsPerCycle  = 20
 	MinTopUpInterval   = 60 * time.Second

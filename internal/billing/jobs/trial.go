@@ -12,8 +12,8 @@ import (
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
-// Trial activates the selected plan of an organization whose trial ran out
-// (billing-metering.md §6.8): when Autumn has a payment method the plan is
+// Trial activates the selected plan of an organization whose trial ran out:
+// when Autumn has a payment method the plan is
 // attached and charged at once and the organization becomes active (its
 // sessions may resume); otherwise nothing changes and the API offers the
 // checkout.

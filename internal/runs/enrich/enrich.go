@@ -1,5 +1,5 @@
 // Package enrich builds the versioned enrichment payload of an automation
-// run (spec automations-runs §4 EnrichmentPayload, §6.2) from its trigger
+// run from its trigger
 // event's normalized context (providers.Parse's runs.Event.Context, stored
 // as trigger_events.parsed_context). It is pure and deterministic: no
 // database, no network, no clock, no LLM; the same Input always gives the
@@ -77,7 +77,7 @@ const (
 	maxPathLen      = 300
 )
 
-// Payload is the versioned enrichment payload (spec §4 EnrichmentPayload),
+// Payload is the versioned enrichment payload,
 // JSON snake_case.
 type Payload struct {
 	Version         int      `json:"version"`

@@ -1,7 +1,7 @@
 // Package target resolves which configuration an automation run's session
 // starts from: the combination of the original system's target resolution
-// (spec automations-runs §6.3) and its configuration selection strategy
-// (§6.7.1). Our automations point at configurations (the original's
+// and its configuration selection strategy.
+// Our automations point at configurations (the original's
 // prebuilds), and target resolution never creates one.
 //
 // Decision tree (Resolve):

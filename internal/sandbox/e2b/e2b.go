@@ -19,7 +19,7 @@
 // create` and git's credential helper (`proliferate git-credential`,
 // capabilities.GitCredentialEnv) work in the sandbox as in a local one.
 //
-// # Boot (sandbox-providers.md §6.4)
+// # Boot
 //
 // EnsureSandbox, serialised per session: a running sandbox of the session
 // (metadata proliferate_session) whose agent answers is returned; one whose

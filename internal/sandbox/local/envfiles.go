@@ -17,7 +17,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sandbox"
 )
 
-// Session variables and env files (secrets-environment.md §6.4-6.5).
+// Session variables and env files.
 //
 // Spec.EnvVars are the environment of the agent, of every terminal and of
 // every Exec command of the sandbox (instance.env), in this sandbox only.

@@ -53,7 +53,7 @@ func bounded(t testing.TB, ev runs.Event) []byte {
 	return b
 }
 
-// The 626 KB issue body of issue #14: stored once (description), cut to
+// A 626 KB GitHub issue body: stored once (description), cut to
 // 16 KiB with a marker; the enrichment summary is what it was before.
 func TestBoundGitHubIssueBody(t *testing.T) {
 	line := "Stack trace line: at Widget.save (src/editor/save.ts:12:20) — ünïcode ✓\n"

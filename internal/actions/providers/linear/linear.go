@@ -1,5 +1,5 @@
 // Package linear is the Linear provider action source: five actions over
-// Linear's GraphQL API (actions.md §6.5).
+// Linear's GraphQL API.
 //
 // Wire format: POST {endpoint} (LINEAR_API_URL, by default
 // https://api.linear.app/graphql) with a JSON body {query, variables}. The

@@ -1,5 +1,5 @@
 // Package sentry is the Sentry provider action source: five actions over
-// Sentry's REST API (actions.md §6.6).
+// Sentry's REST API.
 //
 // Wire format: {base}/… where base is SENTRY_API_URL (by default
 // https://sentry.io/api/0), with the OAuth token resolved per call

@@ -1,5 +1,5 @@
 // Package slack is the Slack provider action source: send_message over the
-// Slack Web API's chat.postMessage (actions.md §6.7).
+// Slack Web API's chat.postMessage.
 //
 // Wire format: POST {base}/chat.postMessage (base is SLACK_API_URL, by
 // default https://slack.com/api) with a JSON body {channel, text,

@@ -252,6 +252,22 @@ func TestSettingsSecretsImportAPIKeyAndFieldErrors(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`.overage-form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.overage-form .field-error[data-field=overage_cap_cents]`)),
 	)
+
+	// 375 px: the settings fit the phone's width.
+	for _, section := range []string{"billing", "secrets", "members"} {
+		browser.Do(t, ctx, settingsWait,
+			chromedp.EmulateViewport(375, 740),
+			chromedp.Navigate(origin+"/settings/"+section),
+			chromedp.WaitVisible(chromedp.CSS(`.settings-main h2`)),
+		)
+		// (the shell's top bar is the dashboard test's; this checks the settings)
+		if w := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[int](`Math.max(Math.round(document.querySelector('.settings').getBoundingClientRect().right),
+			...[...document.querySelectorAll('.settings *')].map((e) => Math.round(e.getBoundingClientRect().right)))`)); w > 375 {
+			wide := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`[...document.querySelectorAll('.settings *')].filter((e) => e.getBoundingClientRect().right > 375).slice(0, 5).map((e) => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right)).join(' | ')`))
+			t.Fatalf("at 375 px /settings/%s is %d px wide: %s", section, w, wide)
+		}
+		browser.Screenshot(t, ctx, "settings-"+section+"-phone")
+	}
 }
 
 var settingsInviteLink = regexp.MustCompile(`/invitations/accept\?token=[A-Za-z0-9_\-.~%]+`)

@@ -121,7 +121,7 @@ func TestDashboardSignupOnboardingAndPhoneLayout(t *testing.T) {
 	}
 	browser.Screenshot(t, ctx, "login")
 	browser.Do(t, ctx, wait,
-		chromedp.Click(chromedp.CSS(`a[href="/signup"]`)),
+		chromedp.Click(chromedp.CSS(`a[href^="/signup"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`input[name=name]`)),
 		chromedp.SendKeys(chromedp.CSS(`input[name=name]`), "Ada"),
 		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
@@ -177,11 +177,11 @@ func TestDashboardSignupOnboardingAndPhoneLayout(t *testing.T) {
 	)
 	browser.Screenshot(t, ctx, "phone-menu")
 
-	// Log out: back to the login screen, and the token no longer works.
+	// Log out: back to the login screen, and the tokens are gone from the browser.
 	browser.Do(t, ctx, wait,
 		chromedp.EmulateViewport(1280, 800),
 		chromedp.Click(chromedp.CSS(`.topbar button.link`)),
-		chromedp.WaitVisible(chromedp.CSS(`a[href="/signup"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href^="/signup"]`)),
 	)
 	if tok := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`localStorage.getItem('proliferate.auth') ?? ''`)); tok != "" {
 		t.Fatalf("tokens left after logout: %q", tok)

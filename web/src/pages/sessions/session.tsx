@@ -15,6 +15,9 @@ import type { ActionInvocation, ServerFrame } from '../../protocol'
 import { loadHistory } from './history'
 import { Markdown } from './markdown'
 import { emptyTimeline, reduce, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
+import { SessionTabs, TabPanel, useSessionTab } from './tabs'
+import { ChangesTab } from './changes'
+import { TerminalTab } from './terminal'
 import { duration, ended, type SessionRow } from './types'
 import './sessions.css'
 
@@ -39,6 +42,12 @@ export function SessionPage(props: { id: string }) {
   const [queue, setQueue] = useState<string[]>([])
   const [actionErr, setActionErr] = useState<unknown>(null)
   const [busyAction, setBusyAction] = useState('')
+  const [tab, setTab] = useSessionTab()
+  // The terminal stays mounted (its shell alive) once opened.
+  const [terminalOpened, setTerminalOpened] = useState(false)
+  useEffect(() => {
+    if (tab === 'terminal') setTerminalOpened(true)
+  }, [tab])
 
   const row = sess.data
   // A session whose sandbox is not running is shown from its history;
@@ -220,40 +229,49 @@ export function SessionPage(props: { id: string }) {
           {t.snapshot.ok ? `Snapshot saved (${t.snapshot.id}).` : `Snapshot failed: ${t.snapshot.error}`}
         </div>
       )}
-      <TimelineView messages={t.messages} busy={agentBusy} />
-      {pending.map((a) => (
-        <Approval key={a.id} sessionID={id} inv={a} onDone={(inv) => dispatch({ frame: { type: 'action_approval_result', invocation: inv, status: inv.status } })} />
-      ))}
-      {resolved.length > 0 && (
-        <details class="approvals-done">
-          <summary class="small muted">{resolved.length} resolved action(s)</summary>
-          <ul class="small">
-            {resolved.map((a) => (
-              <li key={a.id}>
-                {a.integration}.{a.action}: {a.status}
-              </li>
+      <SessionTabs tab={tab} onSelect={setTab} badges={{ timeline: pending.length + t.env.length }} />
+      <TabPanel tab="changes" selected={tab}>
+        {tab === 'changes' && <ChangesTab sessionId={id} live={status === 'running'} />}
+      </TabPanel>
+      <TabPanel tab="terminal" selected={tab}>
+        {(tab === 'terminal' || terminalOpened) && <TerminalTab sessionId={id} live={status === 'running'} />}
+      </TabPanel>
+      <TabPanel tab="timeline" selected={tab}>
+        <TimelineView messages={t.messages} busy={agentBusy} />
+        {pending.map((a) => (
+          <Approval key={a.id} sessionID={id} inv={a} onDone={(inv) => dispatch({ frame: { type: 'action_approval_result', invocation: inv, status: inv.status } })} />
+        ))}
+        {resolved.length > 0 && (
+          <details class="approvals-done">
+            <summary class="small muted">{resolved.length} resolved action(s)</summary>
+            <ul class="small">
+              {resolved.map((a) => (
+                <li key={a.id}>
+                  {a.integration}.{a.action}: {a.status}
+                </li>
+              ))}
+            </ul>
+          </details>
+        )}
+        {t.env.map((r) => (
+          <EnvForm key={r.toolCallId} req={r} sock={sock} />
+        ))}
+        {Object.entries(t.previews).length > 0 && (
+          <div class="previews small">
+            Previews:{' '}
+            {Object.entries(t.previews).map(([port, p]) => (
+              <a key={port} href={previewHref(p.open_url ?? p.url)} target="_blank" rel="noopener noreferrer">
+                port {port}
+              </a>
             ))}
-          </ul>
-        </details>
-      )}
-      {t.env.map((r) => (
-        <EnvForm key={r.toolCallId} req={r} sock={sock} />
-      ))}
-      {Object.entries(t.previews).length > 0 && (
-        <div class="previews small">
-          Previews:{' '}
-          {Object.entries(t.previews).map(([port, p]) => (
-            <a key={port} href={previewHref(p.open_url ?? p.url)} target="_blank" rel="noopener noreferrer">
-              port {port}
-            </a>
-          ))}
-        </div>
-      )}
-      {!ended(row) ? (
-        <PromptBox busy={agentBusy} queue={queue} onSend={send} onClearQueue={() => setQueue([])} disabled={!canChange && row.created_by !== null} />
-      ) : (
-        <p class="muted small">This session has ended{row.stop_reason ? ` (${row.stop_reason})` : ''}: its history is shown above.</p>
-      )}
+          </div>
+        )}
+        {!ended(row) ? (
+          <PromptBox busy={agentBusy} queue={queue} onSend={send} onClearQueue={() => setQueue([])} disabled={!canChange && row.created_by !== null} />
+        ) : (
+          <p class="muted small">This session has ended{row.stop_reason ? ` (${row.stop_reason})` : ''}: its history is shown above.</p>
+        )}
+      </TabPanel>
     </div>
   )
 }

@@ -235,6 +235,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) error {
 	st := protocol.SessionStatus{ID: sess.ID, Status: sess.Status, DisplayStatus: v.DisplayStatus}
 	if h, ok := s.d.Hubs.Get(sess.ID); ok {
 		hs := h.Status()
+		hs.EnvRequests = h.PendingEnvRequests()
 		st.SandboxAlive = hs.RuntimeReady
 		st.Runtime = &hs
 	}

@@ -94,6 +94,9 @@ type RuntimeStatus struct {
 	Clients      int    `json:"clients"`
 	Owner        bool   `json:"owner"` // this instance holds the owner lease
 	SandboxID    string `json:"sandbox_id,omitempty"`
+	// EnvRequests are the tool call ids of the agent's pending
+	// request_env_variables calls (the agent waits for a person).
+	EnvRequests []string `json:"env_requests,omitempty"`
 }
 
 // SessionStatus is GET /proliferate/{id}/status: the stored status plus

@@ -563,6 +563,9 @@ export interface RuntimeStatus {
   clients: number
   owner: boolean
   sandbox_id?: string
+  // EnvRequests are the tool call ids of the agent's pending
+  // request_env_variables calls (the agent waits for a person).
+  env_requests?: string[]
 }
 
 // SessionStatus is GET /proliferate/{id}/status: the stored status plus

@@ -41,7 +41,7 @@ func BenchmarkDecode(b *testing.B) {
 
 func BenchmarkGoavro(b *testing.B) {
 	c := newTestCodec(b)
-	e := SampleEvents()[4]
+	e := sampleOf(TypeRunLifecycle)
 	ei := c.types[e.EventType]
 	native, err := ei.enc.encode(e)
 	if err != nil {

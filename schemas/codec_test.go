@@ -125,7 +125,7 @@ func TestSingleObjectInterop(t *testing.T) {
 
 func TestEncodeRejectsInvalidEvents(t *testing.T) {
 	c := newTestCodec(t)
-	valid := func() *Event { return SampleEvents()[4] } // run.lifecycle
+	valid := func() *Event { return sampleOf(TypeRunLifecycle) } // run.lifecycle
 	tests := []struct {
 		name   string
 		mutate func(e *Event) *Event
@@ -165,7 +165,7 @@ func (impostor) EventType() string { return TypeRunLifecycle }
 
 func TestDecodeErrors(t *testing.T) {
 	c := newTestCodec(t)
-	good, err := c.Encode(SampleEvents()[4])
+	good, err := c.Encode(sampleOf(TypeRunLifecycle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestDecodeErrors(t *testing.T) {
 
 	// A record whose body is valid for its schema but claims another type.
 	v := c.types[TypeRunLifecycle].newest()
-	native, err := c.types[TypeRunLifecycle].enc.encode(SampleEvents()[4])
+	native, err := c.types[TypeRunLifecycle].enc.encode(sampleOf(TypeRunLifecycle))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func TestDecodeHostileCounts(t *testing.T) {
 // consumer may reuse its fetch buffers.
 func TestDecodeCopiesBytes(t *testing.T) {
 	c := newTestCodec(t)
-	e := SampleEvents()[8] // webhook.received
+	e := sampleOf(TypeWebhookReceived)
 	b, err := c.Encode(e)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +335,7 @@ func TestNew(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	want := []string{
-		TypeActionInvocation, TypeBillingState, TypeBillingUsage, TypeLLMSpend, TypeRunLifecycle,
+		TypeActionInvocation, TypeAuditEvent, TypeBillingState, TypeBillingUsage, TypeLLMSpend, TypeRunLifecycle,
 		TypeSessionEvent, TypeSessionTranscript, TypeToolCall, TypeTriggerEvent, TypeWebhookReceived,
 	}
 	got := Types()

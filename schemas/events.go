@@ -18,6 +18,7 @@ const (
 	TypeToolCall          = "tool.call"
 	TypeSessionTranscript = "session.transcript"
 	TypeActionInvocation  = "action.invocation"
+	TypeAuditEvent        = "audit.event"
 	TypeLLMSpend          = "llm.spend"
 	TypeBillingUsage      = "billing.usage"
 	TypeBillingState      = "billing.state"

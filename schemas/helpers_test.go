@@ -62,3 +62,14 @@ func evolutionFS(t testing.TB, upTo int) fstest.MapFS {
 	}
 	return fsys
 }
+
+// sampleOf is the sample event of eventType (SampleEvents' positions move
+// as event types are added).
+func sampleOf(eventType string) *Event {
+	for _, e := range SampleEvents() {
+		if e.EventType == eventType {
+			return e
+		}
+	}
+	panic("no sample of " + eventType)
+}

@@ -19,6 +19,7 @@ func builtinPayloads() []Payload {
 		(*ToolCall)(nil),
 		(*SessionTranscript)(nil),
 		(*ActionInvocation)(nil),
+		(*AuditEvent)(nil),
 		(*LLMSpend)(nil),
 		(*BillingUsage)(nil),
 		(*BillingState)(nil),

@@ -33,7 +33,7 @@ func TestRegistryRegistersNewestUnderRecordNameSubjects(t *testing.T) {
 func TestRegistryWireFormat(t *testing.T) {
 	_, cl := newFakeRegistry(t)
 	c := newTestCodec(t, WithRegistry(cl))
-	e := SampleEvents()[4]
+	e := sampleOf(TypeRunLifecycle)
 	b, err := c.Encode(e)
 	if err != nil {
 		t.Fatal(err)

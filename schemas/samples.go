@@ -62,6 +62,17 @@ func SampleEvents() []*Event {
 			DefinitionDiffJSON: ptr(`{"reviewed_known":true,"changes":[{"path":"params.properties.delete_all","change":"added",` +
 				`"new":{"type":"boolean"}}]}`),
 		},
+		&AuditEvent{
+			Action:         "secret.create",
+			ActorType:      AuditActorAPIKey,
+			ActorID:        ptr("0195a3c2-3a00-7000-8000-0000000000e1"),
+			APIKeyID:       ptr("0195a3c2-3a00-7000-8000-0000000000k1"),
+			ImpersonatorID: ptr("0195a3c2-3a00-7000-8000-0000000000s1"),
+			TargetType:     "secret",
+			TargetID:       "0195a3c2-3a00-7000-8000-0000000000f1",
+			RequestID:      ptr("req_4f2a9c1e"),
+			DetailsJSON:    ptr(`{"key":"STRIPE_API_KEY","repo_id":null}`),
+		},
 		&BillingState{
 			FromState:            StateActive,
 			ToState:              StateGrace,

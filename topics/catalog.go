@@ -29,6 +29,7 @@ const (
 	SessionsTranscript = "sessions.transcript"
 	ToolsCalls         = "tools.calls"
 	ActionsInvocations = "actions.invocations"
+	AuditEvents        = "audit.events"
 	LLMSpend           = "llm.spend"
 	BillingUsage       = "billing.usage"
 	BillingState       = "billing.state"
@@ -148,6 +149,14 @@ var topics = []Topic{
 		Partitions:  12, Cleanup: Delete, Retention: 90 * day,
 		EventTypes: []string{schemas.TypeActionInvocation},
 		Producers:  []string{"gateway", "api"},
+	},
+	{
+		Name:        AuditEvents,
+		Description: "Security-relevant changes in an organization: secrets created, updated or deleted (names only, never values), members invited, joined, changed role or removed, API keys created or revoked (ids and prefixes only), integrations connected or disconnected, action modes set or cleared for the organization or an automation. Each names its actor (user, API key or system), target and request id. Written through the transactional outbox in the same transaction as the change, so a committed change always has its event. With actions.invocations (who approved or denied what) it is the organization's audit trail.",
+		Key:         "org id",
+		Partitions:  12, Cleanup: Delete, Retention: 365 * day,
+		EventTypes: []string{schemas.TypeAuditEvent},
+		Producers:  []string{"api"},
 	},
 	{
 		Name:        LLMSpend,

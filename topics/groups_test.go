@@ -5,6 +5,7 @@ package topics_test
 // proliferate binary does (internal/app wires them all), so that the
 // catalog checks and docs/topics.md see every group.
 import (
+	_ "github.com/proliferate/proliferate/consumers/actionmaterializer"
 	_ "github.com/proliferate/proliferate/consumers/billingledger"
 	_ "github.com/proliferate/proliferate/consumers/billingrater"
 	_ "github.com/proliferate/proliferate/consumers/enforcer"

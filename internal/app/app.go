@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/integrations"
@@ -213,6 +214,8 @@ func (a *App) OpenKafka(ctx context.Context) error {
 
 // OpenCodec builds the event codec: single-object encoding, or Confluent
 // framing through the schema registry when SCHEMA_REGISTRY_URL is set.
+// The audit trail's emitters (internal/audit.Emit, called deep inside the
+// domain packages) encode with it too.
 func (a *App) OpenCodec(context.Context) error {
 	if a.Codec != nil {
 		return nil
@@ -222,6 +225,7 @@ func (a *App) OpenCodec(context.Context) error {
 		return fmt.Errorf("build event codec: %w", err)
 	}
 	a.Codec = codec
+	audit.UseCodec(codec)
 	return nil
 }
 

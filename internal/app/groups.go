@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/consumers/actionmaterializer"
 	"github.com/proliferate/proliferate/consumers/billingledger"
 	"github.com/proliferate/proliferate/consumers/billingrater"
 	"github.com/proliferate/proliferate/consumers/enforcer"
@@ -34,6 +35,7 @@ func groupWirings() []groupWiring {
 		{group: runartifacts.Group, record: (*App).runArtifactsHandler},
 		{group: notifier.Group, record: (*App).notifierHandler},
 		{group: sessionmaterializer.Group, batch: (*App).sessionMaterializerHandler},
+		{group: actionmaterializer.Group, batch: (*App).actionMaterializerHandler},
 		{group: billingrater.Group, record: (*App).billingRaterHandler},
 		{group: billingledger.Group, batch: (*App).billingLedgerHandler},
 		{group: enforcer.Group, record: (*App).enforcerHandler},

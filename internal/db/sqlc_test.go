@@ -70,6 +70,7 @@ var owners = map[string]string{
 	"integrations":           "internal/integrations",
 	"billing_meter_closures": "internal/sessions",
 	"action_invocations":     "internal/actions/invocations",
+	"audit_events":           "internal/audit",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

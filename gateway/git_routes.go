@@ -18,6 +18,7 @@ import (
 // mutations for principals allowed to mutate it).
 func (s *Server) gitRoutes() {
 	s.handle("GET /proliferate/{id}/git/status", s.owned("id", s.getGitStatus))
+	s.handle("GET /proliferate/{id}/git/diff", s.owned("id", s.getGitDiff))
 	s.handle("POST /proliferate/{id}/git/branch", s.owned("id", s.postGitBranch))
 	s.handle("POST /proliferate/{id}/git/commit", s.owned("id", s.postGitCommit))
 	s.handle("POST /proliferate/{id}/git/push", s.owned("id", s.postGitPush))
@@ -127,6 +128,50 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 		return gitError(w, err)
 	}
 	httpapi.WriteJSON(w, http.StatusOK, protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: path, OK: true, Status: &st})
+	return nil
+}
+
+// gitDiffResponse is GET /git/diff's answer.
+type gitDiffResponse struct {
+	WorkspacePath string `json:"workspace_path"`
+	gitops.Diff
+}
+
+// getGitDiff answers the uncommitted changes of a workspace repository
+// against HEAD (untracked files as added), optionally of one file or
+// directory (?path=): per file its state, line counts and unified patch;
+// binary files are flagged, never dumped; the patch text is capped at
+// gitops.DefaultDiffMaxBytes (1 MiB) in all, past which patches are cut
+// at a line and flagged truncated (the files are all listed).
+func (s *Server) getGitDiff(w http.ResponseWriter, r *http.Request) error {
+	p, err := s.principal(r, false)
+	if err != nil {
+		return err
+	}
+	if p.Kind == auth.KindSandbox {
+		return httpapi.Forbidden("sandbox credentials cannot act on sessions")
+	}
+	sess, err := s.session(r, p, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	path, file := q.Get("workspace_path"), q.Get("path")
+	if err := gitPaths(path, nil); err != nil {
+		return err
+	}
+	if _, err := gitops.CleanPath(file); err != nil {
+		return invalid("path", hub.GitErrorText(err))
+	}
+	h, err := s.d.Hubs.Hub(r.Context(), sess.ID)
+	if err != nil {
+		return hubError(w, err)
+	}
+	d, err := h.GitDiff(r.Context(), p, path, gitops.DiffOptions{Path: file})
+	if err != nil {
+		return gitError(w, err)
+	}
+	httpapi.WriteJSON(w, http.StatusOK, gitDiffResponse{WorkspacePath: path, Diff: d})
 	return nil
 }
 

@@ -77,6 +77,19 @@ func (h *Hub) GitStatus(ctx context.Context, p *auth.Principal, workspacePath st
 	return r.Status(ctx)
 }
 
+// GitDiff returns the uncommitted changes of the repository at
+// workspacePath (readable by anyone who may see the session).
+func (h *Hub) GitDiff(ctx context.Context, p *auth.Principal, workspacePath string, o gitops.DiffOptions) (gitops.Diff, error) {
+	if !h.canRead(p) {
+		return gitops.Diff{}, ErrForbidden
+	}
+	r, err := h.gitRepo(ctx, workspacePath)
+	if err != nil {
+		return gitops.Diff{}, err
+	}
+	return r.Diff(ctx, o)
+}
+
 // GitCreateBranch creates and checks out a branch.
 func (h *Hub) GitCreateBranch(ctx context.Context, p *auth.Principal, workspacePath, branch string) error {
 	if !h.canMutate(p) {

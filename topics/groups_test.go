@@ -13,5 +13,6 @@ import (
 	_ "github.com/proliferate/proliferate/consumers/runartifacts"
 	_ "github.com/proliferate/proliferate/consumers/runstages"
 	_ "github.com/proliferate/proliferate/consumers/sessionmaterializer"
+	_ "github.com/proliferate/proliferate/consumers/toolmaterializer"
 	_ "github.com/proliferate/proliferate/consumers/triggerprocessor"
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
+	"github.com/proliferate/proliferate/consumers/toolmaterializer"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
 )
 
@@ -35,6 +36,7 @@ func groupWirings() []groupWiring {
 		{group: runartifacts.Group, record: (*App).runArtifactsHandler},
 		{group: notifier.Group, record: (*App).notifierHandler},
 		{group: sessionmaterializer.Group, batch: (*App).sessionMaterializerHandler},
+		{group: toolmaterializer.Group, batch: (*App).toolMaterializerHandler},
 		{group: actionmaterializer.Group, batch: (*App).actionMaterializerHandler},
 		{group: billingrater.Group, record: (*App).billingRaterHandler},
 		{group: billingledger.Group, batch: (*App).billingLedgerHandler},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	analyticsapi "github.com/proliferate/proliferate/api/analytics"
 	billingapi "github.com/proliferate/proliferate/api/billing"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/api/integrations"
@@ -39,6 +40,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 			Runtime: client.NewSessionRuntime(a.gatewayClient("api")), Admit: a.billingGate(),
 			Prebuilt: a.prebuilt()}),
 		sessionhistory.Register,
+		analyticsapi.Register,
 		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.

@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/httpapi"
@@ -273,6 +274,7 @@ func (s *Server) requestID(c *gin.Context) {
 		id = hex.EncodeToString(b)
 	}
 	c.Set(requestIDKey, id)
+	c.Request = c.Request.WithContext(audit.WithRequestID(c.Request.Context(), id))
 	c.Header("X-Request-Id", id)
 	c.Next()
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
@@ -184,7 +185,7 @@ func (h *handlers) checkKey(ctx context.Context, orgID, source, action string) e
 // writeMode sets or clears key in table.action_modes of one row (the org
 // or an org's automation) in one statement and returns the new map.
 // pgx.ErrNoRows: no such row; errTooManyModes: the map is full.
-func (h *handlers) writeMode(ctx context.Context, table, id, orgID, key string, mode *string) (map[string]string, error) {
+func (h *handlers) writeMode(ctx context.Context, tx pgx.Tx, table, id, orgID, key string, mode *string) (map[string]string, error) {
 	var where string
 	switch table {
 	case "organizations":
@@ -196,17 +197,17 @@ func (h *handlers) writeMode(ctx context.Context, table, id, orgID, key string, 
 	}
 	var m map[string]string
 	if mode == nil {
-		err := h.pool.QueryRow(ctx, `UPDATE `+table+` SET action_modes = action_modes - $3::text, updated_at = now()
+		err := tx.QueryRow(ctx, `UPDATE `+table+` SET action_modes = action_modes - $3::text, updated_at = now()
 			WHERE `+where+` RETURNING action_modes`, id, orgID, key).Scan(&m)
 		return m, err
 	}
-	err := h.pool.QueryRow(ctx, `UPDATE `+table+` SET action_modes = jsonb_set(action_modes, ARRAY[$3::text], to_jsonb($4::text)),
+	err := tx.QueryRow(ctx, `UPDATE `+table+` SET action_modes = jsonb_set(action_modes, ARRAY[$3::text], to_jsonb($4::text)),
 			updated_at = now()
 		WHERE `+where+` AND (action_modes ? $3::text OR (SELECT count(*) FROM jsonb_object_keys(action_modes)) < $5)
 		RETURNING action_modes`, id, orgID, key, *mode, MaxModes).Scan(&m)
 	if errors.Is(err, pgx.ErrNoRows) {
 		var exists bool
-		if e := h.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE `+where+`)`, id, orgID).Scan(&exists); e != nil {
+		if e := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+table+` WHERE `+where+`)`, id, orgID).Scan(&exists); e != nil {
 			return nil, fmt.Errorf("write mode: %w", e)
 		}
 		if exists {
@@ -268,7 +269,21 @@ func (h *handlers) setMode(c *api.Ctx, table, id, what string) error {
 		}
 	}
 	key := actions.ModeKey(req.Integration, req.Action)
-	m, err := h.writeMode(ctx, table, id, c.OrgID(), key, req.Mode.value)
+	var m map[string]string
+	err := pgx.BeginFunc(ctx, h.pool, func(tx pgx.Tx) error {
+		var err error
+		if m, err = h.writeMode(ctx, tx, table, id, c.OrgID(), key, req.Mode.value); err != nil {
+			return err
+		}
+		// The organization's audit trail, in the change's transaction.
+		ev := audit.Event{OrgID: c.OrgID(), Action: "action_mode.set", TargetType: what, TargetID: id,
+			Details: map[string]any{"integration": req.Integration, "action": req.Action, "mode": req.Mode.value},
+			Actor:   audit.ActorFrom(ctx)}
+		if req.Mode.value == nil {
+			ev.Action = "action_mode.clear"
+		}
+		return audit.Emit(ctx, tx, ev)
+	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return httpapi.NotFound(what)

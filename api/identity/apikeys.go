@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
@@ -88,7 +89,13 @@ func (h *handler) createAPIKey(c *api.Ctx) error {
 			_, err = tx.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
 				VALUES ($1, $2, 'api_key.create', 'api_key', $3, jsonb_build_object('name', $4::text, 'prefix', $5::text), $6)`,
 				req.OrgID, p.UserID, k.ID, k.Name, k.Prefix, c.RequestID())
-			return err
+			if err != nil {
+				return err
+			}
+			// The key's organization's audit trail: id, name and prefix,
+			// never the key.
+			return audit.Emit(ctx, tx, audit.Event{OrgID: deref(req.OrgID), Action: "api_key.create", TargetType: "api_key", TargetID: k.ID,
+				Details: map[string]any{"name": k.Name, "prefix": k.Prefix}, Actor: audit.ActorFrom(ctx)})
 		}
 		return errors.New("identity: could not allocate an API key prefix")
 	})
@@ -142,7 +149,11 @@ func (h *handler) deleteAPIKey(c *api.Ctx) error {
 		_, err = tx.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
 			VALUES ($1, $2, 'api_key.revoke', 'api_key', $3, jsonb_build_object('prefix', $4::text), $5)`,
 			orgID, p.UserID, id, prefix, c.RequestID())
-		return err
+		if err != nil {
+			return err
+		}
+		return audit.Emit(ctx, tx, audit.Event{OrgID: deref(orgID), Action: "api_key.revoke", TargetType: "api_key", TargetID: id,
+			Details: map[string]any{"prefix": prefix}, Actor: audit.ActorFrom(ctx)})
 	})
 	if err != nil {
 		return err
@@ -203,4 +214,11 @@ func (h *handler) apiKeyVerifier(ctx context.Context, bearer string) (*auth.Prin
 		}
 	}
 	return p, true, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

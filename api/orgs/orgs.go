@@ -111,7 +111,7 @@ func apiError(err error) error {
 func actor(c *api.Ctx) orgs.Actor {
 	a := orgs.Actor{UserID: c.UserID(), RequestID: c.RequestID()}
 	if p := c.Principal(); p != nil {
-		a.ImpersonatorID = p.ImpersonatorID
+		a.ImpersonatorID, a.APIKeyID = p.ImpersonatorID, p.APIKeyID
 	}
 	return a
 }

@@ -86,7 +86,7 @@ type handlers struct{ s *api.Server }
 func actor(c *api.Ctx) secrets.Actor {
 	a := secrets.Actor{UserID: c.UserID(), RequestID: c.RequestID()}
 	if p := c.Principal(); p != nil {
-		a.ImpersonatorID = p.ImpersonatorID
+		a.ImpersonatorID, a.APIKeyID = p.ImpersonatorID, p.APIKeyID
 	}
 	return a
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
 	analyticsapi "github.com/proliferate/proliferate/api/analytics"
+	auditapi "github.com/proliferate/proliferate/api/audit"
 	billingapi "github.com/proliferate/proliferate/api/billing"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/api/integrations"
@@ -41,6 +42,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 			Prebuilt: a.prebuilt()}),
 		sessionhistory.Register,
 		analyticsapi.Register,
+		auditapi.Register,
 		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.

@@ -27,6 +27,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/audit/auditdb"
+	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -55,6 +56,25 @@ func (a Actor) Type() string {
 		return schemas.AuditActorUser
 	}
 	return schemas.AuditActorSystem
+}
+
+type requestIDKey struct{}
+
+// WithRequestID stores the API request id in ctx (the API's request-id
+// middleware), for ActorFrom.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// ActorFrom is the caller of the API request ctx belongs to (its
+// principal and request id); a zero Actor (system) outside a request.
+func ActorFrom(ctx context.Context) Actor {
+	a := Actor{}
+	a.RequestID, _ = ctx.Value(requestIDKey{}).(string)
+	if p := auth.FromContext(ctx); p != nil && p.IsPerson() {
+		a.UserID, a.APIKeyID, a.ImpersonatorID = p.UserID, p.APIKeyID, p.ImpersonatorID
+	}
+	return a
 }
 
 // Event is one change to record.

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/proliferate/proliferate/internal/audit"
 )
 
 // integrationCols are selected from integrations i LEFT JOIN users u.
@@ -163,7 +165,8 @@ func (s *Service) save(ctx context.Context, r Registration) (Integration, bool, 
 	}
 	var id string
 	var created bool
-	err := s.pool.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
 			provider_config_key, github_installation_id, display_name, scopes, status, visibility, metadata, created_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (org_id, connection_id) DO UPDATE SET
@@ -173,8 +176,23 @@ func (s *Service) save(ctx context.Context, r Registration) (Integration, bool, 
 		WHERE integrations.provider = EXCLUDED.provider
 		  AND (integrations.visibility = 'org' OR integrations.created_by = EXCLUDED.created_by)
 		RETURNING id::text, (xmax = 0)`,
-		r.OrgID, string(r.Provider), r.IntegrationID, r.ConnectionID, cfgKey, instID, r.DisplayName,
-		r.Scopes, string(r.Status), string(r.Visibility), r.Metadata, r.UserID).Scan(&id, &created)
+			r.OrgID, string(r.Provider), r.IntegrationID, r.ConnectionID, cfgKey, instID, r.DisplayName,
+			r.Scopes, string(r.Status), string(r.Visibility), r.Metadata, r.UserID).Scan(&id, &created)
+		if err != nil {
+			return err
+		}
+		// The organization's audit trail, in the connection's transaction.
+		ev := audit.Event{OrgID: r.OrgID, Action: "integration.connect", TargetType: "integration", TargetID: id,
+			Details: map[string]any{"provider": string(r.Provider), "integration": r.IntegrationID, "name": r.DisplayName, "visibility": string(r.Visibility)},
+			Actor:   audit.ActorFrom(ctx)}
+		if !created {
+			ev.Action = "integration.reconnect"
+		}
+		if ev.Actor.UserID == "" {
+			ev.Actor.UserID = r.UserID
+		}
+		return audit.Emit(ctx, tx, ev)
+	})
 	// No row: the connection id exists under another provider, or as another
 	// member's private integration (which must stay theirs and unseen).
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -481,6 +499,11 @@ func (s *Service) Disconnect(ctx context.Context, orgID, viewer string, admin bo
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM integrations WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
 		return res, fmt.Errorf("delete integration: %w", err)
+	}
+	if err := audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "integration.disconnect", TargetType: "integration", TargetID: id,
+		Details: map[string]any{"provider": string(it.Provider), "name": it.DisplayName, "orphaned_repos": len(res.OrphanedRepos)},
+		Actor:   audit.ActorFrom(ctx)}); err != nil {
+		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return res, err

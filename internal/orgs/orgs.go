@@ -41,6 +41,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	auditlog "github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/auth"
 )
 
@@ -58,6 +59,8 @@ type Actor struct {
 	// in audit details).
 	ImpersonatorID string
 	RequestID      string
+	// APIKeyID is the API key the user called with, if any (audit trail).
+	APIKeyID string
 }
 
 // Kind classifies a domain error; the API maps each kind to one status.
@@ -211,7 +214,10 @@ func audit(ctx context.Context, tx pgx.Tx, a Actor, e Audit) error {
 	if err != nil {
 		return fmt.Errorf("write audit row %s: %w", e.Action, err)
 	}
-	return nil
+	// The organization's audit trail (audit.events, through the outbox in
+	// this transaction).
+	return auditlog.Emit(ctx, tx, auditlog.Event{OrgID: e.OrgID, Action: e.Action, TargetType: e.TargetType, TargetID: e.TargetID,
+		Details: e.Details, Actor: auditlog.Actor{UserID: a.UserID, APIKeyID: a.APIKeyID, ImpersonatorID: a.ImpersonatorID, RequestID: a.RequestID}})
 }
 
 // newToken returns a random URL-safe token and its hex SHA-256.

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	auditlog "github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/dotenv"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
@@ -111,6 +112,8 @@ type Actor struct {
 	UserID         string
 	ImpersonatorID string
 	RequestID      string
+	// APIKeyID is the API key the user called with, if any (audit trail).
+	APIKeyID string
 }
 
 // AdditionalData is what a secret's ciphertext is bound to: organization,
@@ -218,7 +221,14 @@ func audit(ctx context.Context, q DB, orgID string, a Actor, action, targetType,
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
-	return nil
+	// The organization's audit trail (audit.events, through the outbox in
+	// the caller's transaction): names and ids only, as above.
+	tx, ok := q.(pgx.Tx)
+	if !ok {
+		return fmt.Errorf("audit %s: not in a transaction", action)
+	}
+	return auditlog.Emit(ctx, tx, auditlog.Event{OrgID: orgID, Action: action, TargetType: targetType, TargetID: targetID,
+		Details: details, Actor: auditlog.Actor{UserID: a.UserID, APIKeyID: a.APIKeyID, ImpersonatorID: a.ImpersonatorID, RequestID: a.RequestID}})
 }
 
 // repoInOrg reports whether repoID is a repo of orgID.

@@ -4,10 +4,11 @@
 // views where the API says a change is for admins.
 import type { FunctionComponent } from 'preact'
 import { navigate } from '../../lib/router'
-import { useSession } from '../../lib/session'
+import { isAdmin, useSession } from '../../lib/session'
 import { Link } from '../../lib/ui'
 import { ActionModesPage } from './actions'
 import { ApiKeysPage } from './apikeys'
+import { AuditPage } from './audit'
 import { BillingPage } from './billing'
 import { ConfigurationsPage } from './configurations'
 import { ConnectorsPage } from './connectors'
@@ -18,7 +19,9 @@ import { SecretsPage } from './secrets'
 import { SnapshotsPage } from './snapshots'
 import './settings.css'
 
-const sections: { id: string; label: string; page: FunctionComponent }[] = [
+// admin sections are listed for owners and admins only (the API refuses
+// members; the page says so if a member follows a link).
+const sections: { id: string; label: string; page: FunctionComponent; admin?: boolean }[] = [
   { id: 'members', label: 'Members', page: MembersPage },
   { id: 'api-keys', label: 'API keys', page: ApiKeysPage },
   { id: 'integrations', label: 'Integrations & repos', page: IntegrationsPage },
@@ -29,6 +32,7 @@ const sections: { id: string; label: string; page: FunctionComponent }[] = [
   { id: 'billing', label: 'Billing', page: BillingPage },
   { id: 'snapshots', label: 'Snapshots', page: SnapshotsPage },
   { id: 'organization', label: 'Organization', page: OrganizationPage },
+  { id: 'audit', label: 'Audit log', page: AuditPage, admin: true },
 ]
 
 export function SettingsPage(props: { section?: string }) {
@@ -47,7 +51,7 @@ export function SettingsPage(props: { section?: string }) {
       </div>
       <div class="settings-body">
         <nav class="settings-nav" aria-label="Settings">
-          {sections.map((x) => (
+          {sections.filter((x) => !x.admin || isAdmin(s)).map((x) => (
             <Link key={x.id} href={'/settings/' + x.id} aria-current={x.id === props.section ? 'page' : undefined}>
               {x.label}
             </Link>

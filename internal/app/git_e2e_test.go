@@ -3,14 +3,9 @@ package app_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io/fs"
-	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -67,20 +62,12 @@ func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 	// sandbox (/opt/proliferate/bin).
 	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyPEM := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}))
 	// 127.0.0.2: the sandbox reaches it through its egress proxy (its
 	// NO_PROXY covers 127.0.0.1), like github.com.
-	gh := fakes.NewGitHubOn(t, "127.0.0.2", "4242", &key.PublicKey, nil)
-	// Installation ids are unique across organizations (the test database
-	// is shared): a fresh one per world.
-	installation := 100000 + mrand.Int64N(1<<40)
-	gh.AddInstallation(fakes.GitHubInstallation{ID: installation, Login: "acme"})
-	appRepo := gh.AddRepo(t, installation, "acme", "app")
-	otherRepo := gh.AddRepo(t, installation, "acme", "other")
+	app := apptest.NewGitHub(t, "127.0.0.2")
+	gh := app.Fake
+	appRepo := gh.AddRepo(t, app.Installation, "acme", "app")
+	otherRepo := gh.AddRepo(t, app.Installation, "acme", "other")
 	ghURL, err := url.Parse(gh.URL)
 	if err != nil {
 		t.Fatal(err)
@@ -89,13 +76,11 @@ func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 	dir := t.TempDir()
 	logs := &testenv.LogBuffer{}
 	cfg := devConfig(t, filepath.Join(dir, "kafka"), append([]string{"RUN_SESSIONS", "gateway",
-		"SANDBOX_ISOLATION", "bwrap", "SANDBOX_EGRESS", "allowlist", "SANDBOX_EGRESS_ALLOW", ghURL.Host,
-		"GITHUB_APP_ID", "4242", "GITHUB_APP_PRIVATE_KEY", keyPEM, "GITHUB_API_URL", gh.URL}, overrides...)...)
+		"SANDBOX_ISOLATION", "bwrap", "SANDBOX_EGRESS", "allowlist", "SANDBOX_EGRESS_ALLOW", ghURL.Host}, append(app.Env, overrides...)...)...)
 	dev := startDevLogged(t, cfg, logs)
 	testenv.Eventually(t, 30*time.Second, "the gateway to listen", func() bool { return dev.app.GatewayAddr() != "" })
 	w := &gitWorld{gh: gh, ghHost: ghURL.Host, appRepo: appRepo, cfg: cfg, logs: logs, dev: dev,
 		base: "http://" + dev.app.APIAddr(), gwBase: "http://" + dev.app.GatewayAddr()}
-	ctx := context.Background()
 	pool := dev.app.Pool
 
 	var signup struct {
@@ -111,32 +96,8 @@ func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 	}
 	w.token, w.orgID, w.userID = signup.AccessToken, signup.User.ActiveOrgID, signup.User.ID
 
-	var integrationID string
-	if err := pool.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, github_installation_id, created_by)
-		VALUES ($1, 'github-app', 'github', $2, $3, $4) RETURNING id::text`,
-		w.orgID, fmt.Sprintf("github-app-%d", installation), installation, w.userID).Scan(&integrationID); err != nil {
-		t.Fatal(err)
-	}
-	repoIDs := map[string]string{}
-	for _, r := range []fakes.GitRepo{appRepo, otherRepo} {
-		var id string
-		if err := pool.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_name, github_url, default_branch) VALUES ($1, $2, $3, 'main')
-			RETURNING id::text`, w.orgID, r.Owner+"/"+r.Name, r.CloneURL).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := pool.Exec(ctx, `INSERT INTO repo_connections (org_id, repo_id, integration_id) VALUES ($1, $2, $3)`,
-			w.orgID, id, integrationID); err != nil {
-			t.Fatal(err)
-		}
-		repoIDs[r.Name] = id
-	}
-	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'app') RETURNING id::text`, w.orgID).Scan(&w.cfgID); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position)
-		VALUES ($1, $2, $3, 'app', 0)`, w.cfgID, repoIDs["app"], w.orgID); err != nil {
-		t.Fatal(err)
-	}
+	repoIDs := app.Connect(t, pool, w.orgID, w.userID, nil, appRepo, otherRepo)
+	w.cfgID = apptest.Configuration(t, pool, w.orgID, "app", repoIDs["app"], "app")
 	return w
 }
 

@@ -367,11 +367,13 @@ func (s *Server) postTool(w http.ResponseWriter, r *http.Request) error {
 	if _, ok := s.tools.Lookup(name); !ok {
 		return httpapi.NotFound("tool " + name)
 	}
+	var secrets []string
 	if h, ok := s.d.Hubs.Get(sess.ID); ok {
 		done := h.ToolCallStarted()
 		defer done()
+		secrets = h.Secrets()
 	}
-	call := tools.Call{Session: sess, ToolCallID: req.ToolCallID, Args: req.Args,
+	call := tools.Call{Session: sess, ToolCallID: req.ToolCallID, Args: req.Args, Secrets: secrets,
 		Runtime: func(ctx context.Context) (tools.Runtime, error) {
 			h, err := s.d.Hubs.Hub(ctx, sess.ID)
 			if err != nil {

@@ -64,6 +64,10 @@ type Deps struct {
 	// Evidence stores the verify tool's files (blob store and rows); nil:
 	// verify answers that evidence is unavailable.
 	Evidence *evidence.Store
+	// Redactors gives an organization's redactor, for what agents report
+	// through platform tools (tools.Deps.Redactors); nil: token formats and
+	// the session's own values only.
+	Redactors tools.Redactors
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration
 	// Now is the clock [time.Now].
@@ -118,7 +122,7 @@ func New(d Deps) (*Server, error) {
 	s := &Server{d: d, mux: http.NewServeMux(), tools: d.Tools}
 	if s.tools == nil {
 		s.tools = tools.New(tools.Deps{Pool: d.Pool, Codec: d.Codec, Sessions: d.Sessions, Log: d.Log, Prebuilt: d.Prebuilt,
-			Evidence: d.Evidence})
+			Evidence: d.Evidence, Redactors: d.Redactors})
 	}
 	s.bgCtx, s.bgStop = context.WithCancel(context.Background())
 	s.fwd = newForwarder(d.Log)

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/proliferate/proliferate/gateway/protocol"
@@ -53,6 +54,14 @@ func (h *Hub) addSecrets(vals ...string) {
 		h.tr.seen[v] = struct{}{}
 		h.tr.secrets = append(h.tr.secrets, v)
 	}
+}
+
+// Secrets are the values the session received (its environment at every
+// boot, values people submitted), for redacting what leaves the session.
+func (h *Hub) Secrets() []string {
+	h.tr.mu.Lock()
+	defer h.tr.mu.Unlock()
+	return slices.Clone(h.tr.secrets)
 }
 
 // recordTranscript records msg (a frame being broadcast) when it belongs

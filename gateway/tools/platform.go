@@ -12,6 +12,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
+	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -158,8 +159,12 @@ func (d Deps) automationComplete(ctx context.Context, c Call) (Result, error) {
 	if err := decodeArgs(c.Args, &comp); err != nil {
 		return Failure("%v", err), nil
 	}
+	comp, err := d.redactCompletion(ctx, c, comp)
+	if err != nil {
+		return Result{}, err
+	}
 	var res runs.CompleteResult
-	err := pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, d.Pool, func(tx pgx.Tx) error {
 		var err error
 		res, err = runs.Complete(ctx, tx, d.Codec, c.Session.OrgID, c.Session.ID, comp)
 		return err
@@ -182,6 +187,32 @@ func (d Deps) automationComplete(ctx context.Context, c Call) (Result, error) {
 		"runId": res.Run.ID, "status": res.Run.Status, "completionId": comp.CompletionID, "replayed": res.Replayed}}, nil
 }
 
+// redactCompletion replaces, in what the agent reports, the organization's
+// secrets and patterns, the token formats and the values the session
+// received: an agent that prints a secret into its summary (talked into it,
+// or by mistake) must not carry it into the run API, runs.lifecycle, the
+// run's artifact or its notification. The agent's own session, which had
+// the value, is the only place it stays.
+func (d Deps) redactCompletion(ctx context.Context, c Call, comp runs.Completion) (runs.Completion, error) {
+	red := actions.NewRedactor()
+	if d.Redactors != nil {
+		r, err := d.Redactors.Redactor(ctx, c.Session.OrgID)
+		if err != nil {
+			return comp, fmt.Errorf("redaction of organization %s: %w", c.Session.OrgID, err)
+		}
+		red = r
+	}
+	red = red.With(c.Secrets...)
+	comp.SummaryMarkdown = red.String(comp.SummaryMarkdown)
+	comp.DiffRef, comp.TestReportRef = red.String(comp.DiffRef), red.String(comp.TestReportRef)
+	for _, refs := range [][]string{comp.Citations, comp.SideEffectRefs} {
+		for i := range refs {
+			refs[i] = red.String(refs[i])
+		}
+	}
+	return comp, nil
+}
+
 // afterAutomationComplete terminates the session with the run's outcome
 // once the agent has its answer (automation fast path: no idle snapshot).
 func (d Deps) afterAutomationComplete(ctx context.Context, c Call, r Result) {
@@ -190,7 +221,11 @@ func (d Deps) afterAutomationComplete(ctx context.Context, c Call, r Result) {
 	}
 	var comp runs.Completion
 	_ = json.Unmarshal(c.Args, &comp)
-	rt, err := c.Runtime(ctx)
+	comp, err := d.redactCompletion(ctx, c, comp)
+	var rt Runtime
+	if err == nil {
+		rt, err = c.Runtime(ctx)
+	}
 	if err == nil {
 		err = rt.Terminate(ctx, "automation_complete", comp.Outcome, comp.SummaryMarkdown)
 	}

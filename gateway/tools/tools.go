@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -78,6 +79,10 @@ type Call struct {
 	// Runtime returns the session's live runtime (its hub); tools call it
 	// only when they need it.
 	Runtime func(ctx context.Context) (Runtime, error)
+	// Secrets are the values the session received (its environment,
+	// values people submitted) as this instance's hub knows them: redacted
+	// from what leaves the session besides the organization's secrets.
+	Secrets []string
 }
 
 // Tool is a gateway-executed platform tool.
@@ -125,6 +130,17 @@ type Deps struct {
 	// Evidence stores verify's files; nil (or without a blob store):
 	// verify answers that evidence is unavailable.
 	Evidence *evidence.Store
+	// Redactors gives an organization's redactor (its secrets' values, its
+	// redaction patterns, the token formats): what the agent sends that
+	// leaves the session (a run's completion: the run API, runs.lifecycle,
+	// notifications) is redacted with it and with the values the session
+	// received. nil: token formats and the session's values only.
+	Redactors Redactors
+}
+
+// Redactors gives an organization's redactor (redaction.Cache).
+type Redactors interface {
+	Redactor(ctx context.Context, orgID string) (*actions.Redactor, error)
 }
 
 // Registry maps tool names to tools and executes them idempotently.

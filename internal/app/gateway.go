@@ -17,6 +17,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/sweeper"
+	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/integrations"
@@ -218,7 +219,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Log: a.Log.With("component", "snapshots")})
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
 	prebuilt := a.prebuilt()
-	tpub := a.transcriptPublisher(box)
+	redactors := redaction.NewCache(a.Pool, box, a.Log.With("component", "redaction"))
+	tpub := a.transcriptPublisher(redactors)
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
@@ -262,7 +264,8 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
 		Codec: a.Codec, Hubs: hubs, Sessions: store, Authenticator: apiServer.Authenticator(), Actions: actionsSvc, AdvertiseURL: advertise,
-		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder, Evidence: &evidence.Store{Pool: a.Pool, Blobs: blobs}})
+		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder, Evidence: &evidence.Store{Pool: a.Pool, Blobs: blobs},
+		Redactors: redactors})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err

@@ -52,6 +52,9 @@ type gitWorld struct {
 	cfgID                string
 }
 
+// gitWorldPassword is the member's password in a gitWorld.
+const gitWorldPassword = "correct horse battery git world"
+
 func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 	t.Helper()
 	binDir, err := buildCLI()
@@ -91,7 +94,7 @@ func newGitWorld(t *testing.T, overrides ...string) *gitWorld {
 		} `json:"user"`
 	}
 	if code := apiCall(t, w.base, "POST", "/auth/signup", "", map[string]any{"email": fmt.Sprintf("git-%d@example.com", time.Now().UnixNano()),
-		"password": "correct horse battery", "name": "Grace"}, &signup); code != 201 {
+		"password": gitWorldPassword, "name": "Grace"}, &signup); code != 201 {
 		t.Fatalf("signup %d", code)
 	}
 	w.token, w.orgID, w.userID = signup.AccessToken, signup.User.ActiveOrgID, signup.User.ID

@@ -37,8 +37,8 @@ import (
 // whose target path is .env.local and a service command (a Python HTTP
 // server on a loopback port of the sandbox that serves the hash of the
 // secret it sees). A signed webhook starts a run; the real agent, scripted,
-// in its bash tool: prints the hashes of the secret in its environment and
-// of the env file, curls the service through localhost, edits a file,
+// in its bash tool: prints the secret's value (as an agent talked into it
+// would), the hashes of the secret in its environment and of the env file, curls the service through localhost, edits a file,
 // commits everything (`git add -A`: the env file must be git-excluded),
 // pushes through the credential helper, opens the pull request with
 // `proliferate pr create` and completes the run. Then: the run succeeded
@@ -47,11 +47,15 @@ import (
 // push (changing README.md only) and one pull request; the secret's value
 // is in no log line of the platform, no record of any Kafka topic and no
 // API response the test fetched (secrets, bundle, configuration, session,
-// runs, the session's history, the frames streamed to a member over the
-// WebSocket).
+// runs, the session's history), and the run's summary and notification
+// show it [REDACTED]. The same holds for every secret setting the stack is
+// configured with (canarySettings), the member's password and access token
+// and the webhook's secret, which the frames streamed to a member over the
+// WebSocket do not carry either.
 func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 	sl := slackfake.New(t)
-	w := newGitWorld(t, "SLACK_API_URL", sl.URL())
+	canaries, overrides := canarySettings(t)
+	w := newGitWorld(t, append([]string{"SLACK_API_URL", sl.URL()}, overrides...)...)
 	ctx := context.Background()
 	pool := w.dev.app.Pool
 	apiBase := w.base + api.Prefix
@@ -114,7 +118,7 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 	// The agent's script: one bash command, then automation_complete
 	// whose summary is that command's output (the session's sandbox and
 	// its agent's history end with the run).
-	work := fmt.Sprintf(`printf 'secret-sha=%%s\n' "$(printf %%s "$E2E_API_TOKEN" | sha256sum | cut -d' ' -f1)"; `+
+	work := fmt.Sprintf(`echo "raw-token=$E2E_API_TOKEN"; printf 'secret-sha=%%s\n' "$(printf %%s "$E2E_API_TOKEN" | sha256sum | cut -d' ' -f1)"; `+
 		`printf 'envfile-sha=%%s\n' "$(sha256sum < app/.env.local | cut -d' ' -f1)"; `+
 		`body=; for i in $(seq 300); do body=$(curl -sf http://localhost:%s/) && break; sleep 0.2; done; echo "service: $body"; `+
 		`cd app && git switch -q -c agent/fix-readme && echo "Fixed by the agent." >> README.md && git add -A && `+
@@ -186,7 +190,7 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 	// The agent saw the secret in its environment and in the env file, and
 	// the service (which saw it too) through localhost.
 	envFile := sandbox.EnvFile{Path: "app/.env.local", Vars: []sandbox.EnvVar{{Key: "E2E_API_TOKEN", Value: secret}}}
-	for _, want := range []string{"secret-sha=" + sha(secret), "envfile-sha=" + sha(string(envFile.Render())),
+	for _, want := range []string{"raw-token=[REDACTED]", "secret-sha=" + sha(secret), "envfile-sha=" + sha(string(envFile.Render())),
 		"service: service-ok token-sha=" + sha(secret)} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("the agent's bash printed %q, want %q", out, want)
@@ -225,7 +229,8 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 	// The Slack notification links the pull request.
 	testenv.Eventually(t, 60*time.Second, "the Slack notification", func() bool { return len(sl.Posts()) > 0 })
 	if posts := sl.Posts(); len(posts) != 1 || posts[0].Channel != "C0RUNS" || posts[0].Team != team ||
-		!strings.Contains(posts[0].Text, pr.URL) || !strings.Contains(posts[0].Text, "succeeded") {
+		!strings.Contains(posts[0].Text, pr.URL) || !strings.Contains(posts[0].Text, "succeeded") ||
+		!strings.Contains(posts[0].Text, "raw-token=[REDACTED]") || strings.Contains(posts[0].Text, secret) {
 		t.Fatalf("Slack posts %+v, want one to C0RUNS linking %s", posts, pr.URL)
 	}
 
@@ -266,17 +271,37 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 		bodies = append(bodies, "WebSocket "+m.Type+": "+string(m.Raw))
 	}
 	got.mu.Unlock()
+	// The org's secret, the configured canaries, the member's password and
+	// access token, and the webhook's signing secret: none anywhere.
+	canaries["the org's secret"] = secret
+	canaries["the member's password"] = gitWorldPassword
+	canaries["the member's access token"] = w.token
+	canaries["the webhook trigger's secret"] = p.secret // shown once, when the trigger is created
+	triggerCreated := "POST /automations/" + auto.ID + "/triggers: "
 	for _, b := range bodies {
-		if strings.Contains(b, secret) {
-			t.Errorf("the secret is in an API response: %s", b)
+		for name, v := range canaries {
+			shownOnce := v == p.secret && strings.HasPrefix(b, triggerCreated)
+			// The agent printed the secret's value (raw-token=): the
+			// frames streamed live to a member of the session show what
+			// the agent printed, as the agent's own terminal would (the
+			// member steers an agent that has the value). Everything that
+			// outlives or leaves the session is checked: its history, the
+			// run, its notification, the topics, the logs.
+			live := v == secret && strings.HasPrefix(b, "WebSocket ")
+			if strings.Contains(b, v) && !shownOnce && !live {
+				t.Errorf("%s is in an API response: %s", name, b)
+			}
 		}
 	}
 	logs := w.logs.String()
 	if !strings.Contains(logs, "pull request opened from a sandbox") {
 		t.Fatal("the logs were not captured")
 	}
-	if strings.Contains(logs, secret) {
-		t.Error("the secret is in the platform's logs")
+	for name, v := range canaries {
+		if strings.Contains(logs, v) {
+			i := strings.Index(logs, v)
+			t.Errorf("%s is in the platform's logs: …%s…", name, logs[max(0, i-200):min(len(logs), i+len(v)+50)])
+		}
 	}
 	records := allRecords(t, w.dev.app.Seeds())
 	if len(records) == 0 {
@@ -288,12 +313,14 @@ func TestWebhookToPullRequestWithSecretsEnvFileAndService(t *testing.T) {
 		// What the agent printed (the hash, in the run's summary) does
 		// travel on a topic: the check reads the records that carry it.
 		hashSeen = hashSeen || bytes.Contains(r.Value, []byte(sha(secret)))
-		leak := bytes.Contains(r.Value, []byte(secret)) || bytes.Contains(r.Key, []byte(secret))
-		for _, h := range r.Headers {
-			leak = leak || bytes.Contains(h.Value, []byte(secret))
-		}
-		if leak {
-			t.Errorf("the secret is in a record of %s (offset %d)", r.Topic, r.Offset)
+		for name, v := range canaries {
+			leak := bytes.Contains(r.Value, []byte(v)) || bytes.Contains(r.Key, []byte(v))
+			for _, h := range r.Headers {
+				leak = leak || bytes.Contains(h.Value, []byte(v))
+			}
+			if leak {
+				t.Errorf("%s is in a record of %s (offset %d)", name, r.Topic, r.Offset)
+			}
 		}
 	}
 	if !hashSeen {

@@ -61,7 +61,7 @@ func materialize(t *testing.T, e *apitest.Env, org string) []string {
 		}
 		raw, out = append(raw, string(v)), append(out, r)
 	}
-	if err := audit.Apply(ctx, e.Deps.Pool, out); err != nil {
+	if _, err := audit.Apply(ctx, e.Deps.Pool, out); err != nil {
 		t.Fatal(err)
 	}
 	return raw

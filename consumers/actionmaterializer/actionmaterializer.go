@@ -7,7 +7,7 @@
 // Design:
 //
 //   - Batch mode: the runner hands over up to MaxBatch records of one
-//     partition; the handler inserts their rows in one round trip.
+//     partition; the handler inserts their rows in one statement.
 //   - Idempotent: every row is keyed by its event id (ON CONFLICT DO
 //     NOTHING), so redelivery and replay insert nothing new. The trail is
 //     read by time, not by arrival, so the order rows arrive in does not
@@ -52,7 +52,7 @@ func BatchHandler(d Deps) consumers.BatchHandler {
 			}
 			rows = append(rows, r)
 		}
-		if err := audit.Apply(ctx, d.Pool, rows); err != nil {
+		if _, err := audit.Apply(ctx, d.Pool, rows); err != nil {
 			return err
 		}
 		if len(failed) > 0 {

@@ -245,32 +245,46 @@ func RowFromEvent(ev *schemas.Event) (Row, error) {
 	return r, nil
 }
 
-// Apply inserts rows in one round trip; a row whose event id is already
-// present changes nothing.
-func Apply(ctx context.Context, db auditdb.DBTX, rows []Row) error {
+// Apply inserts rows in one statement and returns how many were new; a
+// row whose event id is already present changes nothing.
+func Apply(ctx context.Context, db auditdb.DBTX, rows []Row) (int64, error) {
 	if len(rows) == 0 {
-		return nil
+		return 0, nil
 	}
-	params := make([]auditdb.InsertAuditEventParams, len(rows))
+	type jrow struct {
+		EventID        string          `json:"event_id"`
+		OrgID          string          `json:"org_id"`
+		OccurredAt     time.Time       `json:"occurred_at"`
+		Source         string          `json:"source"`
+		Action         string          `json:"action"`
+		ActorType      string          `json:"actor_type"`
+		ActorID        *string         `json:"actor_id"`
+		APIKeyID       *string         `json:"api_key_id"`
+		ImpersonatorID *string         `json:"impersonator_id"`
+		TargetType     string          `json:"target_type"`
+		TargetID       string          `json:"target_id"`
+		RequestID      *string         `json:"request_id"`
+		Details        json.RawMessage `json:"details"`
+	}
+	js := make([]jrow, len(rows))
 	for i, r := range rows {
-		details := []byte(r.Details)
+		details := r.Details
 		if len(details) == 0 {
-			details = []byte("{}")
+			details = json.RawMessage("{}")
 		}
-		params[i] = auditdb.InsertAuditEventParams{EventID: r.ID, OrgID: r.OrgID, OccurredAt: r.OccurredAt, Source: r.Source,
-			Action: r.Action, ActorType: r.ActorType, ActorID: r.ActorID, ApiKeyID: r.APIKeyID, ImpersonatorID: r.ImpersonatorID,
+		js[i] = jrow{EventID: r.ID, OrgID: r.OrgID, OccurredAt: r.OccurredAt, Source: r.Source, Action: r.Action,
+			ActorType: r.ActorType, ActorID: r.ActorID, APIKeyID: r.APIKeyID, ImpersonatorID: r.ImpersonatorID,
 			TargetType: r.TargetType, TargetID: r.TargetID, RequestID: r.RequestID, Details: details}
 	}
-	var firstErr error
-	auditdb.New(db).InsertAuditEvent(ctx, params).Exec(func(_ int, err error) {
-		if err != nil && firstErr == nil {
-			firstErr = err
-		}
-	})
-	if firstErr != nil {
-		return fmt.Errorf("audit: insert %d rows: %w", len(rows), firstErr)
+	b, err := json.Marshal(js)
+	if err != nil {
+		return 0, fmt.Errorf("audit: encode %d rows: %w", len(rows), err)
 	}
-	return nil
+	n, err := auditdb.New(db).InsertAuditEvents(ctx, b)
+	if err != nil {
+		return 0, fmt.Errorf("audit: insert %d rows: %w", len(rows), err)
+	}
+	return n, nil
 }
 
 // Filter narrows List; empty fields match everything.

@@ -10,6 +10,31 @@ import (
 	"time"
 )
 
+const insertAuditEvents = `-- name: InsertAuditEvents :execrows
+
+INSERT INTO audit_events (event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id,
+    impersonator_id, target_type, target_id, request_id, details)
+SELECT r.event_id, r.org_id, r.occurred_at, r.source, r.action, r.actor_type, r.actor_id, r.api_key_id,
+    r.impersonator_id, r.target_type, r.target_id, r.request_id, r.details
+FROM jsonb_to_recordset($1::jsonb) AS r(event_id uuid, org_id uuid, occurred_at timestamptz, source text,
+    action text, actor_type text, actor_id text, api_key_id text, impersonator_id text, target_type text,
+    target_id text, request_id text, details jsonb)
+ON CONFLICT (event_id) DO NOTHING
+`
+
+// audit_events: the organization's audit trail, written by the
+// action-materializer group (Apply) and read by GET /api/v1/audit (List).
+// InsertAuditEvents inserts a batch of rows in one statement: rows is a
+// JSON array of objects with the table's columns (details an object); an
+// event id already present inserts nothing (redelivery, replay).
+func (q *Queries) InsertAuditEvents(ctx context.Context, rows []byte) (int64, error) {
+	result, err := q.db.Exec(ctx, insertAuditEvents, rows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const listAuditEvents = `-- name: ListAuditEvents :many
 SELECT event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
     target_type, target_id, request_id, details

@@ -1,15 +1,17 @@
 -- audit_events: the organization's audit trail, written by the
 -- action-materializer group (Apply) and read by GET /api/v1/audit (List).
 
--- InsertAuditEvent inserts one row per event, queued in a batch (one round
--- trip per batch of records); an event id already present inserts nothing
--- (redelivery, replay).
--- name: InsertAuditEvent :batchexec
+-- InsertAuditEvents inserts a batch of rows in one statement: rows is a
+-- JSON array of objects with the table's columns (details an object); an
+-- event id already present inserts nothing (redelivery, replay).
+-- name: InsertAuditEvents :execrows
 INSERT INTO audit_events (event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id,
     impersonator_id, target_type, target_id, request_id, details)
-VALUES (sqlc.arg(event_id), sqlc.arg(org_id), sqlc.arg(occurred_at), sqlc.arg(source), sqlc.arg(action),
-    sqlc.arg(actor_type), sqlc.narg(actor_id), sqlc.narg(api_key_id), sqlc.narg(impersonator_id),
-    sqlc.arg(target_type), sqlc.arg(target_id), sqlc.narg(request_id), sqlc.arg(details))
+SELECT r.event_id, r.org_id, r.occurred_at, r.source, r.action, r.actor_type, r.actor_id, r.api_key_id,
+    r.impersonator_id, r.target_type, r.target_id, r.request_id, r.details
+FROM jsonb_to_recordset(sqlc.arg(rows)::jsonb) AS r(event_id uuid, org_id uuid, occurred_at timestamptz, source text,
+    action text, actor_type text, actor_id text, api_key_id text, impersonator_id text, target_type text,
+    target_id text, request_id text, details jsonb)
 ON CONFLICT (event_id) DO NOTHING;
 
 -- ListAuditEvents pages an organization's trail newest first, strictly

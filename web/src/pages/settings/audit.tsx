@@ -59,7 +59,7 @@ function fromLocalInput(v: string): string {
 
 // describe says in words what an entry's details hold (names, ids, modes:
 // never values, which the trail does not have).
-function describe(e: AuditEntry): string {
+function describe(e: AuditEntry, names: Map<string, string>): string {
   const d = e.details ?? {}
   const s = (k: string) => (typeof d[k] === 'string' ? (d[k] as string) : undefined)
   switch (e.action.split('.')[0]) {
@@ -73,7 +73,10 @@ function describe(e: AuditEntry): string {
       return `key ${s('name') ?? ''} ${s('prefix') ?? ''}`.trim()
     case 'integration':
       return `${s('provider') ?? ''} ${s('name') ?? s('integration') ?? ''}`.trim()
-    case 'member':
+    case 'member': {
+      const who = names.get(e.target_id) ?? 'user ' + e.target_id.slice(0, 8)
+      return s('from') && s('to') ? `${who}: ${s('from')} → ${s('to')}` : s('role') ? `${who} (${s('role')})` : who
+    }
     case 'invitation':
       return [s('email'), s('role') ?? s('new_role')].filter(Boolean).join(' as ') || `${e.target_type} ${e.target_id.slice(0, 8)}`
   }
@@ -187,7 +190,7 @@ function AuditTrail() {
                     <code>{e.action}</code>
                   </td>
                   <td>
-                    {describe(e)}
+                    {describe(e, names)}
                     {e.request_id && <span class="muted small"> · request {e.request_id}</span>}
                   </td>
                 </tr>

@@ -68,6 +68,7 @@ const nav = [
   { href: '/sessions', label: 'Sessions' },
   { href: '/inbox', label: 'Inbox' },
   { href: '/automations', label: 'Automations' },
+  { href: '/analytics', label: 'Analytics' },
   { href: '/settings', label: 'Settings' },
 ]
 

@@ -6,6 +6,7 @@ import { SessionPage } from './pages/sessions/session'
 import { AutomationPage, AutomationsPage, NewAutomationPage } from './pages/automations/automations'
 import { RunPage } from './pages/automations/run'
 import { InboxPage } from './pages/inbox/inbox'
+import { AnalyticsRoute } from './pages/analytics/route'
 
 export type RouteDef = { path: string; component: FunctionComponent<Record<string, string>> }
 
@@ -17,6 +18,7 @@ export const routes: RouteDef[] = [
   { path: '/automations/new', component: NewAutomationPage },
   { path: '/automations/:id', component: (p) => <AutomationPage id={p.id} /> },
   { path: '/runs/:id', component: (p) => <RunPage id={p.id} /> },
+  { path: '/analytics', component: () => <AnalyticsRoute /> },
   { path: '/settings', component: () => <SettingsRoute /> },
   { path: '/settings/:section', component: (p) => <SettingsRoute section={p.section} /> },
 ]

@@ -2,6 +2,7 @@
 // session, credit purchases, overage settings and reconciliations.
 import { useState } from 'preact/hooks'
 import { get, post, put, type Page } from '../../lib/api'
+import { BarChart } from '../../lib/barchart'
 import { Empty, ErrorBanner, Field, Link, Loading, useData, useSubmit } from '../../lib/ui'
 import { ReadOnly, Section, fmtDate, useAdmin } from './common'
 
@@ -113,35 +114,12 @@ export function UsageChart(props: { days: DayUsage[] }) {
   for (const d of props.days) byDay.set(d.day, (byDay.get(d.day) ?? 0) + num(d.credits))
   const rows = [...byDay.entries()].sort((a, b) => a[0].localeCompare(b[0]))
   if (rows.length === 0) return <Empty>No usage yet.</Empty>
-  const W = 600
-  const H = 180
-  const pad = 24
-  const max = Math.max(...rows.map((r) => r[1]), 1)
-  const bw = (W - pad * 2) / rows.length
   return (
-    <svg class="chart" viewBox={`0 0 ${W} ${H}`} role="img" aria-label="Credits used per day">
-      <line class="axis" x1={pad} y1={H - pad} x2={W - pad} y2={H - pad} />
-      <text x={pad} y={12}>
-        {credits(max)} credits
-      </text>
-      {rows.map(([day, v], i) => {
-        const h = ((H - pad * 2) * v) / max
-        return (
-          <g key={day}>
-            <rect class="bar" x={pad + i * bw + 2} y={H - pad - h} width={Math.max(bw - 4, 1)} height={h}>
-              <title>
-                {day}: {credits(v)} credits
-              </title>
-            </rect>
-            {(rows.length <= 10 || i % Math.ceil(rows.length / 10) === 0) && (
-              <text x={pad + i * bw + bw / 2} y={H - 8} text-anchor="middle">
-                {day.slice(5)}
-              </text>
-            )}
-          </g>
-        )
-      })}
-    </svg>
+    <BarChart
+      label="Credits used per day"
+      format={(v) => credits(v) + ' credits'}
+      bars={rows.map(([day, v]) => ({ label: day, segments: [{ series: 'credits', value: v }] }))}
+    />
   )
 }
 

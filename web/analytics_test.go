@@ -1,0 +1,108 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/testenv"
+	"github.com/proliferate/proliferate/internal/testenv/browser"
+	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/topics"
+)
+
+// TestAnalyticsToolsAndUsage: tool calls and session telemetry produced
+// onto tools.calls and sessions.events (through the outbox, as the gateway
+// does) are materialized by the running tool-materializer group, and the
+// analytics page shows them: the tools table (calls, failures, p50/p95)
+// and the usage chart by automation and by person.
+func TestAnalyticsToolsAndUsage(t *testing.T) {
+	origin, platform, _ := settingsPlatform(t)
+	ctx := browser.New(t, browser.Options{})
+	email := fmt.Sprintf("ada-%d@example.com", time.Now().UnixNano())
+	settingsSignUp(t, ctx, origin, "Ada Analyst", email)
+	token := settingsToken(t, ctx)
+	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
+	var me struct {
+		ID          string `json:"id"`
+		ActiveOrgID string `json:"active_org_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &me); status != http.StatusOK || err != nil || me.ActiveOrgID == "" {
+		t.Fatalf("me: %d %s", status, body)
+	}
+
+	sess := uuid.NewString()
+	now := time.Now().UTC()
+	var events []*schemas.Event
+	add := func(p schemas.Payload) { events = append(events, schemas.New(me.ActiveOrgID, p)) }
+	add(&schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindCreated, UserID: &me.ID})
+	add(&schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindTelemetry,
+		Telemetry: &schemas.SessionTelemetry{MessagesExchanged: 6, ActiveSeconds: 420, PRURLs: []string{"https://github.com/acme/app/pull/7"}}})
+	for i, c := range []struct {
+		tool, status string
+		ms           int64
+	}{{"bash", "completed", 120}, {"bash", "completed", 130}, {"bash", "completed", 140}, {"bash", "failed", 5000}, {"verify", "completed", 2300}} {
+		started := now.Add(-time.Minute)
+		ms := c.ms
+		add(&schemas.ToolCall{SessionID: sess, ToolCallID: fmt.Sprintf("call_%d", i), ToolName: c.tool, Status: c.status,
+			ExecutedBy: "gateway", StartedAt: &started, DurationMs: &ms})
+	}
+	err := pgx.BeginFunc(context.Background(), platform.App.Pool, func(tx pgx.Tx) error {
+		for _, ev := range events {
+			topic := topics.ToolsCalls
+			if _, ok := ev.Payload.(*schemas.SessionEvent); ok {
+				topic = topics.SessionsEvents
+			}
+			if err := outbox.AddEvent(context.Background(), tx, platform.App.Codec, topic, sess, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the tool-materializer to apply the records", func() bool {
+		_, tools := settingsCall(t, origin, token, http.MethodGet, "/analytics/tools", nil)
+		_, usage := settingsCall(t, origin, token, http.MethodGet, "/analytics/usage?by=person", nil)
+		return strings.Contains(tools, `"tool":"verify"`) && strings.Contains(usage, me.ID)
+	})
+
+	browser.Do(t, ctx, settingsWait,
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`nav a[href="/analytics"]`)),
+		chromedp.Click(chromedp.CSS(`nav a[href="/analytics"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-tool=bash]`)),
+		chromedp.WaitVisible(chromedp.CSS(`svg.chart rect.bar`)),
+	)
+	row := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`[...document.querySelectorAll('tr[data-tool=bash] > *')].map((c) => c.textContent).join('|')`))
+	// bash: 4 calls, 1 failure (25%), p50 within the histogram's 7.5 % of
+	// 130 ms, p95 of 5 s.
+	if !strings.HasPrefix(row, "bash|4|1 (25%)|") || !strings.Contains(row, " ms|") || !strings.HasSuffix(row, " s") {
+		t.Fatalf("bash row = %q", row)
+	}
+	if got := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`document.querySelector('tr[data-tool=verify]').textContent`)); !strings.HasPrefix(got, "verify1") {
+		t.Fatalf("verify row = %q", got)
+	}
+	browser.Do(t, ctx, settingsWait,
+		chromedp.Click(chromedp.CSS(`.segmented button:nth-child(2)`)),
+		chromedp.WaitVisible(chromedp.CSS(`.segmented button:nth-child(2)[aria-pressed=true]`)),
+	)
+	testenv.Eventually(t, settingsWait, "the chart's legend to name the person", func() bool {
+		return strings.Contains(browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`document.querySelector('.legend')?.textContent ?? ''`)), "Ada Analyst")
+	})
+	title := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`document.querySelector('svg.chart rect.bar title').textContent`))
+	if !strings.HasSuffix(title, " · Ada Analyst: 6") {
+		t.Fatalf("bar title = %q", title)
+	}
+	browser.Screenshot(t, ctx, "analytics")
+}

@@ -13,6 +13,7 @@ import (
 	actionsapi "github.com/proliferate/proliferate/api/actions"
 	"github.com/proliferate/proliferate/api/apitest"
 	auditapi "github.com/proliferate/proliferate/api/audit"
+	"github.com/proliferate/proliferate/api/identity"
 	secretsapi "github.com/proliferate/proliferate/api/secrets"
 	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -25,7 +26,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func newEnv(t *testing.T) *apitest.Env {
-	return apitest.New(t, []func(*api.Server) error{auditapi.Register, secretsapi.Register, actionsapi.Register})
+	return apitest.New(t, []func(*api.Server) error{identity.Register, auditapi.Register, secretsapi.Register, actionsapi.Register})
 }
 
 // materialize does what the outbox relay and the action-materializer group
@@ -202,5 +203,36 @@ func TestBadFilters(t *testing.T) {
 		if !strings.Contains(string(details), `"field":"`+field+`"`) {
 			t.Errorf("%s: details %s lack field %s", q, details, field)
 		}
+	}
+}
+
+// TestAPIKeysInTheTrail: creating and revoking an API key are in the
+// trail (id, name and prefix, never the key), and a change made with the
+// key names the key as well as its owner.
+func TestAPIKeysInTheTrail(t *testing.T) {
+	e := newEnv(t)
+	alice := e.NewUser(t)
+	var key identity.CreatedAPIKey
+	e.Do(t, http.MethodPost, "/api-keys", alice.Token, map[string]any{"name": "ci", "org_id": alice.OrgID}).Expect(t, http.StatusCreated, &key)
+	e.Do(t, http.MethodPost, "/secrets", key.Key, map[string]any{"key": "FROM_CI", "value": "ci-value-not-logged"}).Expect(t, http.StatusCreated, nil)
+	e.Do(t, http.MethodDelete, "/api-keys/"+key.ID, alice.Token, nil).Expect(t, http.StatusNoContent, nil)
+	for _, v := range materialize(t, e, alice.OrgID) {
+		if strings.Contains(v, key.Key) || strings.Contains(v, "ci-value-not-logged") {
+			t.Fatal("an API key or a secret value in an audit event")
+		}
+	}
+	all := list(t, e, alice.Token, "")
+	if got := actions(all); got != "api_key.revoke,secret.create,api_key.create" {
+		t.Fatalf("trail = %s", got)
+	}
+	if c := all.Items[2]; c.TargetID != key.ID || !strings.Contains(string(c.Details), key.Prefix) || c.ActorType != "user" {
+		t.Fatalf("api_key.create = %+v (details %s)", c, c.Details)
+	}
+	if c := all.Items[1]; c.ActorType != "api_key" || c.APIKeyID == nil || *c.APIKeyID != key.ID || *c.ActorID != alice.ID {
+		t.Fatalf("secret.create with the key = %+v", c)
+	}
+	// The key's id is an actor filter too.
+	if got := actions(list(t, e, alice.Token, "actor="+key.ID)); got != "secret.create" {
+		t.Fatalf("actor=key filter = %s", got)
 	}
 }

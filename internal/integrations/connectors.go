@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/audit"
 )
 
 // Connector modes (per tool, and the connector's default).
@@ -315,10 +317,25 @@ func (s *Service) CreateConnector(ctx context.Context, orgID, userID string, c C
 	if err := s.validateConnector(ctx, s.pool, c); err != nil {
 		return Connector{}, err
 	}
-	out, err := scanConnector(s.pool.QueryRow(ctx, `INSERT INTO org_connectors
-			(org_id, name, transport, url, auth, risk_policy, tool_risk_overrides, enabled, created_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+connectorCols,
-		orgID, c.Name, c.Transport, c.URL, c.Auth, c.RiskPolicy, c.ToolOverrides, c.Enabled, userID))
+	var out Connector
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = scanConnector(tx.QueryRow(ctx, `INSERT INTO org_connectors
+				(org_id, name, transport, url, auth, risk_policy, tool_risk_overrides, enabled, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+connectorCols,
+			orgID, c.Name, c.Transport, c.URL, c.Auth, c.RiskPolicy, c.ToolOverrides, c.Enabled, userID))
+		if err != nil {
+			return err
+		}
+		// The organization's audit trail: the connector's name and URL,
+		// never its credentials (auth names a secret, not its value).
+		a := audit.ActorFrom(ctx)
+		if a.UserID == "" {
+			a.UserID = userID
+		}
+		return audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "connector.create", TargetType: "connector", TargetID: out.ID,
+			Details: map[string]any{"name": out.Name, "url": out.URL, "enabled": out.Enabled}, Actor: a})
+	})
 	if isUniqueViolation(err) {
 		return Connector{}, ErrConnectorNameTaken
 	}
@@ -418,14 +435,18 @@ func (s *Service) UpdateConnector(ctx context.Context, orgID, id string, p Conne
 
 // DeleteConnector removes a connector of org.
 func (s *Service) DeleteConnector(ctx context.Context, orgID, id string) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM org_connectors WHERE id = $1 AND org_id = $2`, id, orgID)
-	if err != nil {
-		return fmt.Errorf("delete connector: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var name string
+		err := tx.QueryRow(ctx, `DELETE FROM org_connectors WHERE id = $1 AND org_id = $2 RETURNING name`, id, orgID).Scan(&name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("delete connector: %w", err)
+		}
+		return audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "connector.delete", TargetType: "connector", TargetID: id,
+			Details: map[string]any{"name": name}, Actor: audit.ActorFrom(ctx)})
+	})
 }
 
 // ParseToolOverrides reads tool_overrides from JSON where each tool maps to

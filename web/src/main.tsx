@@ -1,5 +1,11 @@
 import { render } from 'preact'
 import { App } from './app'
+import { ErrorBoundary } from './lib/boundary'
 import './styles.css'
 
-render(<App />, document.getElementById('app')!)
+render(
+  <ErrorBoundary>
+    <App />
+  </ErrorBoundary>,
+  document.getElementById('app')!,
+)

@@ -10,6 +10,8 @@ import { accessToken, ApiError, get, type Page } from '../../lib/api'
 import { setQuery, useLocation } from '../../lib/router'
 import { isAdmin, useSession } from '../../lib/session'
 import { Empty, ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
+import { markSeen } from '../../lib/prefs'
+import { Unread, useUnread } from '../../lib/watch'
 import { RunActions } from '../automations/run'
 import { statusLabel, type RunSummary } from '../automations/types'
 import './inbox.css'
@@ -128,9 +130,10 @@ function Approvals() {
       {items.length > 0 && (
         <ul class="list" aria-label="Pending approvals">
           {items.map((inv) => (
-            <li key={inv.id} class="list-row approval" data-invocation-id={inv.id}>
+            <ApprovalRow key={inv.id} inv={inv}>
               <div class="grow">
                 <div>
+                  <Unread item={'a:' + inv.id} activity={inv.created_at} />{' '}
                   <strong>
                     {inv.integration}: {inv.action}
                   </strong>{' '}
@@ -168,7 +171,7 @@ function Approvals() {
               ) : (
                 <span class="muted small">An admin decides.</span>
               )}
-            </li>
+            </ApprovalRow>
           ))}
         </ul>
       )}
@@ -176,13 +179,39 @@ function Approvals() {
   )
 }
 
+// ApprovalRow is an approval's row: unread until the person opens it (a
+// link in it, or its session's page).
+function ApprovalRow(props: { inv: Invocation; children: preact.ComponentChildren }) {
+  const s = useSession()
+  const unread = useUnread('a:' + props.inv.id, props.inv.created_at)
+  return (
+    <li
+      class={'list-row approval' + (unread ? ' unread' : '')}
+      data-invocation-id={props.inv.id}
+      data-unread={unread}
+      onClickCapture={(e) => (e.target as Element).closest('a') && markSeen(s.me.id, 'a:' + props.inv.id)}
+    >
+      {props.children}
+    </li>
+  )
+}
+
 function RunCard(props: { r: FeedRun; onChange: () => void }) {
   const r = props.r
   const session = r.session
+  const me = useSession().me
+  const unread = useUnread('r:' + r.id, r.completed_at ?? r.created_at)
   return (
-    <li class="list-row attention-run" data-run-id={r.id} data-status={r.status}>
+    <li
+      class={'list-row attention-run' + (unread ? ' unread' : '')}
+      data-run-id={r.id}
+      data-status={r.status}
+      data-unread={unread}
+      onClickCapture={(e) => (e.target as Element).closest('a') && markSeen(me.id, 'r:' + r.id)}
+    >
       <div class="grow">
         <div>
+          <Unread item={'r:' + r.id} activity={r.completed_at ?? r.created_at} />{' '}
           <Link href={'/runs/' + r.id}>{r.title || 'Run ' + r.id.slice(0, 8)}</Link>{' '}
           <span class={'badge status-' + r.status}>{statusLabel(r.status)}</span>
         </div>

@@ -9,6 +9,7 @@ import { get, post, type Page } from '../../lib/api'
 import { navigate, setQuery, useLocation } from '../../lib/router'
 import { Empty, ErrorBanner, Field, Link, Loading, relTime, TextArea, useData, useSubmit } from '../../lib/ui'
 import { useSession } from '../../lib/session'
+import { Unread, useUnread, WatchToggle } from '../../lib/watch'
 import { Markdown } from './markdown'
 import { duration, origin, type Automation, type Configuration, type Member, type SessionRow } from './types'
 import './sessions.css'
@@ -183,11 +184,13 @@ function SessionListRow(props: { s: SessionRow; lookups: Lookups; meID: string; 
   const { s, lookups } = props
   const cfg = s.configuration_id ? lookups.configs.get(s.configuration_id) : undefined
   const auto = s.automation_id ? s.automation_name || lookups.automations.get(s.automation_id)?.name : undefined
+  const unread = useUnread('s:' + s.id, s.last_activity_at)
   return (
-    <li class={'list-row session-row' + (props.active ? ' active' : '')} data-session-id={s.id}>
+    <li class={'list-row session-row' + (props.active ? ' active' : '') + (unread ? ' unread' : ' read')} data-session-id={s.id} data-unread={unread}>
       <span class={'dot status-' + s.display_status} aria-hidden="true" />
       <div class="session-main">
         <div class="session-title-line">
+          <Unread item={'s:' + s.id} activity={s.last_activity_at} />
           <Link href={'/sessions/' + s.id}>{s.title || s.initial_prompt?.slice(0, 80) || 'Untitled session'}</Link>
           <span class={'badge status-' + s.display_status} data-display-status={s.display_status}>
             {s.display_status}
@@ -213,6 +216,7 @@ function SessionListRow(props: { s: SessionRow; lookups: Lookups; meID: string; 
         </div>
       </div>
       <span class="muted small when">{relTime(s.last_activity_at)}</span>
+      <WatchToggle row={s} compact />
       <button class="link small" data-action="peek" aria-label={'Peek at ' + (s.title || 'session')} onClick={() => setQuery({ peek: s.id }, { replace: false })}>
         Peek
       </button>

@@ -11,6 +11,7 @@ import { GATEWAY, get, post } from '../../lib/api'
 import { SessionSocket, type SocketState } from '../../lib/gateway'
 import { ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
 import { useSession } from '../../lib/session'
+import { SessionWatch } from '../../lib/watch'
 import type { ActionInvocation, ServerFrame } from '../../protocol'
 import { loadHistory } from './history'
 import { Markdown } from './markdown'
@@ -177,6 +178,11 @@ export function SessionPage(props: { id: string }) {
           </div>
         </div>
         <div class="session-actions">
+          <SessionWatch
+            row={row}
+            live={sock && t.initialized ? { agent: t.agent, env: t.env.length > 0, approval: pending.length > 0 } : null}
+            approvals={pending.map((a) => a.id)}
+          />
           {agentBusy && sock && (
             <button class="secondary" data-action="cancel" onClick={() => sock.send({ type: 'cancel' })}>
               Cancel

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/audit"
 )
 
 // SlackBotScopes are the bot scopes the platform requests.
@@ -223,17 +225,29 @@ func (s *Service) InstallSlack(ctx context.Context, orgID, userID, code, state s
 	}
 	var si SlackInstallation
 	var created bool
-	row := s.pool.QueryRow(ctx, `INSERT INTO slack_installations (org_id, team_id, team_name, enterprise_id, app_id,
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `INSERT INTO slack_installations (org_id, team_id, team_name, enterprise_id, app_id,
 			bot_user_id, encrypted_bot_token, scopes, installed_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT (org_id, team_id) DO UPDATE SET team_name = EXCLUDED.team_name, enterprise_id = EXCLUDED.enterprise_id,
 			app_id = EXCLUDED.app_id, bot_user_id = EXCLUDED.bot_user_id, encrypted_bot_token = EXCLUDED.encrypted_bot_token,
 			scopes = EXCLUDED.scopes, installed_by = EXCLUDED.installed_by, status = 'active', revoked_at = NULL, updated_at = now()
 		RETURNING `+slackCols+`, (xmax = 0)`,
-		orgID, res.Team.ID, res.Team.Name, enterprise, res.AppID, res.BotUserID, sealed, scopes, userID)
-	err = row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
-		&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
-		&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt, &created)
+			orgID, res.Team.ID, res.Team.Name, enterprise, res.AppID, res.BotUserID, sealed, scopes, userID)
+		err := row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
+			&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
+			&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt, &created)
+		if err != nil {
+			return err
+		}
+		// The organization's audit trail: the workspace, never the token.
+		a := audit.ActorFrom(ctx)
+		if a.UserID == "" {
+			a.UserID = userID
+		}
+		return audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "integration.connect", TargetType: "slack_installation", TargetID: si.ID,
+			Details: map[string]any{"provider": "slack", "name": si.TeamName, "team_id": si.TeamID, "reinstalled": !created}, Actor: a})
+	})
 	if err != nil {
 		return si, false, fmt.Errorf("save slack installation: %w", err)
 	}
@@ -268,12 +282,20 @@ func (s *Service) GetSlackInstallation(ctx context.Context, orgID, id string) (S
 func (s *Service) UninstallSlack(ctx context.Context, orgID, id string) (SlackInstallation, error) {
 	var teamID string
 	var sealed *string
-	err := s.pool.QueryRow(ctx, `WITH old AS (
-			SELECT id, team_id, encrypted_bot_token FROM slack_installations WHERE id = $1 AND org_id = $2 FOR UPDATE)
-		UPDATE slack_installations si SET status = 'revoked', encrypted_bot_token = NULL,
-			revoked_at = COALESCE(si.revoked_at, now()), updated_at = now()
-		FROM old WHERE si.id = old.id
-		RETURNING old.team_id, old.encrypted_bot_token`, id, orgID).Scan(&teamID, &sealed)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var wasRevoked bool
+		err := tx.QueryRow(ctx, `WITH old AS (
+				SELECT id, team_id, encrypted_bot_token, revoked_at FROM slack_installations WHERE id = $1 AND org_id = $2 FOR UPDATE)
+			UPDATE slack_installations si SET status = 'revoked', encrypted_bot_token = NULL,
+				revoked_at = COALESCE(si.revoked_at, now()), updated_at = now()
+			FROM old WHERE si.id = old.id
+			RETURNING old.team_id, old.encrypted_bot_token, old.revoked_at IS NOT NULL`, id, orgID).Scan(&teamID, &sealed, &wasRevoked)
+		if err != nil || wasRevoked {
+			return err
+		}
+		return audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "integration.disconnect", TargetType: "slack_installation", TargetID: id,
+			Details: map[string]any{"provider": "slack", "team_id": teamID}, Actor: audit.ActorFrom(ctx)})
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return SlackInstallation{}, ErrNotFound
 	}

@@ -6,6 +6,7 @@
 // approvals and environment requests answered in place; previews on the
 // gateway's own origin. A paused or ended session shows its history from
 // the REST API without waking its sandbox; Resume (or a prompt) connects.
+import { memo } from 'preact/compat'
 import { useEffect, useMemo, useReducer, useRef, useState } from 'preact/hooks'
 import { GATEWAY, get, post } from '../../lib/api'
 import { SessionSocket, type SocketState } from '../../lib/gateway'
@@ -15,7 +16,8 @@ import { SessionWatch } from '../../lib/watch'
 import type { ActionInvocation, ServerFrame } from '../../protocol'
 import { loadHistory } from './history'
 import { Markdown } from './markdown'
-import { emptyTimeline, reduce, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
+import { frameBatcher } from './batch'
+import { emptyTimeline, reduce, reduceAll, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
 import { SessionTabs, TabPanel, useSessionTab } from './tabs'
 import { ChangesTab } from './changes'
 import { TerminalTab } from './terminal'
@@ -24,10 +26,11 @@ import './sessions.css'
 
 type SessionUsage = { session_id: string; credits: string; compute_seconds: string; llm_cost_usd: string }
 
-type Action = { frame: ServerFrame } | { history: Msg[] } | { approvals: ActionInvocation[] } | { reset: true }
+type Action = { frame: ServerFrame } | { frames: ServerFrame[] } | { history: Msg[] } | { approvals: ActionInvocation[] } | { reset: true }
 
 function timelineReducer(t: Timeline, a: Action): Timeline {
   if ('frame' in a) return reduce(t, a.frame)
+  if ('frames' in a) return reduceAll(t, a.frames)
   if ('history' in a) return t.initialized ? t : { ...t, messages: a.history }
   if ('approvals' in a) return withApprovals(t, a.approvals)
   return emptyTimeline
@@ -38,6 +41,8 @@ export function SessionPage(props: { id: string }) {
   const me = useSession().me
   const sess = useData((signal) => get<SessionRow>(`/sessions/${encodeURIComponent(id)}`, { signal }), [id])
   const [t, dispatch] = useReducer(timelineReducer, emptyTimeline)
+  // The socket's frames are applied once per animation frame (batch.ts).
+  const batch = useMemo(() => frameBatcher<ServerFrame>((frames) => dispatch({ frames })), [])
   const [sock, setSock] = useState<SessionSocket | null>(null)
   const [sockState, setSockState] = useState<SocketState | 'off'>('off')
   const [queue, setQueue] = useState<string[]>([])
@@ -56,6 +61,7 @@ export function SessionPage(props: { id: string }) {
   const live = row ? row.status === 'running' || row.status === 'starting' : false
 
   useEffect(() => {
+    batch.cancel()
     dispatch({ reset: true })
     setQueue([])
   }, [id])
@@ -63,7 +69,7 @@ export function SessionPage(props: { id: string }) {
   // The live connection: opened for a running session, or on Resume.
   const connect = () => {
     if (sock) return sock
-    const s = new SessionSocket(id, (f) => dispatch({ frame: f as ServerFrame }), setSockState)
+    const s = new SessionSocket(id, (f) => batch.push(f as ServerFrame), setSockState)
     setSock(s)
     return s
   }
@@ -72,6 +78,7 @@ export function SessionPage(props: { id: string }) {
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [live, id])
   useEffect(() => () => sock?.close(), [sock])
+  useEffect(() => () => batch.cancel(), [])
 
   // History of a session that is not live (REST), and pending approvals.
   useEffect(() => {
@@ -208,6 +215,7 @@ export function SessionPage(props: { id: string }) {
                     sock?.close()
                     setSock(null)
                     setSockState('off')
+                    batch.cancel()
                     dispatch({ reset: true })
                   })
                 }
@@ -245,7 +253,10 @@ export function SessionPage(props: { id: string }) {
       <TabPanel tab="timeline" selected={tab}>
         <TimelineView messages={t.messages} busy={agentBusy} />
         {pending.map((a) => (
-          <Approval key={a.id} sessionID={id} inv={a} onDone={(inv) => dispatch({ frame: { type: 'action_approval_result', invocation: inv, status: inv.status } })} />
+          <Approval key={a.id} sessionID={id} inv={a} onDone={(inv) => {
+            batch.flush() // frames received before the answer stay older than it
+            dispatch({ frame: { type: 'action_approval_result', invocation: inv, status: inv.status } })
+          }} />
         ))}
         {resolved.length > 0 && (
           <details class="approvals-done">
@@ -383,7 +394,10 @@ function TimelineView(props: { messages: Msg[]; busy: boolean }) {
   )
 }
 
-function MessageView(props: { m: Msg; streaming: boolean }) {
+// A message is rendered again only when it changed (the reducer keeps the
+// objects of unchanged messages): while an agent streams, only the message
+// that grows is, not the whole history.
+const MessageView = memo(function MessageView(props: { m: Msg; streaming: boolean }) {
   const { m } = props
   return (
     <div class={'msg msg-' + m.role + (m.cancelled ? ' cancelled' : '') + (props.streaming ? ' streaming' : '')} data-role={m.role} data-message-id={m.id}>
@@ -394,7 +408,7 @@ function MessageView(props: { m: Msg; streaming: boolean }) {
       {m.cancelled && <div class="small muted" data-testid="cancelled">Cancelled</div>}
     </div>
   )
-}
+})
 
 function PartView(props: { p: Part; role: string }) {
   const p = props.p

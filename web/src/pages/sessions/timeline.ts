@@ -231,6 +231,27 @@ export function reduce(t: Timeline, f: ServerFrame): Timeline {
   }
 }
 
+// reduceAll applies frames in order. Consecutive tokens of one text part
+// (a stream's frames collected between two animation frames) are applied
+// as one, so the message is copied once per batch, not once per token.
+export function reduceAll(t: Timeline, frames: ServerFrame[]): Timeline {
+  for (let i = 0; i < frames.length; i++) {
+    let f = frames[i]
+    if (f.type === 'token') {
+      let text = f.token
+      while (i + 1 < frames.length) {
+        const n = frames[i + 1]
+        if (n.type !== 'token' || n.message_id !== f.message_id || n.part_id !== f.part_id) break
+        text += n.token
+        i++
+      }
+      if (text !== f.token) f = { ...f, token: text }
+    }
+    t = reduce(t, f)
+  }
+  return t
+}
+
 // withApprovals merges invocations read over REST (pending ones when the
 // page opens) into the timeline.
 export function withApprovals(t: Timeline, list: ActionInvocation[]): Timeline {

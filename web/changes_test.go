@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ import (
 // commit with an empty message gets the API's field error next to the
 // field and changes nothing. Then, from the page: a branch, a commit of
 // the ticked file only, a push (the branch reaches the bare repository)
-// and a pull request on the fake, whose link the page shows.
+// and a pull request on the fake, whose link the page shows. At 375 px
+// nothing scrolls sideways.
 //
 // Sandboxes run unisolated here (SANDBOX_ISOLATION=none): the push goes
 // to a bare repository on this machine's disk, outside the workspace,
@@ -68,7 +70,7 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	ids := gh.Connect(t, pool, me.ActiveOrgID, me.ID, func(r fakes.GitRepo) string { return r.Dir }, repo)
 	cfgID := apptest.Configuration(t, pool, me.ActiveOrgID, "widget", ids["widget"], "widget")
 
-	edit := `cd widget && printf '# widget\nEdited by the agent.\n' > README.md && printf '<b>not bold</b>\n' > notes.html && echo edited`
+	edit := `cd widget && printf '# The widget\n\nEdited by the agent.\n' > README.md && printf '<b>not bold</b>\n' > notes.html && echo edited`
 	input, _ := json.Marshal(map[string]any{"command": edit, "description": "Edit the README"})
 	if err := platform.App.LLMSim.Register("edit-widget", llmsim.Script{Turns: []llmsim.Turn{
 		{Text: "Editing.", ToolCalls: []llmsim.ToolCall{{Name: "bash", Input: input}}},
@@ -80,6 +82,11 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": "Edit the README", "configuration_id": cfgID,
 		"initial_prompt": "Edit the README. [[script:edit-widget]]", "sandbox_mode": "immediate"}, &s); code != 201 {
 		t.Fatalf("create session: %d", code)
+	}
+	// click clicks an element in the page (a mouse click at its position
+	// could land on the sticky top bar over it).
+	click := func(sel string) chromedp.Action[chromedp.Void] {
+		return chromedp.Evaluate[chromedp.Void](`document.querySelector(` + strconv.Quote(sel) + `).click()`)
 	}
 	work := filepath.Join(cfg.SandboxDataDir, "sandboxes", s.ID, "workspace", "widget")
 	git := func(dir string, args ...string) string {
@@ -100,18 +107,20 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 		chromedp.Navigate(origin+"/sessions/"+s.ID+"?tab=changes"),
 		chromedp.WaitVisible(chromedp.CSS(`.file-row[data-path="README.md"][data-state=modified]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.file-row[data-path="notes.html"][data-state=untracked]`)),
-		chromedp.Click(chromedp.CSS(`.file-row[data-path="README.md"] .file-name`)),
+		click(`.file-row[data-path="README.md"] .file-name`),
 		chromedp.WaitVisible(chromedp.CSS(`.diff-view[data-path="README.md"] .dl-add`)),
 	)
 	if b := browser.Get(t, ctx, wait, chromedp.Text(chromedp.CSS(`[data-testid=git-branch]`))); b != "main" {
 		t.Fatalf("branch %q, want main", b)
 	}
-	if add := browser.Get(t, ctx, wait, chromedp.Text(chromedp.CSS(`.diff-view .dl-add .code`))); add != "+Edited by the agent." {
-		t.Fatalf("added line %q", add)
+	lines := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`[...document.querySelectorAll('.diff-view .dl')].map(l => l.className + ' ' + l.querySelector('.code')?.textContent).join('\n')`))
+	if lines != "dl dl-hunk @@ -1 +1,3 @@\ndl dl-del -# widget\ndl dl-add +# The widget\ndl dl-add +\ndl dl-add +Edited by the agent." {
+		t.Fatalf("README.md's diff:\n%s", lines)
 	}
+	browser.Screenshot(t, ctx, "session-changes")
 	// The HTML-looking file is text in the diff.
 	browser.Do(t, ctx, wait,
-		chromedp.Click(chromedp.CSS(`.file-row[data-path="notes.html"] .file-name`)),
+		click(`.file-row[data-path="notes.html"] .file-name`),
 		chromedp.WaitVisible(chromedp.CSS(`.diff-view[data-path="notes.html"] .dl-add`)),
 	)
 	if n := browser.Get(t, ctx, wait, chromedp.Evaluate[int](`document.querySelectorAll('.diff-lines b').length`)); n != 0 {
@@ -120,13 +129,13 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	if add := browser.Get(t, ctx, wait, chromedp.Text(chromedp.CSS(`.diff-view .dl-add .code`))); add != "+<b>not bold</b>" {
 		t.Fatalf("added line %q", add)
 	}
-	browser.Do(t, ctx, wait, chromedp.Click(chromedp.CSS(`.file-row[data-path="README.md"] .file-name`)),
+	browser.Do(t, ctx, wait, click(`.file-row[data-path="README.md"] .file-name`),
 		chromedp.WaitVisible(chromedp.CSS(`.diff-view[data-path="README.md"]`)))
 
 	// An empty message: the field's error, and nothing committed.
 	head := git(work, "rev-parse", "HEAD")
 	browser.Do(t, ctx, wait,
-		chromedp.Click(chromedp.CSS(`button[data-action=git-commit]`)),
+		click(`button[data-action=git-commit]`),
 		chromedp.WaitVisible(chromedp.CSS(`.commit-form .field-error[data-field=message]`)),
 	)
 	if h := git(work, "rev-parse", "HEAD"); h != head {
@@ -139,14 +148,14 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	// A branch, then a commit of README.md only.
 	browser.Do(t, ctx, wait,
 		chromedp.SendKeys(chromedp.CSS(`.branch-form input[name=branch]`), "agent/changes-tab"),
-		chromedp.Click(chromedp.CSS(`button[data-action=git-branch]`)),
+		click(`button[data-action=git-branch]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-result=branch]`)),
 	)
 	waitJS(t, ctx, wait, `document.querySelector('[data-testid=git-branch]')?.textContent === 'agent/changes-tab'`)
 	browser.Do(t, ctx, wait,
-		chromedp.Click(chromedp.CSS(`.file-row[data-path="README.md"] input[type=checkbox]`)),
+		click(`.file-row[data-path="README.md"] input[type=checkbox]`),
 		chromedp.SendKeys(chromedp.CSS(`.commit-form textarea[name=message]`), "Edit the README from the dashboard"),
-		chromedp.Click(chromedp.CSS(`button[data-action=git-commit]`)),
+		click(`button[data-action=git-commit]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-result=commit]`)),
 		chromedp.WaitNotPresent(chromedp.CSS(`.file-row[data-path="README.md"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`.file-row[data-path="notes.html"]`)),
@@ -160,7 +169,7 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 
 	// Push: the branch reaches the bare repository.
 	browser.Do(t, ctx, wait,
-		chromedp.Click(chromedp.CSS(`button[data-action=git-push]`)),
+		click(`button[data-action=git-push]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-result=push]`)),
 	)
 	if pushed, local := git(repo.Dir, "rev-parse", "refs/heads/agent/changes-tab"), git(work, "rev-parse", "HEAD"); pushed != local {
@@ -172,7 +181,7 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	browser.Do(t, ctx, wait,
 		chromedp.SendKeys(chromedp.CSS(`.pr-form input[name=title]`), "Edit the README"),
 		chromedp.SendKeys(chromedp.CSS(`.pr-form textarea[name=body]`), "From the changes tab."),
-		chromedp.Click(chromedp.CSS(`button[data-action=git-pr]`)),
+		click(`button[data-action=git-pr]`),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=pr-link]`)),
 	)
 	prs := gh.Fake.PullRequests()
@@ -184,5 +193,13 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 		t.Fatalf("the page links %q, want %q", href, prs[0].URL)
 	}
 	waitJS(t, ctx, wait, `!document.querySelector('button[data-action=git-refresh]').disabled`)
-	browser.Screenshot(t, ctx, "session-changes")
+	browser.Screenshot(t, ctx, "session-changes-pr")
+
+	// At phone width the list, the diff and the forms stack: nothing
+	// scrolls sideways but the diff's own lines.
+	browser.Do(t, ctx, wait, chromedp.EmulateViewport(375, 740))
+	if w := browser.Get(t, ctx, wait, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 375 {
+		t.Fatalf("the changes tab is %d px wide at 375 px", w)
+	}
+	browser.Screenshot(t, ctx, "session-changes-phone")
 }

@@ -106,3 +106,42 @@ func TestAnalyticsToolsAndUsage(t *testing.T) {
 	}
 	browser.Screenshot(t, ctx, "analytics")
 }
+
+// TestAnalyticsRealSessionToolCall: the real agent (OpenCode with the
+// scripted model) runs bash in a session started from the dashboard; the
+// finished call travels on sessions.transcript, the tool-materializer
+// counts it, and the analytics page lists bash.
+func TestAnalyticsRealSessionToolCall(t *testing.T) {
+	origin, _ := startPlatform(t, "RUN_SESSIONS", "gateway")
+	ctx := browser.New(t, browser.Options{})
+	// The first answer boots a sandbox and OpenCode: generous on a loaded
+	// machine.
+	const wait = 120 * time.Second
+	token := signUpInBrowser(t, ctx, origin)
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`[data-action=new-session]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.new-session textarea[name=initial_prompt]`)),
+		chromedp.SendKeys(chromedp.CSS(`form.new-session input[name=title]`), "Make a file"),
+		chromedp.SendKeys(chromedp.CSS(`form.new-session textarea[name=initial_prompt]`), "Make a file. [[script:bash]]"),
+		chromedp.Click(chromedp.CSS(`form.new-session button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.msg-assistant details.tool[data-tool=bash][data-status=completed]`)),
+	)
+	testenv.Eventually(t, wait, "the bash call in the analytics", func() bool {
+		var tools struct {
+			Tools []struct {
+				Tool  string `json:"tool"`
+				Calls int    `json:"calls"`
+			} `json:"tools"`
+		}
+		apiDo(t, origin, http.MethodGet, "/analytics/tools", token, nil, &tools)
+		return len(tools.Tools) == 1 && tools.Tools[0].Tool == "bash" && tools.Tools[0].Calls == 1
+	})
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`nav a[href="/analytics"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-tool=bash]`)),
+	)
+	row := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`[...document.querySelectorAll('tr[data-tool=bash] > *')].map((c) => c.textContent).join('|')`))
+	if !strings.HasPrefix(row, "bash|1|0|") {
+		t.Fatalf("bash row = %q", row)
+	}
+}

@@ -21,7 +21,7 @@ const benchEvents = 20_000
 
 // BenchmarkMaterializer consumes benchEvents tools.calls records (finished
 // calls of 64 sessions, 12 partitions) from the start, in the same run:
-// raw-consumer is franz-go polling them (the floor), materializer is the
+// baseline is raw franz-go polling them (the floor), materializer is the
 // group's runner applying them in batches to Postgres (tool call rows,
 // daily rollups, histograms) until the group has committed everything.
 // Reported as events/s.
@@ -45,7 +45,7 @@ func BenchmarkMaterializer(b *testing.B) {
 	w.Produce(recs...)
 	n := 0
 
-	b.Run("raw-consumer", func(b *testing.B) {
+	b.Run("baseline", func(b *testing.B) {
 		for b.Loop() {
 			n++
 			cl, err := kafka.NewClient(kafka.Options{Seeds: w.Seeds}, kgo.ConsumerGroup(fmt.Sprintf("bench-raw-%d", n)),

@@ -36,7 +36,7 @@ func keys(t *testing.T, ctx context.Context, k string, opts ...chromedp.KeyOptio
 // fuzzy search; a screen that throws while rendering shows the error panel
 // with a reload button, never a blank page.
 func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
-	origin, _ := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
+	origin, platform := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
 	ctx := tb.New(t, tb.Options{})
 	const wait = 30 * time.Second
 	token := signUpInBrowser(t, ctx, origin)
@@ -173,6 +173,30 @@ func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
 	// Esc closes the form (the ?new=1 of the URL).
 	keys(t, ctx, "\x1b")
 	tb.Do(t, ctx, wait, chromedp.WaitNotPresent(chromedp.CSS(`form.new-session`)))
+
+	// The inbox: a failed run needs attention: counted in the navigation,
+	// unread until opened.
+	if code := apiDo(t, origin, "POST", "/automations/"+auto.ID+"/run", token, map[string]any{}, nil); code != 201 && code != 202 && code != 200 {
+		t.Fatalf("run now: %d", code)
+	}
+	// Nothing runs its session here: the run is ended as failed by hand
+	// (the state a failed run leaves).
+	testenv.Eventually(t, wait, "the run to be queued", func() bool {
+		tag, err := platform.App.Pool.Exec(t.Context(), `UPDATE automation_runs SET status = 'failed', completed_at = now(),
+			error_message = 'the sandbox could not start' WHERE automation_id = $1`, auto.ID)
+		return err == nil && tag.RowsAffected() == 1
+	})
+	waitJS(t, ctx, wait, `document.querySelector('nav [data-count=inbox]')?.textContent === '1 need attention, 1 unread'`)
+	keys(t, ctx, "g")
+	keys(t, ctx, "i")
+	tb.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(`li.attention-run[data-unread=true] .unread-mark`)))
+	tb.Screenshot(t, ctx, "inbox-unread")
+	tb.Do(t, ctx, wait, chromedp.Click(chromedp.CSS(`li.attention-run a[href^="/runs/"]`)))
+	waitJS(t, ctx, wait, `location.pathname.startsWith('/runs/')`)
+	keys(t, ctx, "g")
+	keys(t, ctx, "i")
+	tb.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(`li.attention-run[data-unread=false]`)))
+	waitJS(t, ctx, wait, `document.querySelector('nav [data-count=inbox]')?.textContent === '1 need attention' && !document.querySelector('li.attention-run .unread-mark')`)
 
 	// A render exception: the error panel with a reload button, the
 	// navigation still there; without the opt-in the path is "not found".

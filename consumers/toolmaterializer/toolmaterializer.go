@@ -120,8 +120,10 @@ func decode(ev *schemas.Event) (*analytics.ToolCall, *analytics.Session, *analyt
 		dur := p.Tool.DurationMs
 		c := analytics.ToolCall{EventID: ev.EventID, OrgID: ev.OrgID, SessionID: p.SessionID, ToolCallID: p.Tool.ToolCallID,
 			Source: analytics.SourceTranscript, ToolName: p.Tool.Name, Status: p.Tool.Status, DurationMS: &dur, FinishedAt: &at}
-		if !analytics.Terminal(c.Status) {
-			return nil, nil, nil, nil // a transcript holds finished calls; nothing to count
+		if !analytics.Terminal(c.Status) || c.ToolCallID == "" || c.ToolName == "" {
+			// A transcript holds finished calls; one without its id or
+			// name is a fine transcript entry with nothing to count.
+			return nil, nil, nil, nil
 		}
 		if err := c.Validate(); err != nil {
 			return nil, nil, nil, err

@@ -50,6 +50,8 @@ export function ChangesTab(props: { sessionId: string; live: boolean }) {
   const [picked, setPicked] = useState<Set<string>>(new Set())
   const [busy, setBusy] = useState('')
   const [result, setResult] = useState<Result | null>(null)
+  // Files read on their own (the whole diff cut them), by path.
+  const [single, setSingle] = useState<Record<string, DiffFile>>({})
   const refresh = () => setTick((n) => n + 1)
 
   // The repositories: the session's configuration's workspace paths, else
@@ -89,6 +91,7 @@ export function ChangesTab(props: { sessionId: string; live: boolean }) {
     ]).then(
       ([s, d]) => {
         if (ac.signal.aborted) return
+        setSingle({})
         setData({ status: s.status, diff: d })
         setLoading(false)
       },
@@ -111,6 +114,23 @@ export function ChangesTab(props: { sessionId: string; live: boolean }) {
     setPicked((p) => new Set([...p].filter((x) => paths.has(x))))
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [data])
+
+  // A file cut by the whole diff's size cap is read again on its own
+  // (?path=: the cap then applies to it alone).
+  useEffect(() => {
+    const f = selected ? data?.diff.files.find((d) => d.path === selected) : undefined
+    if (!f || !f.truncated || f.binary || single[f.path]) return
+    const ac = new AbortController()
+    get<GitDiff>(gitPath(sessionId, 'diff'), { base: GATEWAY, query: { workspace_path: repo === '.' ? '' : repo, path: f.path }, signal: ac.signal }).then(
+      (d) => {
+        const one = d.files.find((x) => x.path === f.path)
+        if (one && !ac.signal.aborted) setSingle((m) => ({ ...m, [f.path]: one }))
+      },
+      () => undefined, // the cut diff stays shown
+    )
+    return () => ac.abort()
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [selected, data])
 
   if (!live) {
     return (
@@ -138,7 +158,7 @@ export function ChangesTab(props: { sessionId: string; live: boolean }) {
       setBusy('')
     }
   }
-  const diffOf = (p: string) => data?.diff.files.find((d) => d.path === p)
+  const diffOf = (p: string) => single[p] ?? data?.diff.files.find((d) => d.path === p)
   const shown = selected ? diffOf(selected) : undefined
   const notRepo = loadErr instanceof ApiError && loadErr.code === 'not_a_repository'
 

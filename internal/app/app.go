@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,9 @@ type App struct {
 
 	mu      sync.Mutex
 	closers []func()
+	// prebound are listeners bound before the roles started (Prebind), by
+	// address setting.
+	prebound map[string]net.Listener
 }
 
 // OpsAddr is where the ops endpoints listen once OpsRole started ("" before).

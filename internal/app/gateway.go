@@ -249,7 +249,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	}
 	frames := gateway.NewSessionFrames(hubs, a.Redis, a.Log.With("component", "session-frames"))
 	actionsSvc := a.actionService(cat, gateway.NewActionNotifier(frames, a.Log.With("component", "actions")))
-	ln, err := net.Listen("tcp", a.Cfg.GatewayAddr)
+	ln, err := a.listen("GATEWAY_ADDR", a.Cfg.GatewayAddr)
 	if err != nil {
 		return Role{}, fmt.Errorf("gateway on GATEWAY_ADDR=%s: %w", a.Cfg.GatewayAddr, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,12 +19,24 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
+// prebound holds the gateway listener Config bound for each configuration
+// until Start hands it to the app.
+var prebound sync.Map // *config.Config → net.Listener
+
 // Config is the configuration of a test's dev stack: every listener on a
 // free port, data under dataDir, and sessions recorded (RUN_SESSIONS=record)
-// unless overrides (name, value pairs) say otherwise.
+// unless overrides (name, value pairs) say otherwise. The gateway's
+// public URL must be known before it starts: Config binds its listener on
+// port 0 now and Start hands it to the app (App.Prebind), so the port
+// stays the test's from here on.
 func Config(t testing.TB, dataDir string, overrides ...string) *config.Config {
 	t.Helper()
-	gw := FreeAddr(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() }) // unless a started gateway closed it already
+	gw := ln.Addr().String()
 	env := map[string]string{
 		"DATABASE_URL":         testenv.DatabaseURL(t),
 		"REDIS_URL":            testenv.RedisURL(t),
@@ -53,11 +66,17 @@ func Config(t testing.TB, dataDir string, overrides ...string) *config.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if cfg.GatewayAddr == gw {
+		prebound.Store(cfg, ln)
+	}
 	return cfg
 }
 
-// FreeAddr returns a loopback address with a port free right now (for
-// listeners whose public URL must be known before they start).
+// FreeAddr returns a loopback address with a port free right now. The port
+// is closed again, so another process may take it before it is used: only
+// for listeners this process cannot bind itself (another process's, a
+// sandbox's); a listener of the app is bound first and handed over with
+// App.Prebind, as Config and Start do for the gateway.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -84,6 +103,13 @@ func Start(t testing.TB, cfg *config.Config, logs io.Writer) Running {
 		logs, level = io.Discard, "error"
 	}
 	a := app.New(cfg, obs.NewLogger(logs, level, "text"))
+	if v, ok := prebound.LoadAndDelete(cfg); ok {
+		if ln := v.(net.Listener); ln.Addr().String() == cfg.GatewayAddr {
+			a.Prebind("GATEWAY_ADDR", ln)
+		} else {
+			_ = ln.Close() // the test moved the gateway elsewhere
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Dev(ctx) }()

@@ -185,6 +185,16 @@ func createAutomationInBrowser(t *testing.T, ctx context.Context, platform appte
 	if html := browser.Get(t, ctx, autoWait, chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(html, secret) {
 		t.Fatal("the secret is still on the page after it was dismissed")
 	}
+	browser.Screenshot(t, ctx, "automation-edit")
+	browser.Do(t, ctx, autoWait,
+		chromedp.Click(chromedp.CSS(`nav.sidenav a[href="/automations"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-automation-id="`+id+`"]`)),
+	)
+	browser.Screenshot(t, ctx, "automations-list")
+	browser.Do(t, ctx, autoWait,
+		chromedp.Click(chromedp.CSS(`li[data-automation-id="`+id+`"] a`)),
+		chromedp.WaitVisible(chromedp.CSS(`.trigger-row`)),
+	)
 	return id, url, secret
 }
 
@@ -407,10 +417,21 @@ func TestAutomationActionApprovedInTheInbox(t *testing.T) {
 	// The run waits for the approval as needs_human: it is in the inbox too.
 	browser.Do(t, ctx, autoWait, chromedp.WaitVisible(chromedp.CSS(`.attention-run[data-status=needs_human]`)))
 	browser.Screenshot(t, ctx, "inbox-approval")
+	// The access token has expired by the time the person decides (the
+	// refresh token still holds): the approval refreshes it, like any call
+	// of the API client, and goes through.
+	browser.Do(t, ctx, autoWait, chromedp.Evaluate[chromedp.Void](`(() => {
+		const a = JSON.parse(localStorage.getItem('proliferate.auth'))
+		localStorage.setItem('proliferate.auth', JSON.stringify({ ...a, access: 'expired-access-token' }))
+		window.dispatchEvent(new StorageEvent('storage', { key: 'proliferate.auth' }))
+	})()`))
 	browser.Do(t, ctx, autoWait,
 		chromedp.Click(chromedp.CSS(approve)),
 		chromedp.WaitNotPresent(chromedp.CSS(`.approval`)),
 	)
+	if a := browser.Get(t, ctx, autoWait, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem('proliferate.auth') || '{}').access || ''`)); a == "" || a == "expired-access-token" {
+		t.Fatalf("the access token after the approval: %q", a)
+	}
 
 	var runID, status string
 	testenv.Eventually(t, 120*time.Second, "the agent to finish the run", func() bool {

@@ -147,8 +147,12 @@ export type Options = {
 // forwarded on this origin by the API role.
 export const GATEWAY = '/proliferate'
 
-// call sends one request; a 401 refreshes the access token once and retries.
-export async function call<T>(method: string, path: string, body?: unknown, opts: Options = {}): Promise<T> {
+// request sends one request with the signed-in person's access token; a
+// 401 refreshes the token once and retries. Every authenticated call of
+// the dashboard goes through it (REST, the gateway's HTTP routes, blobs),
+// so an expired access token never fails a click. It returns the response
+// when it is OK and throws the API's error shape otherwise.
+async function request(method: string, path: string, body?: unknown, opts: Options = {}): Promise<Response> {
   let url = (opts.base ?? API) + path
   if (opts.query) {
     const q = new URLSearchParams()
@@ -165,17 +169,29 @@ export async function call<T>(method: string, path: string, body?: unknown, opts
   let res: Response
   try {
     res = await send()
+    if (res.status === 401 && tokens && !path.startsWith('/auth/')) {
+      if (await refresh()) res = await send()
+    }
   } catch (e) {
     if ((e as Error).name === 'AbortError') throw e
     throw new ApiError(0, 'network', 'The server cannot be reached. Check your connection.')
   }
-  if (res.status === 401 && tokens && !path.startsWith('/auth/')) {
-    if (await refresh()) res = await send()
-  }
   if (!res.ok) throw await toError(res)
+  return res
+}
+
+// call sends one request (request) and returns its JSON body.
+export async function call<T>(method: string, path: string, body?: unknown, opts: Options = {}): Promise<T> {
+  const res = await request(method, path, body, opts)
   if (res.status === 204) return undefined as T
   const text = await res.text()
   return (text ? JSON.parse(text) : undefined) as T
+}
+
+// getBlob reads a file the API serves to the signed-in person (evidence
+// content) as a Blob.
+export async function getBlob(path: string, opts?: Options): Promise<Blob> {
+  return (await request('GET', path, undefined, opts)).blob()
 }
 
 export const get = <T>(path: string, opts?: Options) => call<T>('GET', path, undefined, opts)

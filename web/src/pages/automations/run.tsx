@@ -2,7 +2,7 @@
 // (summary, PRs, refs), evidence, event log and session; claim, unclaim
 // and resolve.
 import { useState } from 'preact/hooks'
-import { accessToken, del, get, post } from '../../lib/api'
+import { del, get, getBlob, post } from '../../lib/api'
 import { useSession } from '../../lib/session'
 import { ErrorBanner, Link, Loading, TextArea, relTime, useData, useSubmit } from '../../lib/ui'
 import { statusLabel, type RunDetail, type RunSummary } from './types'
@@ -83,12 +83,11 @@ export function RunActions(props: { run: RunSummary; onChange: (r: RunSummary) =
 }
 
 async function openEvidence(sessionID: string, id: string) {
-  // The content needs the bearer token: fetch it and open a blob.
-  const res = await fetch('/api/v1/sessions/' + sessionID + '/evidence/' + id + '/content', {
-    headers: { Authorization: 'Bearer ' + (accessToken() ?? '') },
-  })
-  if (!res.ok) return
-  const url = URL.createObjectURL(await res.blob())
+  // The content needs the bearer token: read it through the API client
+  // (which refreshes an expired token) and open a blob.
+  const blob = await getBlob(`/sessions/${encodeURIComponent(sessionID)}/evidence/${encodeURIComponent(id)}/content`).catch(() => null)
+  if (!blob) return
+  const url = URL.createObjectURL(blob)
   window.open(url, '_blank', 'noopener')
 }
 

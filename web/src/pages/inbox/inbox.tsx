@@ -6,7 +6,7 @@
 // gateway; sessions blocked until someone acts. ?view=mine is "my work":
 // the runs the caller claimed (GET /runs?assigned=me).
 import { useEffect, useState } from 'preact/hooks'
-import { accessToken, ApiError, get, type Page } from '../../lib/api'
+import { GATEWAY, get, post, type Page } from '../../lib/api'
 import { setQuery, useLocation } from '../../lib/router'
 import { isAdmin, useSession } from '../../lib/session'
 import { Empty, ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
@@ -93,24 +93,9 @@ function Approvals() {
     setBusy(inv.id)
     try {
       // Approvals go to the gateway (on this origin), which resumes the
-      // waiting agent.
-      const res = await fetch('/proliferate/' + inv.session_id + '/actions/invocations/' + inv.id + '/' + verb, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + (accessToken() ?? '') },
-        body: JSON.stringify(mode ? { mode } : {}),
-      })
-      if (!res.ok) {
-        let msg = res.statusText
-        let code = 'http_' + res.status
-        try {
-          const b = await res.json()
-          msg = b?.error?.message ?? msg
-          code = b?.error?.code ?? code
-        } catch {
-          // not JSON
-        }
-        throw new ApiError(res.status, code, msg)
-      }
+      // waiting agent; through the API client, so an expired access token
+      // is refreshed like on every other call.
+      await post(`/${encodeURIComponent(inv.session_id)}/actions/invocations/${encodeURIComponent(inv.id)}/${verb}`, mode ? { mode } : {}, { base: GATEWAY })
       list.reload()
     } catch (e) {
       setErr(e)

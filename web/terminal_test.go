@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -86,9 +88,13 @@ func TestFrontDoorForwardsTheTerminalAndShareLinksNotPreviews(t *testing.T) {
 // The terminal tab of a running session: xterm.js over the gateway's
 // terminal WebSocket through the dashboard's origin. A command typed in
 // it runs in the sandbox and its output renders; a smaller window resizes
-// the shell's pty (stty reports the terminal's new size).
-func TestSessionTerminalTab(t *testing.T) {
-	origin, _ := startPlatform(t, "RUN_SESSIONS", "gateway")
+// the shell's pty (stty reports the terminal's new size). A web server
+// started there becomes a preview: the page lists its port (a link on the
+// gateway's origin), shares it for an hour (the link, shown once, serves
+// the page to anyone), lists the share link and revokes it (the link then
+// serves nothing).
+func TestSessionTerminalPreviewAndShareLinks(t *testing.T) {
+	origin, platform := startPlatform(t, "RUN_SESSIONS", "gateway")
 	ctx := browser.New(t, browser.Options{})
 	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
 	token := signUpInBrowser(t, ctx, origin)
@@ -134,4 +140,54 @@ func TestSessionTerminalTab(t *testing.T) {
 	want := "size-" + r1 + "x" + c1
 	waitJS(t, ctx, wait, `(`+rows+`).split('\n').some(l => l.trim() === '`+want+`')`)
 	t.Logf("the terminal went from %sx%s to %sx%s (cols x rows); the shell sees %s", c0, r0, c1, r1, want)
+
+	// A web server in the sandbox: its port becomes a preview.
+	port := 20000 + rand.IntN(20000)
+	typ(fmt.Sprintf(`d=$(mktemp -d); echo shared-page-ok > $d/index.html; python3 -m http.server %d --bind 127.0.0.1 --directory $d >/dev/null 2>&1 &`, port))
+	item := fmt.Sprintf(`.preview-item[data-port="%d"]`, port)
+	browser.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(item+` a`)))
+	gateway := "http://" + platform.App.GatewayAddr()
+	if href := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`document.querySelector('`+item+` a').href`)); !strings.HasPrefix(href, gateway+"/") {
+		t.Fatalf("the preview link %s is not on the gateway's origin %s", href, gateway)
+	}
+	browser.Do(t, ctx, wait,
+		chromedp.SetValue(chromedp.CSS(`select[name=share_ttl]`), "0"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name=share_ttl]').dispatchEvent(new Event('change', {bubbles: true}))`),
+		chromedp.Click(chromedp.CSS(item+` [data-action=share]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.share-created input[name=share_url]`)),
+	)
+	shareURL := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`document.querySelector('.share-created input[name=share_url]').value`))
+	shareID := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`document.querySelector('.share-created').dataset.shareId`))
+	if !strings.HasPrefix(shareURL, gateway+"/") || !strings.Contains(shareURL, "proliferate_share=pps_") {
+		t.Fatalf("share link %q", shareURL)
+	}
+	var ttl time.Duration
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT EXTRACT(EPOCH FROM expires_at - created_at)::bigint * 1000000000 FROM preview_shares WHERE id = $1`, shareID).Scan(&ttl); err != nil || ttl != time.Hour {
+		t.Fatalf("the share link lives %v (%v), want the hour chosen", ttl, err)
+	}
+	// Anyone with the link (no account: a fresh client) sees the page.
+	visit := func() (int, string) {
+		jar, _ := cookiejar.New(nil)
+		resp, err := (&http.Client{Jar: jar}).Get(shareURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := visit(); code != 200 || !strings.Contains(body, "shared-page-ok") {
+		t.Fatalf("the share link answers %d %.200s", code, body)
+	}
+	row := `.share-list li[data-share-id="` + shareID + `"]`
+	browser.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(row+` [data-action=revoke-share]`)))
+	browser.Screenshot(t, ctx, "session-share-links")
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(row+` [data-action=revoke-share]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(row)),
+		chromedp.WaitNotPresent(chromedp.CSS(`.share-created`)),
+	)
+	if code, body := visit(); code == 200 || strings.Contains(body, "shared-page-ok") {
+		t.Fatalf("a revoked share link still serves the page: %d", code)
+	}
 }

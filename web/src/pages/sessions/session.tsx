@@ -4,8 +4,10 @@
 // this page, which "Clear queue" empties; "Interrupt" cancels the agent's
 // turn and sends at once), cancel, pause, resume, snapshot; action
 // approvals and environment requests answered in place; previews on the
-// gateway's own origin. A paused or ended session shows its history from
-// the REST API without waking its sandbox; Resume (or a prompt) connects.
+// gateway's own origin with their share links (previews.tsx); Timeline,
+// Changes and Terminal tabs (tabs.tsx). A paused or ended session shows
+// its history from the REST API without waking its sandbox; Resume (or a
+// prompt) connects.
 import { memo } from 'preact/compat'
 import { useEffect, useMemo, useReducer, useRef, useState } from 'preact/hooks'
 import { GATEWAY, get, post } from '../../lib/api'
@@ -19,6 +21,7 @@ import { Markdown } from './markdown'
 import { frameBatcher } from './batch'
 import { emptyTimeline, reduce, reduceAll, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
 import { SessionTabs, TabPanel, useSessionTab } from './tabs'
+import { Previews } from './previews'
 import { ChangesTab } from './changes'
 import { TerminalTab } from './terminal'
 import { duration, ended, type SessionRow } from './types'
@@ -243,6 +246,7 @@ export function SessionPage(props: { id: string }) {
           {t.snapshot.ok ? `Snapshot saved (${t.snapshot.id}).` : `Snapshot failed: ${t.snapshot.error}`}
         </div>
       )}
+      <Previews sessionId={id} previews={t.previews} canShare={me.role !== null} />
       <SessionTabs tab={tab} onSelect={setTab} badges={{ timeline: pending.length + t.env.length }} />
       <TabPanel tab="changes" selected={tab}>
         {tab === 'changes' && <ChangesTab sessionId={id} live={status === 'running'} />}
@@ -273,16 +277,6 @@ export function SessionPage(props: { id: string }) {
         {t.env.map((r) => (
           <EnvForm key={r.toolCallId} req={r} sock={sock} />
         ))}
-        {Object.entries(t.previews).length > 0 && (
-          <div class="previews small">
-            Previews:{' '}
-            {Object.entries(t.previews).map(([port, p]) => (
-              <a key={port} href={previewHref(p.open_url ?? p.url)} target="_blank" rel="noopener noreferrer">
-                port {port}
-              </a>
-            ))}
-          </div>
-        )}
         {!ended(row) ? (
           <PromptBox busy={agentBusy} queue={queue} onSend={send} onClearQueue={() => setQueue([])} disabled={!canChange && row.created_by !== null} />
         ) : (
@@ -291,14 +285,6 @@ export function SessionPage(props: { id: string }) {
       </TabPanel>
     </div>
   )
-}
-
-// previewHref makes a preview link absolute on the gateway's own origin:
-// the gateway announces absolute URLs (GATEWAY_PUBLIC_URL); a relative one
-// is left as it is (never rewritten under the dashboard's origin, which
-// refuses previews on purpose).
-function previewHref(u: string): string {
-  return u
 }
 
 function Summary(props: { row: SessionRow; t: Timeline }) {

@@ -9,7 +9,7 @@ STACK_ENV = eval "$$($(STACK) env)"
 # The test-only npm package (avsc) the schemas interop tests run.
 AVSC_DIR := schemas/testdata/avsc
 
-.PHONY: run test bench lint docs sqlc build web tools stack-up stack-down stack-status clean clean-data
+.PHONY: run test bench screenshots lint docs sqlc build web tools stack-up stack-down stack-status clean clean-data
 
 ## run: start Postgres and Redis, then the whole platform (`proliferate dev`) with the dashboard at http://127.0.0.1:8080/
 run: build stack-up tools
@@ -27,6 +27,16 @@ bench: stack-up tools web
 	@$(STACK_ENV); $(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m \
 		./consumers/ ./producers/outbox/ ./schemas/ ./api/identity/ ./api/orgs/ ./consumers/triggerprocessor/ ./consumers/runstages/ ./gateway/hub/ ./producers/ingest/ ./internal/app/ ./internal/sandbox/local/ ./internal/actions/ ./internal/actions/invocations/ ./consumers/billingledger/ ./consumers/toolmaterializer/ ./internal/llmproxy/ ./web/ | tee bench/raw.txt
 	@$(GO) run ./internal/benchreport < bench/raw.txt | tee bench/report.txt
+
+## screenshots: the browser tests' screenshots of every main screen (bench/screenshots) and the README's (docs/screenshots, 1280x800)
+SCREENSHOT_TESTS := TestDashboardSignupOnboardingAndPhoneLayout|TestSessionChatStreamCancelAndPausedHistory|TestSessionsListPagingFiltersAndPeek|TestAutomationWebhookRunAndInbox|TestAutomationActionApprovedInTheInbox|TestSettingsSecretsImportAPIKeyAndFieldErrors
+README_SHOTS := sessions-list session-timeline inbox-approval settings-billing
+screenshots: stack-up tools web
+	@mkdir -p bench/screenshots
+	@$(STACK_ENV); SCREENSHOT_DIR=$(CURDIR)/bench/screenshots $(GO) test -count=1 -p 1 -timeout 20m -run '^($(SCREENSHOT_TESTS))$$' ./web/
+	@$(GO) run ./scripts/readmeshots -from bench/screenshots -to docs/screenshots $(README_SHOTS)
+	@if command -v optipng >/dev/null; then optipng -quiet -o2 $(README_SHOTS:%=docs/screenshots/%.png); \
+	else echo "optipng is not installed (apt-get install optipng): the PNGs are Go's best compression only"; fi
 
 ## lint: gofmt, go vet and staticcheck
 lint:

@@ -22,6 +22,7 @@ import { frameBatcher } from './batch'
 import { emptyTimeline, reduce, reduceAll, withApprovals, type EnvRequest, type Msg, type Part, type Timeline, type ToolPart } from './timeline'
 import { SessionTabs, TabPanel, useSessionTab } from './tabs'
 import { Previews } from './previews'
+import { Services } from './services'
 import { ChangesTab } from './changes'
 import { TerminalTab } from './terminal'
 import { duration, ended, type SessionRow } from './types'
@@ -247,6 +248,12 @@ export function SessionPage(props: { id: string }) {
         </div>
       )}
       <Previews sessionId={id} previews={t.previews} canShare={me.role !== null} />
+      <Services
+        report={t.services}
+        canRun={canChange && !!sock && status === 'running'}
+        hasConfiguration={!!row.configuration_id}
+        onRun={() => sock?.send({ type: 'run_auto_start' })}
+      />
       <SessionTabs tab={tab} onSelect={setTab} badges={{ timeline: pending.length + t.env.length }} />
       <TabPanel tab="changes" selected={tab}>
         {tab === 'changes' && <ChangesTab sessionId={id} live={status === 'running'} />}

@@ -117,6 +117,12 @@ func sendWebhook(t *testing.T, platform apptest.Running, webhookURL, secret stri
 // id and the webhook URL and secret the page showed once.
 func createAutomationInBrowser(t *testing.T, ctx context.Context, platform apptest.Running, origin, name, instructions string) (id, url, secret string) {
 	t.Helper()
+	// Automations of that name already in the package's database (the
+	// test run again with -count): the refused one must add none.
+	var before int
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM automations WHERE name = $1`, name).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
 	browser.Do(t, ctx, autoWait,
 		chromedp.Click(chromedp.CSS(`nav.sidenav a[href="/automations"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`a.new-automation`)),
@@ -141,8 +147,8 @@ func createAutomationInBrowser(t *testing.T, ctx context.Context, platform appte
 	}
 	browser.Screenshot(t, ctx, "automation-form-field-error")
 	var n int
-	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM automations WHERE name = $1`, name).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("a refused automation left %d rows (%v)", n, err)
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM automations WHERE name = $1`, name).Scan(&n); err != nil || n != before {
+		t.Fatalf("a refused automation left %d rows (%v)", n-before, err)
 	}
 	autoFill(t, ctx, `input[name=run_deadline_seconds]`, "1800")
 	browser.Do(t, ctx, autoWait,
@@ -185,16 +191,18 @@ func createAutomationInBrowser(t *testing.T, ctx context.Context, platform appte
 	if html := browser.Get(t, ctx, autoWait, chromedp.Evaluate[string](`document.body.innerText`)); strings.Contains(html, secret) {
 		t.Fatal("the secret is still on the page after it was dismissed")
 	}
-	browser.Screenshot(t, ctx, "automation-edit")
 	browser.Do(t, ctx, autoWait,
 		chromedp.Click(chromedp.CSS(`nav.sidenav a[href="/automations"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`li[data-automation-id="`+id+`"]`)),
 	)
 	browser.Screenshot(t, ctx, "automations-list")
+	// The automation's page opened from the list (scrolled to its top).
 	browser.Do(t, ctx, autoWait,
 		chromedp.Click(chromedp.CSS(`li[data-automation-id="`+id+`"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`.trigger-row`)),
+		chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`),
 	)
+	browser.Screenshot(t, ctx, "automation-edit")
 	return id, url, secret
 }
 

@@ -30,7 +30,7 @@ bench: stack-up tools web
 
 ## screenshots: the browser tests' screenshots of every main screen (bench/screenshots) and the README's (docs/screenshots, 1280x800)
 SCREENSHOT_TESTS := TestDashboardSignupOnboardingAndPhoneLayout|TestSessionChatStreamCancelAndPausedHistory|TestSessionsListPagingFiltersAndPeek|TestAutomationWebhookRunAndInbox|TestAutomationActionApprovedInTheInbox|TestSettingsSecretsImportAPIKeyAndFieldErrors
-README_SHOTS := sessions-list session-timeline inbox-approval settings-billing
+README_SHOTS := sessions-list session-timeline inbox-approval automation-edit settings-billing
 screenshots: stack-up tools web
 	@mkdir -p bench/screenshots
 	@$(STACK_ENV); SCREENSHOT_DIR=$(CURDIR)/bench/screenshots $(GO) test -count=1 -p 1 -timeout 20m -run '^($(SCREENSHOT_TESTS))$$' ./web/

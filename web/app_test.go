@@ -174,6 +174,19 @@ func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
 	keys(t, ctx, "\x1b")
 	tb.Do(t, ctx, wait, chromedp.WaitNotPresent(chromedp.CSS(`form.new-session`)))
 
+	// Peeking at the last unread session reads it too.
+	tb.Do(t, ctx, wait,
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[0]+`"][data-unread=true]`)),
+		chromedp.Click(chromedp.CSS(`li[data-session-id="`+ids[0]+`"] [data-action=peek]`)),
+		chromedp.WaitVisible(chromedp.CSS(`aside.drawer[data-peek="`+ids[0]+`"] blockquote`)),
+	)
+	keys(t, ctx, "\x1b")
+	tb.Do(t, ctx, wait,
+		chromedp.WaitNotPresent(chromedp.CSS(`aside.drawer`)),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[0]+`"][data-unread=false]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`nav [data-count=sessions]`)),
+	)
+
 	// The inbox: a failed run needs attention: counted in the navigation,
 	// unread until opened.
 	if code := apiDo(t, origin, "POST", "/automations/"+auto.ID+"/run", token, map[string]any{}, nil); code != 201 && code != 202 && code != 200 {
@@ -197,6 +210,23 @@ func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
 	keys(t, ctx, "i")
 	tb.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(`li.attention-run[data-unread=false]`)))
 	waitJS(t, ctx, wait, `document.querySelector('nav [data-count=inbox]')?.textContent === '1 need attention' && !document.querySelector('li.attention-run .unread-mark')`)
+
+	// At 375 px the list with its unread markers and Watch toggles fits,
+	// and the palette too.
+	tb.Do(t, ctx, wait,
+		chromedp.EmulateViewport(375, 740),
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`li[data-session-id="`+ids[0]+`"] button[data-action=watch]`)),
+	)
+	if w := tb.Get(t, ctx, wait, chromedp.Evaluate[int](`document.documentElement.scrollWidth`)); w > 375 {
+		t.Fatalf("at 375 px the sessions list is %d px wide", w)
+	}
+	keys(t, ctx, "k", ctrl)
+	tb.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(input)))
+	waitJS(t, ctx, wait, `document.querySelector('`+palette+`').getBoundingClientRect().right <= 375`)
+	tb.Screenshot(t, ctx, "command-palette-375")
+	keys(t, ctx, "\x1b")
+	tb.Do(t, ctx, wait, chromedp.EmulateViewport(1280, 800))
 
 	// A render exception: the error panel with a reload button, the
 	// navigation still there; without the opt-in the path is "not found".

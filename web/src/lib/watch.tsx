@@ -46,7 +46,15 @@ export function SessionWatch(props: { row: SessionLite; live: Live | null; appro
   useEffect(() => {
     reportLive(row, live)
   }, [row, live?.agent, live?.env, live?.approval])
-  useEffect(() => () => reportLive(row, null), [row.id])
+  // Leaving the page: everything until now was seen (also what opening
+  // it caused, e.g. a resume touching its last activity).
+  useEffect(
+    () => () => {
+      reportLive(row, null)
+      markSeen(me.id, 's:' + row.id)
+    },
+    [row.id],
+  )
   return <WatchToggle row={row} />
 }
 

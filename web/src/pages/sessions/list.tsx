@@ -10,6 +10,7 @@ import { navigate, setQuery, useLocation } from '../../lib/router'
 import { Empty, ErrorBanner, Field, Link, Loading, relTime, TextArea, useData, useSubmit } from '../../lib/ui'
 import { useSession } from '../../lib/session'
 import { Unread, useUnread, WatchToggle } from '../../lib/watch'
+import { markSeen } from '../../lib/prefs'
 import { Markdown } from './markdown'
 import { duration, origin, type Automation, type Configuration, type Member, type SessionRow } from './types'
 import './sessions.css'
@@ -229,6 +230,11 @@ function SessionListRow(props: { s: SessionRow; lookups: Lookups; meID: string; 
 function Peek(props: { id: string; lookups: Lookups }) {
   const s = useData((signal) => get<SessionRow>('/sessions/' + encodeURIComponent(props.id), { signal }), [props.id])
   const me = useSession().me
+  // Peeking at a session is opening it: it is read.
+  useEffect(() => {
+    if (s.data) markSeen(me.id, 's:' + s.data.id, Math.max(Date.now(), Date.parse(s.data.last_activity_at) || 0))
+  }, [s.data?.id, s.data?.last_activity_at])
+  useEffect(() => () => markSeen(me.id, 's:' + props.id), [props.id])
   useEffect(() => {
     const f = (e: KeyboardEvent) => e.key === 'Escape' && setQuery({ peek: null })
     window.addEventListener('keydown', f)

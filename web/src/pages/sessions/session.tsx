@@ -45,7 +45,8 @@ export function SessionPage(props: { id: string }) {
   const me = useSession().me
   const sess = useData((signal) => get<SessionRow>(`/sessions/${encodeURIComponent(id)}`, { signal }), [id])
   const [t, dispatch] = useReducer(timelineReducer, emptyTimeline)
-  // The socket's frames are applied once per animation frame (batch.ts).
+  // The socket's frames are applied in batches, on an animation frame and
+  // at most every 50 ms (batch.ts).
   const batch = useMemo(() => frameBatcher<ServerFrame>((frames) => dispatch({ frames })), [])
   const [sock, setSock] = useState<SessionSocket | null>(null)
   const [sockState, setSockState] = useState<SocketState | 'off'>('off')

@@ -3,7 +3,7 @@
 // (internal/analytics): tool calls per tool over a range of days (calls,
 // failures, p50/p95 duration), usage per day by automation or by person
 // (messages, active time, pull requests, credits), and one session's tool
-// calls. Every route is org-scoped: another organization's calls and usage
+// calls and usage (LLM tokens, credits, messages, active time). Every route is org-scoped: another organization's calls and usage
 // are never counted.
 package analyticsapi
 
@@ -44,6 +44,9 @@ func Register(s *api.Server) error {
 	s.Handle(api.Route{Method: http.MethodGet, Path: "/analytics/sessions/:id/tools", Tag: tag, Access: api.OrgMember,
 		Summary:  "A session's tool calls (each call as its best source reports it)",
 		Response: SessionTools{}, Handler: h.sessionTools})
+	s.Handle(api.Route{Method: http.MethodGet, Path: "/analytics/sessions/:id/usage", Tag: tag, Access: api.OrgMember,
+		Summary:  "A session's usage so far: LLM tokens (input, output, cache read, cache write), credits, messages, active seconds, pull requests",
+		Response: analytics.SessionUsage{}, Handler: h.sessionUsage})
 	return nil
 }
 
@@ -140,18 +143,40 @@ func (h *handlers) usage(c *api.Ctx) error {
 	return c.Reply(http.StatusOK, Usage{From: from.Format(time.DateOnly), To: to.Format(time.DateOnly), By: by, Days: days})
 }
 
-func (h *handlers) sessionTools(c *api.Ctx) error {
+// session reads the id parameter of a session of the caller's organization
+// (404 for any other).
+func (h *handlers) session(c *api.Ctx) (string, error) {
 	id, err := c.UUIDParam("id", "session")
+	if err != nil {
+		return "", err
+	}
+	if _, err := h.store.Get(c.Request.Context(), c.OrgID(), id); err != nil {
+		if errors.Is(err, sessions.ErrNotFound) {
+			return "", httpapi.NotFound("session")
+		}
+		return "", err
+	}
+	return id, nil
+}
+
+func (h *handlers) sessionUsage(c *api.Ctx) error {
+	id, err := h.session(c)
+	if err != nil {
+		return err
+	}
+	u, err := analytics.SessionTotals(c.Request.Context(), h.s.Pool, c.OrgID(), id)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, u)
+}
+
+func (h *handlers) sessionTools(c *api.Ctx) error {
+	id, err := h.session(c)
 	if err != nil {
 		return err
 	}
 	ctx := c.Request.Context()
-	if _, err := h.store.Get(ctx, c.OrgID(), id); err != nil {
-		if errors.Is(err, sessions.ErrNotFound) {
-			return httpapi.NotFound("session")
-		}
-		return err
-	}
 	calls, err := analytics.SessionCalls(ctx, h.s.Pool, c.OrgID(), id)
 	if err != nil {
 		return err

@@ -51,7 +51,8 @@ func TestToolsAndUsageOrgScoped(t *testing.T) {
 	}
 	materialize(t, e, calls,
 		[]analytics.Session{{SessionID: sess, OrgID: alice.OrgID, UserID: alice.ID}},
-		[]analytics.UsageDelta{{Key: uuid.NewString(), OrgID: alice.OrgID, SessionID: sess, At: day, Messages: 3, ActiveSeconds: 60, PRs: 1, CreditsMicros: 2_000_000}})
+		[]analytics.UsageDelta{{Key: uuid.NewString(), OrgID: alice.OrgID, SessionID: sess, At: day, Messages: 3, ActiveSeconds: 60, PRs: 1, CreditsMicros: 2_000_000},
+			{Key: uuid.NewString(), OrgID: alice.OrgID, SessionID: sess, At: day, InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5000, CacheWriteTokens: 60}})
 
 	var tools analyticsapi.Tools
 	e.Do(t, http.MethodGet, "/analytics/tools?from=2026-03-01&to=2026-03-31", alice.Token, nil).Expect(t, http.StatusOK, &tools)
@@ -72,6 +73,19 @@ func TestToolsAndUsageOrgScoped(t *testing.T) {
 	if len(st.Calls) != 20 {
 		t.Fatalf("session calls = %d", len(st.Calls))
 	}
+	var su analytics.SessionUsage
+	e.Do(t, http.MethodGet, "/analytics/sessions/"+sess+"/usage", alice.Token, nil).Expect(t, http.StatusOK, &su)
+	if want := (analytics.SessionUsage{Messages: 3, ActiveSeconds: 60, PRs: 1, CreditsMicros: 2_000_000,
+		InputTokens: 1200, OutputTokens: 340, CacheReadTokens: 5000, CacheWriteTokens: 60}); su != want {
+		t.Fatalf("session usage = %+v, want %+v", su, want)
+	}
+	// A session with no usage yet: zeros, not 404.
+	fresh := sessionstest.New(t, e.Deps.Pool, alice.OrgID, sessionstest.Options{CreatedBy: alice.ID, Status: "running"})
+	e.Do(t, http.MethodGet, "/analytics/sessions/"+fresh+"/usage", alice.Token, nil).Expect(t, http.StatusOK, &su)
+	if su != (analytics.SessionUsage{}) {
+		t.Fatalf("fresh session usage = %+v", su)
+	}
+	e.Do(t, http.MethodGet, "/analytics/sessions/not-a-uuid/usage", alice.Token, nil).ExpectError(t, http.StatusNotFound, "not_found")
 
 	// Another organization sees nothing of it.
 	e.Do(t, http.MethodGet, "/analytics/tools?from=2026-03-01&to=2026-03-31", mallory.Token, nil).Expect(t, http.StatusOK, &tools)
@@ -80,6 +94,8 @@ func TestToolsAndUsageOrgScoped(t *testing.T) {
 		t.Fatalf("another organization sees %+v, %+v", tools, usage)
 	}
 	e.Do(t, http.MethodGet, "/analytics/sessions/"+sess+"/tools", mallory.Token, nil).ExpectError(t, http.StatusNotFound, "not_found")
+	e.Do(t, http.MethodGet, "/analytics/sessions/"+sess+"/usage", mallory.Token, nil).ExpectError(t, http.StatusNotFound, "not_found")
+	e.Do(t, http.MethodGet, "/analytics/sessions/"+uuid.NewString()+"/usage", alice.Token, nil).ExpectError(t, http.StatusNotFound, "not_found")
 
 	// The default range is the 30 days up to today.
 	e.Do(t, http.MethodGet, "/analytics/tools", alice.Token, nil).Expect(t, http.StatusOK, &tools)

@@ -1,6 +1,6 @@
 // Package toolmaterializer is the tool-materializer consumer group: it
 // builds the organization's tool telemetry and usage analytics in Postgres
-// (internal/analytics) from four topics:
+// (internal/analytics) from five topics:
 //
 //   - tools.calls: the calls the gateway executed (executed_by gateway) or
 //     observed (sandbox), from start to end;
@@ -10,7 +10,9 @@
 //   - sessions.events: whom a session counts for (its automation, its
 //     creator) and its telemetry deltas (messages, active seconds, new pull
 //     requests);
-//   - billing.usage: credits per session.
+//   - billing.usage: credits per session;
+//   - llm.spend: LLM tokens per session (input, output, cache read, cache
+//     write), counted once per request id.
 //
 // Design:
 //
@@ -150,6 +152,34 @@ func decode(ev *schemas.Event) (*analytics.ToolCall, *analytics.Session, *analyt
 				Messages: t.MessagesExchanged, ActiveSeconds: t.ActiveSeconds, PRs: int64(len(t.PRURLs))}
 		}
 		return nil, s, u, nil
+	case *schemas.LLMSpend:
+		if p.InputTokens == 0 && p.OutputTokens == 0 && p.CacheReadTokens == 0 && p.CacheWriteTokens == 0 {
+			return nil, nil, nil, nil
+		}
+		if p.InputTokens < 0 || p.OutputTokens < 0 || p.CacheReadTokens < 0 || p.CacheWriteTokens < 0 {
+			return nil, nil, nil, errors.New("tool materializer: llm spend with negative tokens")
+		}
+		sess := analytics.NoSession
+		if p.SessionID != nil && *p.SessionID != "" {
+			if uuid.Validate(*p.SessionID) != nil {
+				return nil, nil, nil, errors.New("tool materializer: session id must be a UUID")
+			}
+			sess = *p.SessionID
+		}
+		// One request counts once, whatever event carries it (the
+		// billing rater keys its usage by the request id too); a record
+		// without one counts once by its event id.
+		key := ev.EventID
+		if p.RequestID != "" {
+			key = analytics.KeyOf("llm.spend:" + p.RequestID)
+		}
+		day := p.EndedAt
+		if day.IsZero() {
+			day = at
+		}
+		return nil, nil, &analytics.UsageDelta{Key: key, OrgID: ev.OrgID, SessionID: sess, At: day,
+			InputTokens: p.InputTokens, OutputTokens: p.OutputTokens, CacheReadTokens: p.CacheReadTokens,
+			CacheWriteTokens: p.CacheWriteTokens}, nil
 	case *schemas.BillingUsage:
 		if p.CreditsMicros == 0 {
 			return nil, nil, nil, nil

@@ -78,6 +78,13 @@ func (e *env) usage(org, sess, key string, credits int64, t time.Time) *kgo.Reco
 	return e.Record(topics.BillingUsage, org, at(schemas.New(org, p), t))
 }
 
+func (e *env) spend(org string, sess *string, request string, in, out, cacheRead, cacheWrite int64, t time.Time) *kgo.Record {
+	p := &schemas.LLMSpend{RequestID: request, SessionID: sess, Model: "claude-sonnet", InputTokens: in, OutputTokens: out,
+		CacheReadTokens: cacheRead, CacheWriteTokens: cacheWrite, TotalTokens: in + out + cacheRead + cacheWrite,
+		StartedAt: t, EndedAt: t, Source: "llm-proxy"}
+	return e.Record(topics.LLMSpend, org, at(schemas.New(org, p), t))
+}
+
 // snapshot is every owned table's rows, sorted (tables are whole: the
 // tests of this package run one after the other).
 func (e *env) snapshot() string {
@@ -87,7 +94,8 @@ func (e *env) snapshot() string {
 		`SELECT org_id, day::text, tool_name, calls, failures FROM analytics_tool_daily ORDER BY 1, 2, 3`,
 		`SELECT org_id, day::text, tool_name, bucket, n FROM analytics_tool_durations ORDER BY 1, 2, 3, 4`,
 		`SELECT session_id, org_id, coalesce(automation_id::text, ''), coalesce(user_id::text, '') FROM analytics_sessions ORDER BY 1`,
-		`SELECT org_id, day::text, session_id, messages, active_seconds, prs, credits_micros FROM analytics_session_usage ORDER BY 1, 2, 3`,
+		`SELECT org_id, day::text, session_id, messages, active_seconds, prs, credits_micros,
+			input_tokens, output_tokens, cache_read_tokens, cache_write_tokens FROM analytics_session_usage ORDER BY 1, 2, 3`,
 		`SELECT event_id FROM analytics_applied_events ORDER BY 1`,
 	} {
 		rows, err := e.pool.Query(context.Background(), q)
@@ -251,5 +259,56 @@ func TestPoisonRecordDeadLettered(t *testing.T) {
 	dl := e.ReadAll(toolmaterializer.Group.DeadLetter(), 3)
 	if len(dl) != 3 || string(dl[0].Value) != "not avro" {
 		t.Fatalf("dead letters: %d", len(dl))
+	}
+}
+
+// TestLLMSpendTokens: llm.spend records add their tokens to their session's
+// usage once per request id (a request produced again under another event
+// id, and redelivered records, change nothing), in their organization only;
+// a second group reading everything again builds the same rows.
+func TestLLMSpendTokens(t *testing.T) {
+	e := newEnv(t)
+	e.truncate()
+	org, other := uuid.NewString(), uuid.NewString()
+	s1, s2 := uuid.NewString(), uuid.NewString()
+	recs := []*kgo.Record{
+		e.spend(org, &s1, "req-1", 1000, 200, 5000, 300, day1),
+		e.spend(org, &s1, "req-2", 10, 20, 30, 40, day1.Add(time.Hour)),
+		e.spend(org, &s1, "req-1", 1000, 200, 5000, 300, day1), // the same request again (another event id)
+		e.spend(org, nil, "req-3", 7, 7, 0, 0, day1),           // no session
+		e.spend(other, &s2, "req-4", 99, 99, 99, 99, day1),
+		e.spend(org, &s1, "req-5", 0, 0, 0, 0, day1), // nothing to count
+		e.usage(org, s1, "llm:req-1", 1_500_000, day1),
+	}
+	e.Produce(recs...)
+	e.Produce(recs[:2]...) // redelivered
+	e.run(toolmaterializer.Group.Name)
+	e.caughtUp(toolmaterializer.Group.Name)
+
+	ctx := context.Background()
+	got, err := analytics.SessionTotals(ctx, e.pool, org, s1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := analytics.SessionUsage{CreditsMicros: 1_500_000, InputTokens: 1010, OutputTokens: 220, CacheReadTokens: 5030, CacheWriteTokens: 340}
+	if got != want {
+		t.Fatalf("session totals = %+v, want %+v", got, want)
+	}
+	if leak, err := analytics.SessionTotals(ctx, e.pool, org, s2); err != nil || leak != (analytics.SessionUsage{}) {
+		t.Fatalf("another organization's session from org = %+v, %v", leak, err)
+	}
+	if o, err := analytics.SessionTotals(ctx, e.pool, other, s2); err != nil || o.InputTokens != 99 || o.CacheWriteTokens != 99 {
+		t.Fatalf("other org's session = %+v, %v", o, err)
+	}
+	if none, err := analytics.SessionTotals(ctx, e.pool, org, analytics.NoSession); err != nil || none.InputTokens != 7 {
+		t.Fatalf("usage without a session = %+v, %v", none, err)
+	}
+	first := e.snapshot()
+	e.Produce(recs...)
+	e.run("tool-materializer-again")
+	e.caughtUp("tool-materializer-again")
+	e.caughtUp(toolmaterializer.Group.Name)
+	if again := e.snapshot(); again != first {
+		t.Fatalf("redelivery changed rows:\n%s\nwant\n%s", again, first)
 	}
 }

@@ -16,10 +16,11 @@
 // same rows.
 //
 // Usage: messages, active seconds and pull requests per session and day
-// (sessions.events telemetry deltas), credits (billing.usage), and whom a
+// (sessions.events telemetry deltas), credits (billing.usage), LLM tokens
+// (llm.spend: input, output, cache read, cache write), and whom a
 // session counts for (its automation and its creator, from
 // sessions.events). Each delta is added once: its key (the event id, or
-// for billing.usage the idempotency key) is claimed in
+// for billing.usage the idempotency key, for llm.spend the request id) is claimed in
 // analytics_applied_events in the same transaction.
 package analytics
 
@@ -433,6 +434,11 @@ type UsageDelta struct {
 	ActiveSeconds int64
 	PRs           int64
 	CreditsMicros int64
+	// LLM tokens (llm.spend).
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
 }
 
 var keyNamespace = uuid.MustParse("8a4c1f0e-5d7b-4e21-9c3a-1b2d3e4f5a6b")
@@ -497,7 +503,7 @@ func ApplyUsage(ctx context.Context, tx DB, sessions []Session, deltas []UsageDe
 		isFresh[k] = true
 	}
 	type usageKey struct{ org, day, session string }
-	sums := map[usageKey][4]int64{}
+	sums := map[usageKey][8]int64{}
 	for _, d := range deltas {
 		if !isFresh[d.Key] {
 			continue
@@ -509,6 +515,10 @@ func ApplyUsage(ctx context.Context, tx DB, sessions []Session, deltas []UsageDe
 		v[1] += d.ActiveSeconds
 		v[2] += d.PRs
 		v[3] += d.CreditsMicros
+		v[4] += d.InputTokens
+		v[5] += d.OutputTokens
+		v[6] += d.CacheReadTokens
+		v[7] += d.CacheWriteTokens
 		sums[k] = v
 	}
 	if len(sums) == 0 {
@@ -530,6 +540,8 @@ func ApplyUsage(ctx context.Context, tx DB, sessions []Session, deltas []UsageDe
 		v := sums[k]
 		p.OrgIds, p.Days, p.SessionIds = append(p.OrgIds, k.org), append(p.Days, d), append(p.SessionIds, k.session)
 		p.Messages, p.ActiveSeconds, p.Prs, p.CreditsMicros = append(p.Messages, v[0]), append(p.ActiveSeconds, v[1]), append(p.Prs, v[2]), append(p.CreditsMicros, v[3])
+		p.InputTokens, p.OutputTokens = append(p.InputTokens, v[4]), append(p.OutputTokens, v[5])
+		p.CacheReadTokens, p.CacheWriteTokens = append(p.CacheReadTokens, v[6]), append(p.CacheWriteTokens, v[7])
 	}
 	if err := q.AddSessionUsage(ctx, p); err != nil {
 		return fmt.Errorf("analytics: add usage: %w", err)

@@ -124,6 +124,29 @@ func SessionCalls(ctx context.Context, db DB, orgID, sessionID string) ([]Sessio
 	return out, nil
 }
 
+// SessionUsage is a session's usage over all days.
+type SessionUsage struct {
+	Messages         int64 `json:"messages"`
+	ActiveSeconds    int64 `json:"active_seconds"`
+	PRs              int64 `json:"prs"`
+	CreditsMicros    int64 `json:"credits_micros" doc:"credits in millionths"`
+	InputTokens      int64 `json:"input_tokens"`
+	OutputTokens     int64 `json:"output_tokens"`
+	CacheReadTokens  int64 `json:"cache_read_tokens"`
+	CacheWriteTokens int64 `json:"cache_write_tokens"`
+}
+
+// SessionTotals is a session's usage (zeros when none was recorded).
+func SessionTotals(ctx context.Context, db DB, orgID, sessionID string) (SessionUsage, error) {
+	r, err := analyticsdb.New(db).SessionUsageTotals(ctx, analyticsdb.SessionUsageTotalsParams{OrgID: orgID, SessionID: sessionID})
+	if err != nil {
+		return SessionUsage{}, fmt.Errorf("analytics: session usage: %w", err)
+	}
+	return SessionUsage{Messages: r.Messages, ActiveSeconds: r.ActiveSeconds, PRs: r.Prs, CreditsMicros: r.CreditsMicros,
+		InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, CacheReadTokens: r.CacheReadTokens,
+		CacheWriteTokens: r.CacheWriteTokens}, nil
+}
+
 func pgDate(t time.Time) pgtype.Date {
 	y, m, d := t.UTC().Date()
 	return pgtype.Date{Time: time.Date(y, m, d, 0, 0, 0, 0, time.UTC), Valid: true}

@@ -13,23 +13,33 @@ import (
 )
 
 const addSessionUsage = `-- name: AddSessionUsage :exec
-INSERT INTO analytics_session_usage AS t (org_id, day, session_id, messages, active_seconds, prs, credits_micros)
+INSERT INTO analytics_session_usage AS t (org_id, day, session_id, messages, active_seconds, prs, credits_micros,
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 SELECT unnest($1::uuid[]), unnest($2::date[]), unnest($3::uuid[]),
     unnest($4::bigint[]), unnest($5::bigint[]), unnest($6::bigint[]),
-    unnest($7::bigint[])
+    unnest($7::bigint[]), unnest($8::bigint[]),
+    unnest($9::bigint[]), unnest($10::bigint[]),
+    unnest($11::bigint[])
 ON CONFLICT (org_id, day, session_id) DO UPDATE SET
     messages = t.messages + excluded.messages, active_seconds = t.active_seconds + excluded.active_seconds,
-    prs = t.prs + excluded.prs, credits_micros = t.credits_micros + excluded.credits_micros
+    prs = t.prs + excluded.prs, credits_micros = t.credits_micros + excluded.credits_micros,
+    input_tokens = t.input_tokens + excluded.input_tokens, output_tokens = t.output_tokens + excluded.output_tokens,
+    cache_read_tokens = t.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens
 `
 
 type AddSessionUsageParams struct {
-	OrgIds        []string
-	Days          []pgtype.Date
-	SessionIds    []string
-	Messages      []int64
-	ActiveSeconds []int64
-	Prs           []int64
-	CreditsMicros []int64
+	OrgIds           []string
+	Days             []pgtype.Date
+	SessionIds       []string
+	Messages         []int64
+	ActiveSeconds    []int64
+	Prs              []int64
+	CreditsMicros    []int64
+	InputTokens      []int64
+	OutputTokens     []int64
+	CacheReadTokens  []int64
+	CacheWriteTokens []int64
 }
 
 // Adds usage deltas per organization, day and session (one row per key in
@@ -43,6 +53,10 @@ func (q *Queries) AddSessionUsage(ctx context.Context, arg AddSessionUsageParams
 		arg.ActiveSeconds,
 		arg.Prs,
 		arg.CreditsMicros,
+		arg.InputTokens,
+		arg.OutputTokens,
+		arg.CacheReadTokens,
+		arg.CacheWriteTokens,
 	)
 	return err
 }
@@ -298,6 +312,49 @@ func (q *Queries) SessionToolCalls(ctx context.Context, arg SessionToolCallsPara
 		return nil, err
 	}
 	return items, nil
+}
+
+const sessionUsageTotals = `-- name: SessionUsageTotals :one
+SELECT COALESCE(sum(messages), 0)::bigint AS messages, COALESCE(sum(active_seconds), 0)::bigint AS active_seconds,
+    COALESCE(sum(prs), 0)::bigint AS prs, COALESCE(sum(credits_micros), 0)::bigint AS credits_micros,
+    COALESCE(sum(input_tokens), 0)::bigint AS input_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+    COALESCE(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
+    COALESCE(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens
+FROM analytics_session_usage
+WHERE org_id = $1 AND session_id = $2
+`
+
+type SessionUsageTotalsParams struct {
+	OrgID     string
+	SessionID string
+}
+
+type SessionUsageTotalsRow struct {
+	Messages         int64
+	ActiveSeconds    int64
+	Prs              int64
+	CreditsMicros    int64
+	InputTokens      int64
+	OutputTokens     int64
+	CacheReadTokens  int64
+	CacheWriteTokens int64
+}
+
+// A session's usage over all days (zeros when none).
+func (q *Queries) SessionUsageTotals(ctx context.Context, arg SessionUsageTotalsParams) (SessionUsageTotalsRow, error) {
+	row := q.db.QueryRow(ctx, sessionUsageTotals, arg.OrgID, arg.SessionID)
+	var i SessionUsageTotalsRow
+	err := row.Scan(
+		&i.Messages,
+		&i.ActiveSeconds,
+		&i.Prs,
+		&i.CreditsMicros,
+		&i.InputTokens,
+		&i.OutputTokens,
+		&i.CacheReadTokens,
+		&i.CacheWriteTokens,
+	)
+	return i, err
 }
 
 const toolCallsOf = `-- name: ToolCallsOf :many

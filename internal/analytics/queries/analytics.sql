@@ -67,13 +67,29 @@ RETURNING event_id;
 -- name: AddSessionUsage :exec
 -- Adds usage deltas per organization, day and session (one row per key in
 -- the arrays, sorted).
-INSERT INTO analytics_session_usage AS t (org_id, day, session_id, messages, active_seconds, prs, credits_micros)
+INSERT INTO analytics_session_usage AS t (org_id, day, session_id, messages, active_seconds, prs, credits_micros,
+    input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
 SELECT unnest(sqlc.arg(org_ids)::uuid[]), unnest(sqlc.arg(days)::date[]), unnest(sqlc.arg(session_ids)::uuid[]),
     unnest(sqlc.arg(messages)::bigint[]), unnest(sqlc.arg(active_seconds)::bigint[]), unnest(sqlc.arg(prs)::bigint[]),
-    unnest(sqlc.arg(credits_micros)::bigint[])
+    unnest(sqlc.arg(credits_micros)::bigint[]), unnest(sqlc.arg(input_tokens)::bigint[]),
+    unnest(sqlc.arg(output_tokens)::bigint[]), unnest(sqlc.arg(cache_read_tokens)::bigint[]),
+    unnest(sqlc.arg(cache_write_tokens)::bigint[])
 ON CONFLICT (org_id, day, session_id) DO UPDATE SET
     messages = t.messages + excluded.messages, active_seconds = t.active_seconds + excluded.active_seconds,
-    prs = t.prs + excluded.prs, credits_micros = t.credits_micros + excluded.credits_micros;
+    prs = t.prs + excluded.prs, credits_micros = t.credits_micros + excluded.credits_micros,
+    input_tokens = t.input_tokens + excluded.input_tokens, output_tokens = t.output_tokens + excluded.output_tokens,
+    cache_read_tokens = t.cache_read_tokens + excluded.cache_read_tokens,
+    cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens;
+
+-- name: SessionUsageTotals :one
+-- A session's usage over all days (zeros when none).
+SELECT COALESCE(sum(messages), 0)::bigint AS messages, COALESCE(sum(active_seconds), 0)::bigint AS active_seconds,
+    COALESCE(sum(prs), 0)::bigint AS prs, COALESCE(sum(credits_micros), 0)::bigint AS credits_micros,
+    COALESCE(sum(input_tokens), 0)::bigint AS input_tokens, COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+    COALESCE(sum(cache_read_tokens), 0)::bigint AS cache_read_tokens,
+    COALESCE(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens
+FROM analytics_session_usage
+WHERE org_id = sqlc.arg(org_id) AND session_id = sqlc.arg(session_id);
 
 -- name: ToolTotals :many
 -- Calls and failures per tool of an organization over [from, to].

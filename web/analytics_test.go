@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 	"github.com/proliferate/proliferate/schemas"
@@ -143,5 +144,52 @@ func TestAnalyticsRealSessionToolCall(t *testing.T) {
 	row := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`[...document.querySelectorAll('tr[data-tool=bash] > *')].map((c) => c.textContent).join('|')`))
 	if !strings.HasPrefix(row, "bash|1|0|") {
 		t.Fatalf("bash row = %q", row)
+	}
+}
+
+// TestSessionPageShowsTokens: an llm.spend record of a session (through the
+// outbox, as the LLM proxy produces it), produced twice, is materialized
+// once by the tool-materializer group, and the session page shows its
+// tokens next to its credits.
+func TestSessionPageShowsTokens(t *testing.T) {
+	origin, platform, _ := settingsPlatform(t)
+	ctx := browser.New(t, browser.Options{})
+	email := fmt.Sprintf("tia-%d@example.com", time.Now().UnixNano())
+	settingsSignUp(t, ctx, origin, "Tia Tokens", email)
+	token := settingsToken(t, ctx)
+	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
+	var me struct {
+		ID          string `json:"id"`
+		ActiveOrgID string `json:"active_org_id"`
+	}
+	if err := json.Unmarshal([]byte(body), &me); status != http.StatusOK || err != nil || me.ActiveOrgID == "" {
+		t.Fatalf("me: %d %s", status, body)
+	}
+	sess := sessionstest.New(t, platform.App.Pool, me.ActiveOrgID, sessionstest.Options{CreatedBy: me.ID, Status: "stopped", Title: "Token session"})
+	now := time.Now().UTC()
+	spend := &schemas.LLMSpend{RequestID: "req-" + uuid.NewString(), SessionID: &sess, Model: "claude-sonnet", InputTokens: 12345,
+		OutputTokens: 678, CacheReadTokens: 90000, CacheWriteTokens: 12, TotalTokens: 103035, StartedAt: now, EndedAt: now, Source: "llm-proxy"}
+	err := pgx.BeginFunc(context.Background(), platform.App.Pool, func(tx pgx.Tx) error {
+		for range 2 { // the same request twice: counted once
+			if err := outbox.AddEvent(context.Background(), tx, platform.App.Codec, topics.LLMSpend, me.ActiveOrgID, schemas.New(me.ActiveOrgID, spend)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 60*time.Second, "the tool-materializer to apply the spend", func() bool {
+		_, usage := settingsCall(t, origin, token, http.MethodGet, "/analytics/sessions/"+sess+"/usage", nil)
+		return strings.Contains(usage, `"input_tokens":12345`)
+	})
+	browser.Do(t, ctx, settingsWait,
+		chromedp.Navigate(origin+"/sessions/"+sess),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=tokens]`)),
+	)
+	got := browser.Get(t, ctx, settingsWait, chromedp.Evaluate[string](`document.querySelector('[data-testid=tokens]').textContent`))
+	if want := "12,345 in · 678 out · 90,000 cache read · 12 cache write"; got != want {
+		t.Fatalf("tokens = %q, want %q", got, want)
 	}
 }

@@ -29,6 +29,8 @@ import { duration, ended, type SessionRow } from './types'
 import './sessions.css'
 
 type SessionUsage = { session_id: string; credits: string; compute_seconds: string; llm_cost_usd: string }
+// GET /analytics/sessions/{id}/usage (the tool-materializer's totals).
+type SessionTokens = { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number }
 
 type Action = { frame: ServerFrame } | { frames: ServerFrame[] } | { history: Msg[] } | { approvals: ActionInvocation[] } | { reset: true }
 
@@ -308,6 +310,16 @@ function Summary(props: { row: SessionRow; t: Timeline }) {
       ),
     [row.id, row.metrics.messages_exchanged],
   )
+  // The session's LLM tokens (llm.spend, materialized per session).
+  const tokens = useData(
+    (signal) =>
+      get<SessionTokens>(`/analytics/sessions/${row.id}/usage`, { signal }).then(
+        (u) => (u.input_tokens + u.output_tokens + u.cache_read_tokens + u.cache_write_tokens > 0 ? u : null),
+        () => null,
+      ),
+    [row.id, row.metrics.messages_exchanged],
+  )
+  const n = (v: number) => v.toLocaleString('en-US')
   return (
     <dl class="session-summary small">
       {row.latest_task && (
@@ -346,6 +358,15 @@ function Summary(props: { row: SessionRow; t: Timeline }) {
           <dd data-testid="usage">
             {Number(usage.data.credits).toFixed(2)} credits · {duration(Math.round(Number(usage.data.compute_seconds)))} compute · $
             {Number(usage.data.llm_cost_usd).toFixed(4)} LLM
+          </dd>
+        </div>
+      )}
+      {tokens.data && (
+        <div>
+          <dt>Tokens</dt>
+          <dd data-testid="tokens">
+            {n(tokens.data.input_tokens)} in · {n(tokens.data.output_tokens)} out · {n(tokens.data.cache_read_tokens)} cache read ·{' '}
+            {n(tokens.data.cache_write_tokens)} cache write
           </dd>
         </div>
       )}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,6 +212,19 @@ func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
 	tb.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(`li.attention-run[data-unread=false]`)))
 	waitJS(t, ctx, wait, `document.querySelector('nav [data-count=inbox]')?.textContent === '1 need attention' && !document.querySelector('li.attention-run .unread-mark')`)
 
+	// Shared components: every control has a name, text has contrast.
+	keys(t, ctx, "g")
+	keys(t, ctx, "s")
+	tb.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`[data-action=new-session]`)),
+		chromedp.WaitVisible(chromedp.CSS(`form.new-session`)),
+	)
+	if p := tb.Get(t, ctx, wait, chromedp.Evaluate[[]string](a11yProblems)); len(p) > 0 {
+		t.Fatalf("accessibility problems on the sessions page:\n%s", strings.Join(p, "\n"))
+	}
+	keys(t, ctx, "\x1b")
+	tb.Do(t, ctx, wait, chromedp.WaitNotPresent(chromedp.CSS(`form.new-session`)))
+
 	// At 375 px the list with its unread markers and Watch toggles fits,
 	// and the palette too.
 	tb.Do(t, ctx, wait,
@@ -376,3 +390,31 @@ func TestAppNotifiesWhenAWatchedSessionNeedsInputOrFinishes(t *testing.T) {
 		t.Fatalf("%d notification decisions, want 3: an unwatched session notified", n)
 	}
 }
+
+// a11yProblems lists, on the current page, form controls and buttons
+// without an accessible name, and text below WCAG AA contrast (4.5:1)
+// against its opaque background.
+const a11yProblems = `(() => {
+	const out = []
+	const name = (el) => (el.getAttribute('aria-label') || el.getAttribute('aria-labelledby') ||
+		(el.id && document.querySelector('label[for="' + el.id + '"]')) || el.closest('label') || el.title ||
+		(el.tagName === 'BUTTON' || el.tagName === 'A' ? el.textContent.trim() : ''))
+	for (const el of document.querySelectorAll('input:not([type=hidden]), select, textarea, button, a[href]')) {
+		if (el.offsetParent === null) continue
+		if (!name(el)) out.push('no name: ' + el.outerHTML.slice(0, 120))
+	}
+	const rgb = (c) => { const m = c.match(/^rgba?\(([\d.]+), ([\d.]+), ([\d.]+)(?:, ([\d.]+))?\)$/); return m ? [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]] : null }
+	const lum = ([r, g, b]) => { const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4 }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b) }
+	const bg = (el) => { for (let e = el; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor); if (c === null) return null; if (c[3] === 1) return c; if (c[3] > 0) return null } return [255, 255, 255, 1] }
+	for (const el of document.querySelectorAll('main *, nav *, header *')) {
+		if (el.offsetParent === null || ![...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue
+		if (el.closest('.sr-only')) continue
+		const st = getComputedStyle(el)
+		const fg = rgb(st.color), b = bg(el)
+		if (!fg || !b || fg[3] < 1 || parseFloat(st.opacity) < 1 || el.closest('button:disabled')) continue
+		const [l1, l2] = [lum(fg), lum(b)].sort((x, y) => y - x)
+		const ratio = (l1 + 0.05) / (l2 + 0.05)
+		if (ratio < 4.5) out.push('contrast ' + ratio.toFixed(2) + ': ' + el.tagName.toLowerCase() + '.' + el.className + ' "' + el.textContent.trim().slice(0, 40) + '"')
+	}
+	return out
+})()`

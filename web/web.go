@@ -9,6 +9,7 @@ import (
 	"embed"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 )
@@ -26,16 +27,29 @@ func Built() bool {
 // its own scripts; connect-src 'self' covers the API and the gateway's
 // WebSocket on this origin. Inline styles are allowed for the terminal
 // (xterm.js writes style elements); inline and foreign scripts are not.
-var securityHeaders = map[string]string{
-	"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; " +
-		"connect-src 'self'; font-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
-	"X-Content-Type-Options": "nosniff",
-	"Referrer-Policy":        "same-origin",
-	"X-Frame-Options":        "DENY",
+// Frames come from this origin and the frame origins Handler is given
+// (Nango's Connect UI).
+func securityHeaders(frameOrigins []string) map[string]string {
+	frames := "'self'"
+	for _, raw := range frameOrigins {
+		if u, err := url.Parse(raw); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+			frames += " " + u.Scheme + "://" + u.Host
+		}
+	}
+	return map[string]string{
+		"Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: https:; " +
+			"connect-src 'self'; font-src 'self' data:; frame-src " + frames + "; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+		"X-Content-Type-Options": "nosniff",
+		"Referrer-Policy":        "same-origin",
+		"X-Frame-Options":        "DENY",
+	}
 }
 
-// Handler serves the dashboard (GET and HEAD only).
-func Handler() http.Handler {
+// Handler serves the dashboard (GET and HEAD only); frameOrigins are the
+// URLs (their origins count) of the third-party pages it may show in a
+// frame.
+func Handler(frameOrigins ...string) http.Handler {
+	headers := securityHeaders(frameOrigins)
 	sub, err := fs.Sub(dist, "dist")
 	if err != nil {
 		panic(err) // the embed pattern guarantees dist exists
@@ -43,7 +57,7 @@ func Handler() http.Handler {
 	files := http.FileServerFS(sub)
 	built := Built()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for k, v := range securityHeaders {
+		for k, v := range headers {
 			w.Header().Set(k, v)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -2,6 +2,7 @@ package integrations
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -16,6 +17,10 @@ import (
 type githubAppStateResponse struct {
 	State     string    `json:"state"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// InstallURL is the App's install page carrying the state (empty
+	// without GITHUB_APP_SLUG); GitHub sends the browser back to the App's
+	// Setup URL with installation_id and state.
+	InstallURL string `json:"install_url,omitempty"`
 }
 
 type githubAppRequest struct {
@@ -39,6 +44,11 @@ type nangoSessionResponse struct {
 	Token             string    `json:"token"`
 	ExpiresAt         time.Time `json:"expires_at"`
 	ProviderConfigKey string    `json:"provider_config_key"`
+	// ConnectUIURL is Nango's Connect UI (NANGO_CONNECT_URL) and APIURL the
+	// Nango API it talks to (NANGO_URL): a browser opens the UI in a frame
+	// and hands it the token.
+	ConnectUIURL string `json:"connect_ui_url"`
+	APIURL       string `json:"api_url"`
 }
 
 type nangoRequest struct {
@@ -206,7 +216,11 @@ func (h *handlers) githubAppState(c *api.Ctx) error {
 	if err != nil {
 		return apiError(err, "integration")
 	}
-	return c.Reply(http.StatusCreated, githubAppStateResponse{State: st, ExpiresAt: exp})
+	out := githubAppStateResponse{State: st, ExpiresAt: exp}
+	if slug := h.s.Cfg.GitHubAppSlug; slug != "" {
+		out.InstallURL = strings.TrimRight(h.s.Cfg.GitHubURL, "/") + "/apps/" + url.PathEscape(slug) + "/installations/new?state=" + url.QueryEscape(st)
+	}
+	return c.Reply(http.StatusCreated, out)
 }
 
 func trimmedName(p *string) *string {
@@ -255,7 +269,8 @@ func (h *handlers) nangoSession(c *api.Ctx) error {
 	if err != nil {
 		return apiError(err, "integration")
 	}
-	return c.Reply(http.StatusCreated, nangoSessionResponse{Token: cs.Token, ExpiresAt: cs.ExpiresAt, ProviderConfigKey: preset.NangoKey})
+	return c.Reply(http.StatusCreated, nangoSessionResponse{Token: cs.Token, ExpiresAt: cs.ExpiresAt, ProviderConfigKey: preset.NangoKey,
+		ConnectUIURL: h.s.Cfg.NangoConnectURL, APIURL: h.s.Cfg.NangoURL})
 }
 
 func (h *handlers) registerNango(c *api.Ctx) error {

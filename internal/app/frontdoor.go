@@ -70,7 +70,7 @@ func (a *App) frontDoor(apiHandler http.Handler) (http.Handler, error) {
 			writeFrontDoorError(w, http.StatusBadGateway, "upstream_error", "the session gateway is unreachable; try again shortly")
 		},
 	}
-	ui := web.Handler()
+	ui := web.Handler(a.Cfg.NangoConnectURL) // its Connect UI opens in a frame
 	mux := http.NewServeMux()
 	mux.Handle(api.Prefix+"/", apiHandler)
 	mux.Handle(api.Prefix, apiHandler)

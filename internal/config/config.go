@@ -89,6 +89,9 @@ type Config struct {
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
 	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`
 	GitHubAPIURL        string `env:"GITHUB_API_URL" default:"https://api.github.com" check:"url=http|https" doc:"GitHub REST API base URL"`
+	GitHubAppSlug       string `env:"GITHUB_APP_SLUG" doc:"the GitHub App's URL name (GITHUB_URL/apps/<slug>): the dashboard's Install button opens its install page, whose Setup URL must be <PUBLIC_URL>/settings/integrations; empty: the dashboard shows the install state to use by hand"`
+	GitHubURL           string `env:"GITHUB_URL" default:"https://github.com" check:"url=http|https" doc:"GitHub's web base URL (the App's install page); GitHub Enterprise Server: its own host"`
+	NangoConnectURL     string `env:"NANGO_CONNECT_URL" default:"https://connect.nango.dev" check:"url=http|https" doc:"Nango's Connect UI, which the dashboard opens in a frame to connect Linear, Sentry … (self-hosted Nango: its connect UI's URL)"`
 	NangoURL            string `env:"NANGO_URL" default:"https://api.nango.dev" check:"url=http|https" doc:"Nango API base URL"`
 	NangoSecretKey      string `env:"NANGO_SECRET_KEY" secret:"true" doc:"Nango secret key; empty disables Nango connections"`
 	SentryAPIURL        string `env:"SENTRY_API_URL" default:"https://sentry.io/api/0" check:"url=http|https" doc:"Sentry API base URL"`

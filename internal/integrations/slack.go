@@ -126,13 +126,20 @@ func (s *Slack) Revoke(ctx context.Context, token string) error {
 	return s.post(ctx, "auth.revoke", "auth.revoke", url.Values{}, token, nil)
 }
 
+// authorizeBase is Slack's OAuth authorize page on the Web API's host
+// (https://slack.com/api → https://slack.com/oauth/v2/authorize), so a
+// SLACK_API_URL pointing elsewhere (a fake) moves the page with it.
+func (s *Slack) authorizeBase() string {
+	return strings.TrimSuffix(s.baseURL, "/api") + "/oauth/v2/authorize"
+}
+
 // AuthorizeURL is where the browser starts a Slack install.
 func (s *Slack) AuthorizeURL(state, redirectURI string) string {
 	q := url.Values{"client_id": {s.clientID}, "scope": {strings.Join(SlackBotScopes, ",")}, "state": {state}}
 	if redirectURI != "" {
 		q.Set("redirect_uri", redirectURI)
 	}
-	return "https://slack.com/oauth/v2/authorize?" + q.Encode()
+	return s.authorizeBase() + "?" + q.Encode()
 }
 
 // --- installations ------------------------------------------------------------

@@ -84,6 +84,8 @@ type GitHub struct {
 	issued        []string
 	hold          chan struct{}
 	arrived       chan struct{}
+	slug          string // SetApp (browserpages.go)
+	setupURL      string
 
 	git     githubGit     // githubgit.go
 	listing githubListing // githubrepos.go
@@ -201,6 +203,9 @@ func (g *GitHub) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.URL.Path == "/installation/repositories":
 		g.serveInstallationRepos(w, r)
+		return
+	case strings.HasPrefix(r.URL.Path, "/apps/") && r.Method == http.MethodGet:
+		g.serveInstallPage(w, r)
 		return
 	}
 	if r.Header.Get("Accept") != "application/vnd.github+json" {

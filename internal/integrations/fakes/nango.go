@@ -53,6 +53,8 @@ type Nango struct {
 	fail         int
 	sessions     []NangoSession
 	deleted      []string
+	// connectTokens: SetConnectToken (browserpages.go)
+	connectTokens map[string]string
 }
 
 // NewNango starts the fake with the given secret key and known integration
@@ -116,6 +118,9 @@ func nangoError(w http.ResponseWriter, status int, code, msg string) {
 }
 
 func (n *Nango) serve(w http.ResponseWriter, r *http.Request) {
+	if n.serveConnectUI(w, r) { // the browser's pages carry no secret key
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+n.secret {
 		nangoError(w, http.StatusUnauthorized, "unknown_account", "Authentication failed. The provided secret key is invalid.")
 		return
@@ -170,7 +175,7 @@ func (n *Nango) createSession(w http.ResponseWriter, r *http.Request) {
 	}
 	n.sessions = append(n.sessions, s)
 	writeJSON(w, http.StatusCreated, map[string]any{"data": map[string]any{
-		"token": s.Token, "connect_link": "https://connect.nango.dev?session_token=" + s.Token,
+		"token": s.Token, "connect_link": n.ConnectUIURL() + "?session_token=" + s.Token,
 		"expires_at": n.now().Add(30 * time.Minute).UTC().Format(time.RFC3339Nano),
 	}})
 }

@@ -30,6 +30,7 @@ type Slack struct {
 	revoked    []string
 	failRevoke bool
 	exchanges  int
+	authorize  *SlackInstall // SetAuthorizeInstall (browserpages.go)
 }
 
 // NewSlack starts the fake for one Slack app.
@@ -77,6 +78,10 @@ func slackFail(w http.ResponseWriter, code string) {
 }
 
 func (s *Slack) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/oauth/v2/authorize" && r.Method == http.MethodGet {
+		s.serveAuthorize(w, r)
+		return
+	}
 	if r.Method != http.MethodPost {
 		slackFail(w, "invalid_request")
 		return

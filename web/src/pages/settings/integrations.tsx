@@ -10,6 +10,7 @@ import { del, get, post, type Page } from '../../lib/api'
 import { setQuery, useLocation } from '../../lib/router'
 import { Empty, ErrorBanner, Field, Loading, relTime, useData, useSubmit } from '../../lib/ui'
 import { ConfirmButton, ReadOnly, Section, useAdmin } from './common'
+import { openConnectUI, type NangoSession } from './nango'
 
 type Integration = {
   id: string
@@ -23,6 +24,8 @@ type Integration = {
   visibility: string
   created_at: string
 }
+type Provider = { id: string; display_name: string; category: string; user_attribution: boolean; providers: string[]; available: string[] }
+type UserConnection = { id: string; integration_id: string; provider_config_key: string; created_at: string }
 type Slack = { id: string; team_name: string; status: string; support_channel_name: string | null }
 type Repo = { id: string; github_repo_name: string; github_url: string; default_branch: string; is_private: boolean; is_orphaned: boolean }
 type Available = { items: { id: number; full_name: string; private: boolean; repo_id: string | null }[]; has_more: boolean; total_count: number }
@@ -103,13 +106,13 @@ export function IntegrationsPage() {
           </ul>
         )}
       </Section>
-      <Section title="Connections (Nango)">
+      <Section title="Connections (Nango)" actions={admin && <NangoConnect onConnected={list.reload} />}>
         <p class="muted small">Linear, Sentry and other OAuth connections held by the Nango broker.</p>
         {list.data && nango.length === 0 && <Empty>No connections.</Empty>}
         {nango.length > 0 && (
           <ul class="list" aria-label="Connections">
             {nango.map((i) => (
-              <li key={i.id} class="list-row">
+              <li key={i.id} class="list-row" data-connection={i.integration_id}>
                 <strong>{i.display_name ?? i.integration_id}</strong>
                 <span class="badge">{i.status}</span>
                 <span class="muted small">
@@ -122,13 +125,14 @@ export function IntegrationsPage() {
           </ul>
         )}
       </Section>
+      <PersonalConnections />
       <Section title="Slack" actions={admin && <SlackInstall />}>
         {slack.error ? <ErrorBanner error={slack.error} onRetry={slack.reload} /> : null}
         {slack.data && slack.data.items.length === 0 && <Empty>Slack is not installed.</Empty>}
         {slack.data && slack.data.items.length > 0 && (
           <ul class="list" aria-label="Slack workspaces">
             {slack.data.items.map((x) => (
-              <li key={x.id} class="list-row">
+              <li key={x.id} class="list-row" data-slack-team={x.team_name}>
                 <strong>{x.team_name}</strong>
                 <span class="badge">{x.status}</span>
                 {x.support_channel_name && <span class="muted small">#{x.support_channel_name}</span>}
@@ -157,14 +161,19 @@ function Disconnect(props: { id: string; onDone: () => void }) {
   )
 }
 
-// GitHubInstall asks for an install state; the GitHub App's setup URL must
-// point back at /settings/integrations.
+// GitHubInstall asks for an install state and opens the App's install page
+// (GITHUB_APP_SLUG); the App's Setup URL must point back at
+// /settings/integrations. Without a slug it shows the state to use by hand.
 function GitHubInstall() {
   const [state, setState] = useState<string | null>(null)
-  const sub = useSubmit(async () => setState((await post<{ state: string }>('/integrations/github-app/state')).state))
+  const sub = useSubmit(async () => {
+    const r = await post<{ state: string; install_url?: string }>('/integrations/github-app/state')
+    if (r.install_url) location.assign(r.install_url)
+    else setState(r.state)
+  })
   return (
     <span>
-      <button type="button" disabled={sub.busy} onClick={() => sub.run()}>
+      <button type="button" class="github-install" disabled={sub.busy} onClick={() => sub.run()}>
         Install the GitHub App
       </button>
       {state && (
@@ -178,6 +187,88 @@ function GitHubInstall() {
   )
 }
 
+// useNangoProviders lists the presets this deployment connects through
+// Nango.
+function useNangoProviders(personal: boolean) {
+  const ps = useData((signal) => get<{ items: Provider[] }>('/integrations/providers', { signal }), [])
+  return (ps.data?.items ?? []).filter((p) => p.available.includes('nango') && (!personal || p.user_attribution))
+}
+
+// connectNango runs one connect flow: a session from the API, Nango's
+// Connect UI in a frame, then the connection saved with the API (an org
+// integration, or the caller's own with personal).
+async function connectNango(integration: string, personal: boolean): Promise<boolean> {
+  const s = await post<NangoSession>('/integrations/nango/sessions', { integration, personal })
+  const c = await openConnectUI(s)
+  if (!c) return false
+  const body = { connection_id: c.connectionId, provider_config_key: c.providerConfigKey }
+  await post(personal ? '/integrations/user-connections' : '/integrations/nango', body)
+  return true
+}
+
+function NangoConnect(props: { onConnected: () => void }) {
+  const providers = useNangoProviders(false)
+  const sub = useSubmit(async (id: string) => {
+    if (await connectNango(id, false)) props.onConnected()
+  })
+  if (providers.length === 0) return null
+  return (
+    <span class="row">
+      {providers.map((p) => (
+        <button key={p.id} type="button" class="nango-connect-button" data-provider={p.id} disabled={sub.busy} onClick={() => sub.run(p.id)}>
+          Connect {p.display_name}
+        </button>
+      ))}
+      <ErrorBanner error={sub.error} />
+    </span>
+  )
+}
+
+// PersonalConnections are the caller's own accounts (actions attributed
+// to them); any member manages their own.
+function PersonalConnections() {
+  const providers = useNangoProviders(true)
+  const mine = useData((signal) => get<Page<UserConnection>>('/integrations/user-connections', { signal, query: { limit: 100 } }), [])
+  const sub = useSubmit(async (id: string) => {
+    if (await connectNango(id, true)) mine.reload()
+  })
+  if (providers.length === 0 && !mine.data?.items.length) return null
+  return (
+    <Section
+      title="Your accounts"
+      actions={
+        <span class="row">
+          {providers.map((p) => (
+            <button key={p.id} type="button" class="personal-connect" data-provider={p.id} disabled={sub.busy} onClick={() => sub.run(p.id)}>
+              Connect my {p.display_name}
+            </button>
+          ))}
+        </span>
+      }
+    >
+      <p class="muted small">Your own accounts: actions an agent takes for you are attributed to you.</p>
+      <ErrorBanner error={sub.error} />
+      {mine.error ? <ErrorBanner error={mine.error} onRetry={mine.reload} /> : null}
+      {mine.data && mine.data.items.length === 0 && <Empty>No personal connections.</Empty>}
+      {mine.data && mine.data.items.length > 0 && (
+        <ul class="list" aria-label="Your accounts">
+          {mine.data.items.map((u) => (
+            <li key={u.id} class="list-row" data-user-connection={u.integration_id}>
+              <strong>{u.integration_id}</strong>
+              <span class="muted small">added {relTime(u.created_at)}</span>
+              <div class="spacer" />
+              <ConfirmButton label="Disconnect" confirm="Disconnect" action={async () => {
+                await del('/integrations/user-connections/' + u.id)
+                mine.reload()
+              }} />
+            </li>
+          ))}
+        </ul>
+      )}
+    </Section>
+  )
+}
+
 function SlackInstall() {
   const sub = useSubmit(async () => {
     const r = await post<{ authorize_url: string }>('/slack/oauth/state', { redirect_uri: location.origin + '/settings/integrations' })
@@ -185,7 +276,7 @@ function SlackInstall() {
   })
   return (
     <span>
-      <button type="button" disabled={sub.busy} onClick={() => sub.run()}>
+      <button type="button" class="slack-install" disabled={sub.busy} onClick={() => sub.run()}>
         Add to Slack
       </button>
       <ErrorBanner error={sub.error} />

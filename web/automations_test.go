@@ -20,10 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/proliferate/proliferate/consumers/runstages"
-	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
 	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/identity"
-	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
@@ -325,14 +323,10 @@ func TestAutomationActionApprovedInTheInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	lin := linearfake.New(t)
-	lin.AddToken("lin_tok_web", "user-ada")
-	lin.AddUser(linearfake.User{ID: "user-ada", Name: "Ada", Email: "ada@example.com"})
-	lin.AddTeam(linearfake.Team{ID: "team-eng", Key: "ENG", Name: "Engineering"})
-	nango := fakes.NewNango(t, "nango-secret", map[string]string{"linear": "linear"}, nil)
+	linear := apptest.NewLinearViaNango(t, "lin_tok_web")
+	lin := linear.Linear
 	logs := &testenv.LogBuffer{}
-	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), "RUN_SESSIONS", "gateway",
-		"LINEAR_API_URL", lin.URL(), "NANGO_URL", nango.URL, "NANGO_SECRET_KEY", "nango-secret")
+	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), append([]string{"RUN_SESSIONS", "gateway"}, linear.Overrides()...)...)
 	platform := apptest.Start(t, cfg, logs)
 	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
 		return platform.App.APIAddr() != "" && platform.App.GatewayAddr() != ""
@@ -388,13 +382,7 @@ func TestAutomationActionApprovedInTheInbox(t *testing.T) {
 	}
 	_ = json.NewDecoder(resp.Body).Decode(&me)
 	resp.Body.Close()
-	nango.AddConnection(fakes.NangoConnection{ConnectionID: "linear-web-" + me.ActiveOrgID, ConfigKey: "linear", Provider: "linear",
-		AccessToken: "lin_tok_web", EndUserID: me.ID, EndUserOrgID: me.ActiveOrgID})
-	if _, err := platform.App.Pool.Exec(t.Context(), `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
-		provider_config_key, created_by) VALUES ($1, 'nango', 'linear', $2, 'linear', $3)`,
-		me.ActiveOrgID, "linear-web-"+me.ActiveOrgID, me.ID); err != nil {
-		t.Fatal(err)
-	}
+	linear.Connect(t, platform.App.Pool, me.ActiveOrgID, me.ID)
 
 	autoID, url, secret := createAutomationInBrowser(t, ctx, platform, origin, "File alerts in Linear",
 		"File the alert as a Linear issue, then report. [[script:web-approval]]")

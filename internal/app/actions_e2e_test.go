@@ -17,8 +17,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/internal/actions/providers/linearfake"
-	"github.com/proliferate/proliferate/internal/integrations/fakes"
+	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
@@ -62,15 +61,11 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 	// internal/sandbox/local; here the test binary is not named proliferate).
 	t.Setenv("PATH", binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 
-	lin := linearfake.New(t)
-	lin.AddToken("lin_tok_e2e", "user-ada")
-	lin.AddUser(linearfake.User{ID: "user-ada", Name: "Ada", Email: "ada@example.com"})
-	lin.AddTeam(linearfake.Team{ID: "team-eng", Key: "ENG", Name: "Engineering"})
-	nango := fakes.NewNango(t, "nango-secret", map[string]string{"linear": "linear"}, nil)
+	linear := apptest.NewLinearViaNango(t, "lin_tok_e2e")
+	lin := linear.Linear
 
 	dir := t.TempDir()
-	cfg := devConfig(t, filepath.Join(dir, "kafka"), "RUN_SESSIONS", "gateway",
-		"LINEAR_API_URL", lin.URL(), "NANGO_URL", nango.URL, "NANGO_SECRET_KEY", "nango-secret")
+	cfg := devConfig(t, filepath.Join(dir, "kafka"), append([]string{"RUN_SESSIONS", "gateway"}, linear.Overrides()...)...)
 	dev := startDev(t, cfg)
 	testenv.Eventually(t, 30*time.Second, "the gateway to listen", func() bool { return dev.app.GatewayAddr() != "" })
 	base := "http://" + dev.app.APIAddr()
@@ -92,13 +87,7 @@ func TestAgentActionApprovedByAPerson(t *testing.T) {
 
 	// The org's Linear integration, connected through Nango (whose fake
 	// hands out the token Linear's fake accepts).
-	nango.AddConnection(fakes.NangoConnection{ConnectionID: "linear-conn-e2e-" + orgID, ConfigKey: "linear", Provider: "linear",
-		AccessToken: "lin_tok_e2e", EndUserID: userID, EndUserOrgID: orgID})
-	if _, err := dev.app.Pool.Exec(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
-		provider_config_key, created_by) VALUES ($1, 'nango', 'linear', $2, 'linear', $3)`,
-		orgID, "linear-conn-e2e-"+orgID, userID); err != nil {
-		t.Fatal(err)
-	}
+	linear.Connect(t, dev.app.Pool, orgID, userID)
 
 	const command = `proliferate actions run --integration linear --action create_issue ` +
 		`--params '{"teamId":"team-eng","title":"From the agent"}'`

@@ -5,6 +5,7 @@ import { get, post, type Page } from '../../lib/api'
 import { navigate, setQuery, useLocation } from '../../lib/router'
 import { isAdmin, useSession } from '../../lib/session'
 import { Empty, ErrorBanner, Link, Loading, relTime, useData } from '../../lib/ui'
+import { AccessTab } from './access'
 import { AutomationForm } from './form'
 import { SchedulesSection, TriggersSection } from './triggers'
 import { runStatuses, statusLabel, type Automation, type RunSummary } from './types'
@@ -67,6 +68,7 @@ export function AutomationPage(props: { id: string }) {
   const tabs = [
     ['overview', 'Overview'],
     ['runs', 'Runs'],
+    ['access', 'Connections & actions'],
     ['settings', 'Settings'],
   ]
   return (
@@ -142,6 +144,7 @@ export function AutomationPage(props: { id: string }) {
         </>
       )}
       {tab === 'runs' && <RunsTab automationID={auto.id} />}
+      {tab === 'access' && <AccessTab automationID={auto.id} canEdit={admin} onChanged={a.reload} />}
       {tab === 'settings' &&
         (admin ? (
           <AutomationForm

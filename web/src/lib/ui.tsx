@@ -1,8 +1,8 @@
 // Shared building blocks: form fields that show the API's field errors,
 // error banners in the API's error shape, loading states, and a data hook.
 import type { ComponentChildren, JSX } from 'preact'
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks'
-import { ApiError } from './api'
+import { useCallback, useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks'
+import { ApiError, type FieldError as FieldProblem } from './api'
 import { onLinkClick } from './router'
 
 export function Link(props: { href: string; class?: string; children: ComponentChildren; 'aria-current'?: 'page' | undefined }) {
@@ -57,16 +57,35 @@ export function TextArea(
 }
 
 // ErrorBanner shows an error from the API (message, code, request id) or
-// any other failure; fields already shown next to their inputs are not
-// repeated.
+// any other failure; fields already shown next to their inputs (a
+// .field-error[data-field] in the same form) are not repeated, and the
+// problems of fields the form has no place for are listed here, so none
+// goes unseen.
 export function ErrorBanner(props: { error: unknown; onRetry?: () => void }) {
   const e = props.error
-  if (!e) return null
+  const ref = useRef<HTMLDivElement>(null)
+  const [unshown, setUnshown] = useState<FieldProblem[]>([])
   const api = e instanceof ApiError ? e : null
+  useLayoutEffect(() => {
+    const scope = ref.current?.closest('form') ?? ref.current?.parentElement
+    const shown = new Set([...(scope?.querySelectorAll<HTMLElement>('.field-error[data-field]') ?? [])].map((x) => x.dataset.field))
+    const rest = (api?.fields ?? []).filter((f) => !shown.has(f.field))
+    setUnshown((cur) => (cur.length === rest.length && cur.every((f, i) => f === rest[i]) ? cur : rest))
+  })
+  if (!e) return null
   const msg = api ? (api.fields.length ? 'Please fix the highlighted fields.' : api.message) : String((e as Error)?.message ?? e)
   return (
-    <div class="banner error" role="alert" data-code={api?.code}>
-      <span>{msg}</span>
+    <div class="banner error" role="alert" data-code={api?.code} ref={ref}>
+      <span>{unshown.length && api && unshown.length === api.fields.length ? 'Please fix:' : msg}</span>
+      {unshown.length > 0 && (
+        <ul class="field-problems">
+          {unshown.map((f) => (
+            <li key={f.field} data-field-problem={f.field}>
+              <span class="mono">{f.field}</span>: {f.problem}
+            </li>
+          ))}
+        </ul>
+      )}
       {api?.requestId && <span class="muted small"> (request {api.requestId})</span>}
       {props.onRetry && (
         <button type="button" class="link" onClick={props.onRetry}>

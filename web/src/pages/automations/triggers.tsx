@@ -295,7 +295,7 @@ export function SchedulesSection(props: { automationID: string; canEdit: boolean
           <button type="submit" disabled={submit.busy}>
             Add schedule
           </button>
-          {submit.error && !(submit.error instanceof ApiError && submit.error.fields.length) && <ErrorBanner error={submit.error} />}
+          <ErrorBanner error={submit.error} />
         </form>
       )}
     </section>

@@ -149,7 +149,7 @@ function BuyCredits(props: { plans: Plans; onDone: () => void }) {
   const t = props.plans.top_up
   return (
     <form
-      class="card"
+      class="card buy-credits-form"
       onSubmit={(e) => {
         e.preventDefault()
         setRes(null)

@@ -189,12 +189,12 @@ function NewConfiguration(props: { repos: Repo[]; onDone: () => void }) {
             {r.github_repo_name}
           </label>
         ))}
+        {sub.fieldError('repos') && (
+          <div class="field-error" role="alert" data-field="repos">
+            {sub.fieldError('repos')}
+          </div>
+        )}
       </fieldset>
-      {sub.fieldError('repos') && (
-        <div class="field-error" data-field="repos">
-          {sub.fieldError('repos')}
-        </div>
-      )}
       <ErrorBanner error={sub.error} />
       <button class="primary" type="submit" disabled={sub.busy}>
         Create configuration

@@ -200,7 +200,7 @@ function NewBundleForm(props: { onDone: () => void }) {
   })
   return (
     <form
-      class="card"
+      class="card new-bundle-form"
       onSubmit={(e) => {
         e.preventDefault()
         sub.run()

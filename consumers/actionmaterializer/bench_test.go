@@ -13,10 +13,10 @@ import (
 	"github.com/proliferate/proliferate/schemas"
 )
 
-// BenchmarkApplyBatch measures the group's handler on batches of 1000
+// BenchmarkActionMaterializerBatch measures the group's handler on batches of 1000
 // decoded audit events (what the runner hands it per partition fetch): one
 // round trip per batch. Reported as events/s.
-func BenchmarkApplyBatch(b *testing.B) {
+func BenchmarkActionMaterializerBatch(b *testing.B) {
 	pool := testenv.Postgres(b)
 	apply := actionmaterializer.BatchHandler(actionmaterializer.Deps{Pool: pool})
 	org, actor := uuid.NewString(), uuid.NewString()

@@ -130,6 +130,18 @@ func TestAutomationConnectionsAndActionModes(t *testing.T) {
 	if m := modes(); strings.Contains(m, "create_issue") {
 		t.Fatalf("automation modes after inherit %s", m)
 	}
+	// A Linear trigger names the integration from a list of the org's.
+	browser.Do(t, ctx, autoWait,
+		chromedp.Click(chromedp.CSS(`.tab[data-tab=overview]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button.add-trigger`)),
+		chromedp.Click(chromedp.CSS(`button.add-trigger`)),
+		chromedp.WaitVisible(chromedp.CSS(`.new-trigger select[name=provider]`)),
+		settingsFill(`.new-trigger select[name=provider]`, "linear"),
+		chromedp.WaitVisible(chromedp.CSS(`.new-trigger select[name=integration_id]`)),
+		chromedp.WaitReady(chromedp.CSS(`.new-trigger select[name=integration_id] option[value="`+integrationID+`"]`)),
+		chromedp.Click(chromedp.CSS(`.tab[data-tab=access]`)),
+		chromedp.WaitVisible(chromedp.CSS(`li.connection-row[data-integration-id="`+integrationID+`"]`)),
+	)
 	// Unbind.
 	browser.Do(t, ctx, autoWait,
 		chromedp.Click(chromedp.CSS(`li.connection-row[data-integration-id="`+integrationID+`"] button.unbind`)),

@@ -51,6 +51,12 @@ function NewTrigger(props: { automationID: string; providers: Provider[]; onCrea
   const [config, setConfig] = useState<SchemaValue>({})
   const [jsonBad, setJSONBad] = useState<Record<string, boolean>>({})
   const [integrationID, setIntegrationID] = useState('')
+  // The org's active integrations (an integration's trigger names one).
+  const conns = useData(
+    (signal) =>
+      get<Page<{ id: string; integration_id: string; display_name: string | null }>>('/integrations', { signal, query: { status: 'active', limit: 100 } }),
+    [],
+  )
   const submit = useSubmit(async () => {
     if (Object.values(jsonBad).some(Boolean)) throw new Error('Fix the JSON fields first.')
     const t = await post<CreatedTrigger>('/automations/' + props.automationID + '/triggers', {
@@ -99,14 +105,21 @@ function NewTrigger(props: { automationID: string; providers: Provider[]; onCrea
         </Select>
       )}
       {provider !== 'custom' && (
-        <Field
-          label="Integration id"
+        <Select
+          label="Integration"
           name="integration_id"
           value={integrationID}
-          onInput={(e) => setIntegrationID(e.currentTarget.value)}
+          onChange={(e) => setIntegrationID(e.currentTarget.value)}
           error={submit.fieldError('integration_id')}
           hint="Optional for webhooks pointed straight at the trigger; required for polling."
-        />
+        >
+          <option value="">None</option>
+          {(conns.data?.items ?? []).map((i) => (
+            <option key={i.id} value={i.id}>
+              {(i.display_name ? i.display_name + ' · ' : '') + i.integration_id}
+            </option>
+          ))}
+        </Select>
       )}
       {p && (
         <fieldset>

@@ -29,7 +29,7 @@ import (
 // apiModules are the feature packages of the REST API, registered in order.
 func (a *App) apiModules() []func(*api.Server) error {
 	return []func(*api.Server) error{
-		identity.Register,
+		identity.New(a.identityOptions()),
 		orgs.Register,
 		repos.RegisterWith(repos.Options{Builds: a.gatewayClient("api"), BuildTimeout: a.Cfg.ConfigBuildTimeout}),
 		secrets.Register,
@@ -48,6 +48,14 @@ func (a *App) apiModules() []func(*api.Server) error {
 		// deleted here is removed by the gateway's cleaner.
 		snapshotsapi.RegisterWith(snapshotsapi.Options{Limits: a.snapshotLimits()}),
 	}
+}
+
+// identityOptions are the defaults with the deployment's rate-limit
+// namespace.
+func (a *App) identityOptions() identity.Options {
+	o := identity.DefaultOptions()
+	o.RateLimitNamespace = a.Cfg.RateLimitNamespace
+	return o
 }
 
 // APIServer builds the API with every module registered.

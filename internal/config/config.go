@@ -85,6 +85,7 @@ type Config struct {
 	SMTPTLS             string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
 	SMTPTimeout         time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
 	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
+	RateLimitNamespace  string        `env:"RATE_LIMIT_NAMESPACE" doc:"separates the sign-in, sign-up and reset rate-limit counters in Redis of deployments that share one Redis (e.g. two staging environments); empty: one shared set"`
 
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
 	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`

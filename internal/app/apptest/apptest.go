@@ -6,6 +6,7 @@ package apptest
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"net"
 	"path/filepath"
@@ -52,6 +53,11 @@ func Config(t testing.TB, dataDir string, overrides ...string) *config.Config {
 		"OUTBOX_POLL_INTERVAL": "50ms",
 		"BLOB_DIR":             filepath.Join(dataDir, "blobs"),
 		"LLM_PROXY_ADDR":       "127.0.0.1:0",
+		// Platforms of one test process share its Redis database: each
+		// counts its own sign-ups and sign-ins (a package's browser tests
+		// sign up more people from 127.0.0.1 than one deployment allows
+		// an address in an hour).
+		"RATE_LIMIT_NAMESPACE": rand.Text(),
 		// Billing has its own end-to-end tests; the others run with every
 		// session allowed.
 		"BILLING_ENABLED": "false",

@@ -31,6 +31,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/billing/autumn"
+	"github.com/proliferate/proliferate/internal/billing/billingdb"
 	billingjobs "github.com/proliferate/proliferate/internal/billing/jobs"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
@@ -241,47 +242,29 @@ func deref(s *string) string {
 }
 
 func (h *handlers) usageByDay(ctx context.Context, org string) ([]DayUsage, error) {
-	rows, err := h.s.Pool.Query(ctx, `SELECT to_char(date_trunc('day', created_at AT TIME ZONE 'UTC'), 'YYYY-MM-DD') AS day, event_type,
-			(sum(credits) * 1000000)::bigint, (sum(quantity) * 1000000)::bigint, count(*)
-		FROM billing_events WHERE organization_id = $1 AND created_at >= $2
-		GROUP BY 1, 2 ORDER BY 1, 2`, org, h.s.Now().Add(-30*24*time.Hour))
+	rows, err := billingdb.New(h.s.Pool).UsageByDay(ctx, billingdb.UsageByDayParams{OrgID: org, Since: h.s.Now().Add(-30 * 24 * time.Hour)})
 	if err != nil {
 		return nil, err
 	}
-	out := []DayUsage{}
-	defer rows.Close()
-	for rows.Next() {
-		var d DayUsage
-		var credits, qty int64
-		if err := rows.Scan(&d.Day, &d.EventType, &credits, &qty, &d.Events); err != nil {
-			return nil, err
-		}
-		d.Credits, d.Quantity = billing.FormatCredits(credits), billing.FormatMicros(qty)
-		out = append(out, d)
+	out := make([]DayUsage, len(rows))
+	for i, r := range rows {
+		out[i] = DayUsage{Day: r.Day, EventType: r.EventType, Credits: billing.FormatCredits(r.CreditsMicros),
+			Quantity: billing.FormatMicros(r.QuantityMicros), Events: int(r.Events)}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (h *handlers) usageBySession(ctx context.Context, org string) ([]SessionUsage, error) {
-	rows, err := h.s.Pool.Query(ctx, `SELECT b.session_id::text, (b.credits * 1000000)::bigint, (b.compute_seconds * 1000000)::bigint,
-			(b.llm_cost_usd * 1000000)::bigint, s.title
-		FROM session_billing b LEFT JOIN sessions s ON s.id = b.session_id AND s.org_id = b.organization_id
-		WHERE b.organization_id = $1 ORDER BY b.credits DESC, b.session_id LIMIT $2`, org, h.o.UsageSessions)
+	rows, err := billingdb.New(h.s.Pool).UsageBySession(ctx, billingdb.UsageBySessionParams{OrgID: org, MaxRows: int32(h.o.UsageSessions)})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	out := []SessionUsage{}
-	for rows.Next() {
-		var u SessionUsage
-		var credits, secs, cost int64
-		if err := rows.Scan(&u.SessionID, &credits, &secs, &cost, &u.Title); err != nil {
-			return nil, err
-		}
-		u.Credits, u.ComputeSeconds, u.LLMCostUSD = billing.FormatCredits(credits), billing.FormatMicros(secs), billing.FormatMicros(cost)
-		out = append(out, u)
+	out := make([]SessionUsage, len(rows))
+	for i, r := range rows {
+		out[i] = SessionUsage{SessionID: r.SessionID, Credits: billing.FormatCredits(r.CreditsMicros),
+			ComputeSeconds: billing.FormatMicros(r.ComputeMicros), LLMCostUSD: billing.FormatMicros(r.LlmCostMicros), Title: r.Title}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ---- GET /billing/plans ----
@@ -485,22 +468,21 @@ func (h *handlers) reconciliations(c *api.Ctx) error {
 		return err
 	}
 	at, id := pg.CursorArgs()
-	rows, err := h.s.Pool.Query(c.Request.Context(), `SELECT id::text, type, (previous_balance * 1000000)::bigint, (new_balance * 1000000)::bigint,
-			(delta * 1000000)::bigint, reason, performed_by::text, metadata, created_at
-		FROM billing_reconciliations WHERE organization_id = $1 AND (created_at, id) < ($2, $3::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $4`, c.OrgID(), at, id, pg.Limit+1)
-	if err != nil {
-		return err
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Reconciliation, error) {
-		var x Reconciliation
-		var prev, next, delta int64
-		err := r.Scan(&x.ID, &x.Type, &prev, &next, &delta, &x.Reason, &x.PerformedBy, &x.Metadata, &x.CreatedAt)
-		x.PreviousBalance, x.NewBalance, x.Delta = billing.FormatCredits(prev), billing.FormatCredits(next), billing.FormatCredits(delta)
-		return x, err
+	rows, err := billingdb.New(h.s.Pool).ListReconciliations(c.Request.Context(), billingdb.ListReconciliationsParams{
+		OrgID: c.OrgID(), BeforeAt: at, BeforeID: id, MaxRows: int32(pg.Limit + 1),
 	})
 	if err != nil {
 		return err
+	}
+	items := make([]Reconciliation, len(rows))
+	for i, r := range rows {
+		x := Reconciliation{ID: r.ID, Type: r.Type, PreviousBalance: billing.FormatCredits(r.PreviousMicros),
+			NewBalance: billing.FormatCredits(r.NewMicros), Delta: billing.FormatCredits(r.DeltaMicros), Reason: r.Reason,
+			PerformedBy: r.PerformedBy, CreatedAt: r.CreatedAt}
+		if err := json.Unmarshal(r.Metadata, &x.Metadata); err != nil {
+			return err
+		}
+		items[i] = x
 	}
 	return c.Reply(http.StatusOK, api.Paginate(items, pg.Limit, func(x Reconciliation) (time.Time, string) { return x.CreatedAt, x.ID }))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/billing/billingdb"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
@@ -213,9 +214,10 @@ func (l *Ledger) ApplyTx(ctx context.Context, tx pgx.Tx, orgID string, us []Usag
 	// would otherwise join its new key row twice).
 	seen := make(map[string]struct{}, len(us))
 	n := len(us)
-	keys, kinds, sessions, metas := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	keys, kinds, sessions := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	metas := make([][]byte, 0, n)
 	qty, credits := make([]int64, 0, n), make([]int64, 0, n)
-	var to []*time.Time
+	to := make([]time.Time, 0, n)
 	for _, u := range us {
 		if err := u.Validate(); err != nil {
 			return ApplyResult{}, err
@@ -229,53 +231,26 @@ func (l *Ledger) ApplyTx(ctx context.Context, tx pgx.Tx, orgID string, us []Usag
 		if err != nil {
 			return ApplyResult{}, err
 		}
-		keys, kinds, sessions, metas = append(keys, u.Key), append(kinds, u.Kind), append(sessions, u.SessionID), append(metas, string(meta))
+		keys, kinds, sessions, metas = append(keys, u.Key), append(kinds, u.Kind), append(sessions, u.SessionID), append(metas, meta)
 		qty, credits = append(qty, u.QuantityMicros), append(credits, u.CreditsMicros)
-		var pt *time.Time
+		periodTo := time.Unix(0, 0).UTC() // none
 		if !u.PeriodTo.IsZero() {
-			t := u.PeriodTo
-			pt = &t
+			periodTo = u.PeriodTo
 		}
-		to = append(to, pt)
+		to = append(to, periodTo)
 	}
 	status := "pending"
 	if !Billed(acct.State) {
 		status = "skipped"
 	}
-	var applied int
-	var sum int64
-	err = tx.QueryRow(ctx, `WITH input AS (
-			SELECT * FROM unnest($2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::text[], $7::jsonb[], $8::timestamptz[])
-				AS t(key, kind, qty, credits, session_id, meta, period_to)
-		), new_keys AS (
-			INSERT INTO billing_event_keys (idempotency_key, org_id) SELECT key, $1 FROM input
-			ON CONFLICT DO NOTHING RETURNING idempotency_key
-		), fresh AS (
-			SELECT input.* FROM input JOIN new_keys ON new_keys.idempotency_key = input.key
-		), ins AS (
-			INSERT INTO billing_events (organization_id, event_type, quantity, credits, idempotency_key, session_ids, status, metadata)
-			SELECT $1, kind, qty::numeric / 1000000, credits::numeric / 1000000, key,
-				CASE WHEN session_id = '' THEN '{}'::uuid[] ELSE ARRAY[session_id::uuid] END, $9, meta
-			FROM fresh
-		), sess AS (
-			INSERT INTO session_billing AS s (session_id, organization_id, compute_seconds, llm_cost_usd, credits, billed_through_at, updated_at)
-			SELECT session_id::uuid, $1,
-				sum(CASE WHEN kind = 'compute' THEN qty ELSE 0 END)::numeric * 60 / 1000000,
-				sum(CASE WHEN kind = 'llm' THEN qty ELSE 0 END)::numeric / 1000000,
-				sum(credits)::numeric / 1000000, max(period_to), now()
-			FROM fresh WHERE session_id <> '' GROUP BY session_id
-			ON CONFLICT (session_id) DO UPDATE SET
-				compute_seconds = s.compute_seconds + EXCLUDED.compute_seconds,
-				llm_cost_usd = s.llm_cost_usd + EXCLUDED.llm_cost_usd,
-				credits = s.credits + EXCLUDED.credits,
-				billed_through_at = GREATEST(s.billed_through_at, EXCLUDED.billed_through_at),
-				updated_at = now()
-		)
-		SELECT count(*), COALESCE(sum(credits), 0)::bigint FROM fresh`,
-		orgID, keys, kinds, qty, credits, sessions, metas, to, status).Scan(&applied, &sum)
+	r, err := billingdb.New(tx).ApplyUsages(ctx, billingdb.ApplyUsagesParams{
+		Keys: keys, Kinds: kinds, Quantities: qty, Credits: credits, SessionIds: sessions, Metas: metas, PeriodsTo: to,
+		OrgID: orgID, Status: status,
+	})
 	if err != nil {
 		return ApplyResult{}, fmt.Errorf("billing: apply %d usages of %s: %w", len(keys), orgID, err)
 	}
+	applied, sum := int(r.Applied), r.CreditsMicros
 	res.Applied = applied
 	res.Duplicates += len(keys) - applied
 	res.CreditsMicros = sum
@@ -431,11 +406,11 @@ func (l *Ledger) grantTx(ctx context.Context, tx pgx.Tx, acct *Account, g Grant)
 	if g.Key == "" || g.Type == "" || g.Reason == "" {
 		return GrantResult{}, errors.New("billing: a grant needs a key, a type and a reason")
 	}
-	ct, err := tx.Exec(ctx, `INSERT INTO billing_event_keys (idempotency_key, org_id) VALUES ($1, $2) ON CONFLICT DO NOTHING`, g.Key, g.OrgID)
+	claimed, err := billingdb.New(tx).ClaimEventKey(ctx, billingdb.ClaimEventKeyParams{Key: g.Key, OrgID: g.OrgID})
 	if err != nil {
 		return GrantResult{}, fmt.Errorf("billing: grant key: %w", err)
 	}
-	if ct.RowsAffected() == 0 {
+	if claimed == 0 {
 		return GrantResult{BalanceMicros: acct.BalanceMicros, State: acct.State}, nil
 	}
 	if err := l.setBalance(ctx, tx, acct, acct.BalanceMicros+g.CreditsMicros, g.Type, g.Reason, g.PerformedBy, g.Key, g.Metadata); err != nil {
@@ -465,10 +440,10 @@ func (l *Ledger) setBalance(ctx context.Context, tx pgx.Tx, acct *Account, balan
 	if key != "" {
 		k = &key
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO billing_reconciliations
-			(organization_id, type, previous_balance, new_balance, delta, reason, performed_by, idempotency_key, metadata)
-		VALUES ($1, $2, $3::bigint::numeric / 1000000, $4::bigint::numeric / 1000000, $5::bigint::numeric / 1000000, $6, $7, $8, $9)`,
-		acct.OrgID, typ, acct.BalanceMicros, balance, balance-acct.BalanceMicros, reason, performer, k, mj); err != nil {
+	if err := billingdb.New(tx).InsertReconciliation(ctx, billingdb.InsertReconciliationParams{
+		OrgID: acct.OrgID, Type: typ, PreviousMicros: acct.BalanceMicros, NewMicros: balance, DeltaMicros: balance - acct.BalanceMicros,
+		Reason: reason, PerformedBy: performer, IdempotencyKey: k, Metadata: mj,
+	}); err != nil {
 		return fmt.Errorf("billing: audit balance change of %s: %w", acct.OrgID, err)
 	}
 	if typ == "shadow_sync" {

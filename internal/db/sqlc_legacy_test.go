@@ -7,7 +7,6 @@ package db
 var legacySQL = map[string][]string{
 	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
 	"api/authz.go":                               {"members", "users"},
-	"api/billing/billing.go":                     {"billing_events", "billing_reconciliations", "session_billing", "sessions"},
 	"api/identity/apikeys.go":                    {"api_keys", "audit_log", "members", "users"},
 	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
 	"api/identity/reset.go":                      {"audit_log", "auth_sessions", "password_reset_tokens", "users"},
@@ -26,10 +25,6 @@ var legacySQL = map[string][]string{
 	"internal/app/gateway.go":                    {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"internal/app/repoaccess.go":                 {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"internal/app/sessionprompt.go":              {"configuration_repos", "configurations", "repos"},
-	"internal/billing/jobs/outbox.go":            {"billing_events", "organizations"},
-	"internal/billing/jobs/partitions.go":        {"billing_event_keys"},
-	"internal/billing/jobs/reconcile.go":         {"billing_events"},
-	"internal/billing/ledger.go":                 {"billing_event_keys", "billing_events", "billing_reconciliations", "session_billing"},
 	"internal/evidence/evidence.go":              {"session_evidence"},
 	"internal/integrations/bindings.go":          {"integrations", "repo_connections", "repos", "users"},
 	"internal/integrations/connectors.go":        {"org_connectors", "secrets"},

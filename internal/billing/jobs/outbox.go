@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/billing/billingdb"
 
 	"github.com/proliferate/proliferate/internal/billing/autumn"
 )
@@ -98,21 +98,14 @@ func (o *Outbox) post(ctx context.Context) (OutboxResult, error) {
 	if batch <= 0 {
 		batch = 500
 	}
-	rows, err := o.Pool.Query(ctx, `SELECT e.id::text, e.created_at, e.organization_id::text, COALESCE(o.autumn_customer_id, o.id::text),
-			(e.credits * 1000000)::bigint, e.idempotency_key, e.event_type, e.retry_count
-		FROM billing_events e JOIN organizations o ON o.id = e.organization_id
-		WHERE e.status IN ('pending', 'failed') AND e.retry_count < $1 AND e.next_retry_at <= $2
-		ORDER BY e.next_retry_at LIMIT $3`, MaxRetries, o.now(), batch)
+	due, err := billingdb.New(o.Pool).DueOutboxEvents(ctx, billingdb.DueOutboxEventsParams{MaxRetries: MaxRetries, Now: o.now(), MaxRows: int32(batch)})
 	if err != nil {
 		return res, fmt.Errorf("billing outbox: list due events: %w", err)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outboxEvent, error) {
-		var e outboxEvent
-		err := r.Scan(&e.id, &e.createdAt, &e.orgID, &e.customer, &e.credits, &e.key, &e.kind, &e.retries)
-		return e, err
-	})
-	if err != nil {
-		return res, fmt.Errorf("billing outbox: list due events: %w", err)
+	evs := make([]outboxEvent, len(due))
+	for i, d := range due {
+		evs[i] = outboxEvent{id: d.ID, createdAt: d.CreatedAt, orgID: d.OrganizationID, customer: d.Customer,
+			credits: d.CreditsMicros, key: d.IdempotencyKey, kind: d.EventType, retries: int(d.RetryCount)}
 	}
 	denied := map[string]bool{}
 	for _, e := range evs {
@@ -126,8 +119,7 @@ func (o *Outbox) post(ctx context.Context) (OutboxResult, error) {
 			if len(resp) == 0 || !json.Valid(resp) {
 				resp = json.RawMessage(`{}`)
 			}
-			if _, err := o.Pool.Exec(ctx, `UPDATE billing_events SET status = 'posted', autumn_response = $3, last_error = NULL
-				WHERE id = $1 AND created_at = $2`, e.id, e.createdAt, resp); err != nil {
+			if err := billingdb.New(o.Pool).MarkEventPosted(ctx, billingdb.MarkEventPostedParams{ID: e.id, CreatedAt: e.createdAt, Response: resp}); err != nil {
 				return res, fmt.Errorf("billing outbox: mark %s posted: %w", e.id, err)
 			}
 			res.Posted++
@@ -157,8 +149,9 @@ func (o *Outbox) post(ctx context.Context) (OutboxResult, error) {
 func (o *Outbox) retryLater(ctx context.Context, e outboxEvent, cause error) (permanent bool, err error) {
 	n := e.retries + 1
 	next := o.now().Add(Backoff(n))
-	if _, err := o.Pool.Exec(ctx, `UPDATE billing_events SET status = 'failed', retry_count = $3, next_retry_at = $4, last_error = $5
-		WHERE id = $1 AND created_at = $2`, e.id, e.createdAt, n, next, truncate(cause.Error(), 1000)); err != nil {
+	if err := billingdb.New(o.Pool).MarkEventFailed(ctx, billingdb.MarkEventFailedParams{
+		ID: e.id, CreatedAt: e.createdAt, RetryCount: int32(n), NextRetryAt: next, LastError: truncate(cause.Error(), 1000),
+	}); err != nil {
 		return false, fmt.Errorf("billing outbox: record failure of %s: %w", e.id, err)
 	}
 	if n >= MaxRetries {

@@ -6,7 +6,10 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/billing/billingdb"
+
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // Retention of the billing tables' partitions.
@@ -49,9 +52,11 @@ func (p *Partitions) RunOnce(ctx context.Context) (PartitionResult, error) {
 	ran, err := withLeader(ctx, p.Pool, "billing:partitions", func() error {
 		now := p.now().UTC()
 		month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-		if err := p.Pool.QueryRow(ctx, `SELECT billing_partition_ensure($1::date, $2)`, month, FutureMonths).Scan(&res.Created); err != nil {
+		created, err := billingdb.New(p.Pool).EnsurePartitions(ctx, billingdb.EnsurePartitionsParams{FromMonth: pgtype.Date{Time: month, Valid: true}, Months: FutureMonths})
+		if err != nil {
 			return fmt.Errorf("billing partitions: ensure: %w", err)
 		}
+		res.Created = int(created)
 		rows, err := p.Pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
 			WHERE i.inhparent = 'billing_events'::regclass ORDER BY c.relname`)
 		if err != nil {
@@ -90,13 +95,12 @@ func (p *Partitions) RunOnce(ctx context.Context) (PartitionResult, error) {
 		}
 		// Batches keep each delete short.
 		for {
-			ct, err := p.Pool.Exec(ctx, `DELETE FROM billing_event_keys WHERE ctid = ANY (ARRAY(
-				SELECT ctid FROM billing_event_keys WHERE created_at < $1 LIMIT 10000))`, now.Add(-KeyRetention))
+			n, err := billingdb.New(p.Pool).ForgetOldEventKeys(ctx, now.Add(-KeyRetention))
 			if err != nil {
 				return fmt.Errorf("billing partitions: forget old keys: %w", err)
 			}
-			res.KeysDeleted += ct.RowsAffected()
-			if ct.RowsAffected() < 10000 {
+			res.KeysDeleted += n
+			if n < 10000 {
 				return nil
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proliferate/proliferate/internal/billing/billingdb"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/billing"
@@ -65,9 +67,8 @@ func (r *Reconciler) ReconcileOrg(ctx context.Context, orgID, trigger string) (R
 	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("billing: reconcile %s: autumn balance: %w", orgID, err)
 	}
-	var unposted int64
-	if err := r.Pool.QueryRow(ctx, `SELECT (COALESCE(sum(credits), 0) * 1000000)::bigint FROM billing_events
-		WHERE organization_id = $1 AND status IN ('pending', 'failed')`, orgID).Scan(&unposted); err != nil {
+	unposted, err := billingdb.New(r.Pool).UnpostedCredits(ctx, orgID)
+	if err != nil {
 		return ReconcileResult{}, fmt.Errorf("billing: reconcile %s: unposted usage: %w", orgID, err)
 	}
 	target := provider - unposted

@@ -73,6 +73,8 @@ var owners = map[string]string{
 	"billing_event_keys":       "internal/billing",
 	"billing_reconciliations":  "internal/billing",
 	"session_billing":          "internal/billing",
+	"llm_virtual_keys":         "internal/llmproxy",
+	"llm_spend_cursors":        "internal/llmproxy",
 	"action_invocations":       "internal/actions/invocations",
 	"analytics_tool_calls":     "internal/analytics",
 	"analytics_tool_daily":     "internal/analytics",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/llmproxy/llmproxydb"
 )
 
 // keyInfo is a key's row as the proxy needs it. spend counts up locally as
@@ -103,20 +104,17 @@ func (p *Proxy) lookup(ctx context.Context, h [32]byte) (*keyInfo, error) {
 	// a commit in between is then counted twice (refusing early, never
 	// late), never missed.
 	unstored := p.unstoredSpend(h)
-	var budget *int64
-	var spend int64
-	err := p.d.Pool.QueryRow(ctx, `SELECT id::text, org_id::text, session_id::text, max_budget_micros,
-		spend_micros, expires_at, revoked_at IS NOT NULL FROM llm_virtual_keys WHERE key_hash = $1`, h[:]).
-		Scan(&e.id, &e.orgID, &e.sessionID, &budget, &spend, &e.expiresAt, &e.revoked)
+	r, err := llmproxydb.New(p.d.Pool).KeyByHash(ctx, h[:])
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
 		return nil, fmt.Errorf("llmproxy: look up key: %w", err)
 	default:
 		e.found = true
-		e.spend.Store(spend + unstored)
-		if budget != nil {
-			e.limited, e.budget = true, *budget
+		e.id, e.orgID, e.sessionID, e.expiresAt, e.revoked = r.ID, r.OrgID, r.SessionID, r.ExpiresAt, r.Revoked
+		e.spend.Store(r.SpendMicros + unstored)
+		if r.MaxBudgetMicros != nil {
+			e.limited, e.budget = true, *r.MaxBudgetMicros
 		}
 	}
 	p.cache.put(h, e, epoch)

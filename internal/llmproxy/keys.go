@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/internal/llmkeys"
+	"github.com/proliferate/proliferate/internal/llmproxy/llmproxydb"
 )
 
 // RevokedChannel is the Redis channel on which revocations are broadcast:
@@ -108,10 +108,10 @@ func (k *Keys) Issue(ctx context.Context, orgID, sessionID string) (llmkeys.Key,
 	value := KeyPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
 	hash := HashKey(value)
 	expires := k.d.Now().Add(k.d.Duration).UTC().Truncate(time.Microsecond)
-	_, err := k.d.Pool.Exec(ctx, `INSERT INTO llm_virtual_keys
-		(key_hash, key_prefix, org_id, session_id, key_alias, max_budget_micros, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		hash[:], value[:12], orgID, sessionID, sessionID, budget, expires)
+	err := llmproxydb.New(k.d.Pool).InsertKey(ctx, llmproxydb.InsertKeyParams{
+		KeyHash: hash[:], KeyPrefix: value[:12], OrgID: orgID, SessionID: sessionID, KeyAlias: sessionID,
+		MaxBudgetMicros: budget, ExpiresAt: expires,
+	})
 	if err != nil {
 		return llmkeys.Key{}, fmt.Errorf("llmproxy: issue key for session %s: %w", sessionID, err)
 	}
@@ -144,12 +144,14 @@ func (k *Keys) RevokeOrg(ctx context.Context, orgID, reason string) error {
 // entry expires, and a proxy whose subscription drops flushes its cache
 // when it resubscribes).
 func (k *Keys) revoke(ctx context.Context, column, id, reason string) error {
-	rows, err := k.d.Pool.Query(ctx, `UPDATE llm_virtual_keys SET revoked_at = $2, revoke_reason = $3
-		WHERE `+column+` = $1 AND revoked_at IS NULL RETURNING key_hash`, id, k.d.Now(), reason)
-	if err != nil {
-		return fmt.Errorf("llmproxy: revoke keys of %s %s: %w", column, id, err)
+	q := llmproxydb.New(k.d.Pool)
+	var hashes [][]byte
+	var err error
+	if column == "org_id" {
+		hashes, err = q.RevokeOrgKeys(ctx, llmproxydb.RevokeOrgKeysParams{OrgID: id, Now: k.d.Now(), Reason: reason})
+	} else {
+		hashes, err = q.RevokeSessionKeys(ctx, llmproxydb.RevokeSessionKeysParams{SessionID: id, Now: k.d.Now(), Reason: reason})
 	}
-	hashes, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
 	if err != nil {
 		return fmt.Errorf("llmproxy: revoke keys of %s %s: %w", column, id, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/llmproxy/llmproxydb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -81,8 +82,7 @@ func (p *Proxy) storeSpend(ctx context.Context, keyID, orgID string, ev *schemas
 	defer cancel()
 	cost := ev.Payload.(*schemas.LLMSpend).CostUSDMicros
 	return pgx.BeginFunc(ctx, p.d.Pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `UPDATE llm_virtual_keys SET spend_micros = spend_micros + $2 WHERE id = $1`,
-			keyID, cost); err != nil {
+		if err := llmproxydb.New(tx).AddKeySpend(ctx, llmproxydb.AddKeySpendParams{ID: keyID, Micros: cost}); err != nil {
 			return fmt.Errorf("add spend to key: %w", err)
 		}
 		if err := outbox.AddEvent(ctx, tx, p.d.Codec, topics.LLMSpend, orgID, ev); err != nil {

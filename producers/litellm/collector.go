@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/kafka"
 	llm "github.com/proliferate/proliferate/internal/llmproxy/litellm"
+	"github.com/proliferate/proliferate/internal/llmproxy/llmproxydb"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -434,17 +435,15 @@ func nonEmpty(s *string) *string {
 
 func (c *Collector) readCursor(ctx context.Context, org string) (cursor, error) {
 	var cu cursor
-	var id *string
-	err := c.d.Pool.QueryRow(ctx,
-		`SELECT last_start_time, last_request_id FROM llm_spend_cursors WHERE organization_id = $1`, org).Scan(&cu.at, &id)
+	r, err := llmproxydb.New(c.d.Pool).SpendCursor(ctx, org)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return cursor{}, nil
 	}
 	if err != nil {
 		return cursor{}, fmt.Errorf("litellm collector: read cursor of organization %s: %w", org, err)
 	}
-	cu.at = cu.at.UTC()
-	cu.requestID = llm.Deref(id)
+	cu.at = r.LastStartTime.UTC()
+	cu.requestID = llm.Deref(r.LastRequestID)
 	cu.exists = true
 	return cu, nil
 }
@@ -455,16 +454,9 @@ func (c *Collector) writeCursor(ctx context.Context, org string, cu cursor, n in
 	if cu.requestID != "" {
 		id = &cu.requestID
 	}
-	_, err := c.d.Pool.Exec(ctx, `
-INSERT INTO llm_spend_cursors (organization_id, last_start_time, last_request_id, records_processed, synced_at)
-VALUES ($1, $2, $3, $4, now())
-ON CONFLICT (organization_id) DO UPDATE SET
-    last_start_time   = GREATEST(llm_spend_cursors.last_start_time, EXCLUDED.last_start_time),
-    last_request_id   = CASE WHEN (EXCLUDED.last_start_time, coalesce(EXCLUDED.last_request_id, ''))
-                                  > (llm_spend_cursors.last_start_time, coalesce(llm_spend_cursors.last_request_id, ''))
-                             THEN EXCLUDED.last_request_id ELSE llm_spend_cursors.last_request_id END,
-    records_processed = llm_spend_cursors.records_processed + EXCLUDED.records_processed,
-    synced_at         = now()`, org, cu.at, id, n)
+	err := llmproxydb.New(c.d.Pool).AdvanceSpendCursor(ctx, llmproxydb.AdvanceSpendCursorParams{
+		OrgID: org, LastStartTime: cu.at, LastRequestID: id, Records: int32(n),
+	})
 	if err != nil {
 		return fmt.Errorf("litellm collector: advance cursor of organization %s: %w", org, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/gitops"
+	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
@@ -33,7 +34,8 @@ import (
 //
 // pull-requests opens a pull request on one of the session's repositories
 // (`proliferate pr create`), through the GitHub REST API with a token
-// narrowed the same way, and records its URL in the session's telemetry
+// narrowed the same way (its title and body redacted like a run's
+// completion: tools.OutboundRedactor), and records its URL in the session's telemetry
 // (pr_urls), from which it reaches the session's events, the run's
 // completion and the run's notification.
 
@@ -253,11 +255,24 @@ func (s *Server) postPullRequest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return tokenError(err)
 	}
+	// The title and body are the agent's and GitHub shows them to whoever
+	// reads the repository: redacted like a run's completion (the
+	// organization's secrets and patterns, the token formats and the values
+	// the session received). The branches were pushed by git already.
+	var received []string
+	if h, ok := s.d.Hubs.Get(sess.ID); ok {
+		received = h.Secrets()
+	}
+	red, err := tools.OutboundRedactor(r.Context(), s.d.Redactors, sess.OrgID, received)
+	if err != nil {
+		return err
+	}
+	title, body := red.String(strings.TrimSpace(req.Title)), red.String(req.Body)
 	gh := &gitops.GitHub{BaseURL: s.d.Cfg.GitHubAPIURL, Tokens: gitops.TokenSourceFunc(func(context.Context, string, string, string) (string, error) {
 		return tok.Value, nil
 	})}
-	pr, err := gh.CreatePR(r.Context(), gitops.PRRequest{OrgID: sess.OrgID, Owner: owner, Repo: name, Title: strings.TrimSpace(req.Title),
-		Body: req.Body, Head: req.Head, Base: base, Draft: req.Draft})
+	pr, err := gh.CreatePR(r.Context(), gitops.PRRequest{OrgID: sess.OrgID, Owner: owner, Repo: name, Title: title,
+		Body: body, Head: req.Head, Base: base, Draft: req.Draft})
 	var ae *gitops.APIError
 	switch {
 	case errors.As(err, &ae):

@@ -65,8 +65,9 @@ type Deps struct {
 	// verify answers that evidence is unavailable.
 	Evidence *evidence.Store
 	// Redactors gives an organization's redactor, for what agents report
-	// through platform tools (tools.Deps.Redactors); nil: token formats and
-	// the session's own values only.
+	// through platform tools (tools.Deps.Redactors) and the pull requests
+	// they open (title, body); nil: token formats and the session's own
+	// values only.
 	Redactors tools.Redactors
 	// AfterTimeout bounds tools' After hooks (session termination) [2m].
 	AfterTimeout time.Duration

@@ -61,6 +61,15 @@ func (d Deps) saveSnapshot(ctx context.Context, c Call) (Result, error) {
 	if err := decodeArgs(c.Args, &args); err != nil {
 		return Failure("%v", err), nil
 	}
+	// The message is the agent's: redacted before it is stored and
+	// replayed (session_tool_invocations) like a completion.
+	if args.Message != "" {
+		red, err := OutboundRedactor(ctx, d.Redactors, c.Session.OrgID, c.Secrets)
+		if err != nil {
+			return Result{}, err
+		}
+		args.Message = red.String(args.Message)
+	}
 	rt, err := c.Runtime(ctx)
 	if err != nil {
 		return Result{}, fmt.Errorf("session runtime: %w", err)
@@ -184,7 +193,8 @@ func (d Deps) automationComplete(ctx context.Context, c Call) (Result, error) {
 		msg = fmt.Sprintf("Run %s was already completed with this completion id (outcome %s).", res.Run.ID, res.Run.Status)
 	}
 	return Result{Success: true, Result: msg, Data: map[string]any{
-		"runId": res.Run.ID, "status": res.Run.Status, "completionId": comp.CompletionID, "replayed": res.Replayed}}, nil
+		"runId": res.Run.ID, "status": res.Run.Status, "completionId": comp.CompletionID, "replayed": res.Replayed},
+		after: comp}, nil
 }
 
 // redactCompletion replaces, in what the agent reports, the organization's
@@ -194,15 +204,10 @@ func (d Deps) automationComplete(ctx context.Context, c Call) (Result, error) {
 // run's artifact or its notification. The agent's own session, which had
 // the value, is the only place it stays.
 func (d Deps) redactCompletion(ctx context.Context, c Call, comp runs.Completion) (runs.Completion, error) {
-	red := actions.NewRedactor()
-	if d.Redactors != nil {
-		r, err := d.Redactors.Redactor(ctx, c.Session.OrgID)
-		if err != nil {
-			return comp, fmt.Errorf("redaction of organization %s: %w", c.Session.OrgID, err)
-		}
-		red = r
+	red, err := OutboundRedactor(ctx, d.Redactors, c.Session.OrgID, c.Secrets)
+	if err != nil {
+		return comp, err
 	}
-	red = red.With(c.Secrets...)
 	comp.SummaryMarkdown = red.String(comp.SummaryMarkdown)
 	comp.DiffRef, comp.TestReportRef = red.String(comp.DiffRef), red.String(comp.TestReportRef)
 	for _, refs := range [][]string{comp.Citations, comp.SideEffectRefs} {
@@ -213,19 +218,32 @@ func (d Deps) redactCompletion(ctx context.Context, c Call, comp runs.Completion
 	return comp, nil
 }
 
+// OutboundRedactor is the redactor of what a session's agent writes that
+// leaves the session (a run's completion, a snapshot's message, a pull
+// request's title and body): the organization's secrets and patterns and
+// the token formats (reds; nil: the token formats only) and the values the
+// session received.
+func OutboundRedactor(ctx context.Context, reds Redactors, orgID string, received []string) (*actions.Redactor, error) {
+	red := actions.NewRedactor()
+	if reds != nil {
+		r, err := reds.Redactor(ctx, orgID)
+		if err != nil {
+			return nil, fmt.Errorf("redaction of organization %s: %w", orgID, err)
+		}
+		red = r
+	}
+	return red.With(received...), nil
+}
+
 // afterAutomationComplete terminates the session with the run's outcome
-// once the agent has its answer (automation fast path: no idle snapshot).
+// once the agent has its answer (automation fast path: no idle snapshot),
+// with the completion automationComplete redacted.
 func (d Deps) afterAutomationComplete(ctx context.Context, c Call, r Result) {
-	if !r.Success {
+	comp, ok := r.after.(runs.Completion)
+	if !r.Success || !ok {
 		return
 	}
-	var comp runs.Completion
-	_ = json.Unmarshal(c.Args, &comp)
-	comp, err := d.redactCompletion(ctx, c, comp)
-	var rt Runtime
-	if err == nil {
-		rt, err = c.Runtime(ctx)
-	}
+	rt, err := c.Runtime(ctx)
 	if err == nil {
 		err = rt.Terminate(ctx, "automation_complete", comp.Outcome, comp.SummaryMarkdown)
 	}

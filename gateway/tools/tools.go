@@ -47,6 +47,10 @@ type Result struct {
 	Success bool           `json:"success"`
 	Result  string         `json:"result"`
 	Data    map[string]any `json:"data,omitempty"`
+	// after is what Execute hands its tool's After hook (never sent nor
+	// stored; for example the redacted completion of automation.complete,
+	// so After neither decodes the arguments again nor redacts twice).
+	after any
 }
 
 // Failure is a success=false result with a message.
@@ -133,8 +137,9 @@ type Deps struct {
 	// Redactors gives an organization's redactor (its secrets' values, its
 	// redaction patterns, the token formats): what the agent sends that
 	// leaves the session (a run's completion: the run API, runs.lifecycle,
-	// notifications) is redacted with it and with the values the session
-	// received. nil: token formats and the session's values only.
+	// notifications; save_snapshot's message) is redacted with it and with
+	// the values the session received (OutboundRedactor). nil: token
+	// formats and the session's values only.
 	Redactors Redactors
 }
 

@@ -388,7 +388,7 @@ func (h *handlers) createAutomation(c *api.Ctx) error {
 	if err := c.Bind(&req); err != nil {
 		return err
 	}
-	a, err := h.st.CreateAutomation(c.Request.Context(), c.OrgID(), c.UserID(), req.automation())
+	a, err := h.st.CreateAutomation(c.Request.Context(), c.OrgID(), audit(c), req.automation())
 	if err != nil {
 		return mapErr(err)
 	}
@@ -428,7 +428,7 @@ func (h *handlers) updateAutomation(c *api.Ctx) error {
 	if err := c.Bind(&req); err != nil {
 		return err
 	}
-	a, err := h.st.UpdateAutomation(c.Request.Context(), c.OrgID(), id, req.apply)
+	a, err := h.st.UpdateAutomation(c.Request.Context(), c.OrgID(), id, audit(c), "automation.update", req.apply)
 	if err != nil {
 		return mapErr(err)
 	}
@@ -441,7 +441,11 @@ func (h *handlers) setEnabled(enabled bool) api.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		a, err := h.st.UpdateAutomation(c.Request.Context(), c.OrgID(), id, func(a *store.Automation) { a.Enabled = enabled })
+		action := "automation.disable"
+		if enabled {
+			action = "automation.enable"
+		}
+		a, err := h.st.UpdateAutomation(c.Request.Context(), c.OrgID(), id, audit(c), action, func(a *store.Automation) { a.Enabled = enabled })
 		if err != nil {
 			return mapErr(err)
 		}

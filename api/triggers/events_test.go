@@ -111,6 +111,7 @@ func TestSkipQueuedEvent(t *testing.T) {
 		return id, status
 	}
 	outboxBefore := env.CountRows(t, "outbox", "true")
+	auditBefore := env.CountRows(t, "outbox", "topic = $1 AND key = $2", topics.AuditEvents, o.ID)
 
 	// Members cannot; another org gets 404; neither changes anything.
 	env.Do(t, http.MethodPost, "/trigger-events/"+ids[0]+"/skip", o.Member.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
@@ -157,8 +158,11 @@ func TestSkipQueuedEvent(t *testing.T) {
 		te.SkipReason == nil || *te.SkipReason != "manual" {
 		t.Fatalf("triggers.events %+v", dec.Payload)
 	}
-	if n := env.CountRows(t, "outbox", "true"); n != outboxBefore+2 {
-		t.Fatalf("%d outbox rows written, want 2", n-outboxBefore)
+	if n := env.CountRows(t, "outbox", "true"); n != outboxBefore+3 {
+		t.Fatalf("%d outbox rows written, want 3 (the run's lifecycle, the event's and the audit trail's)", n-outboxBefore)
+	}
+	if n := env.CountRows(t, "outbox", "topic = $1 AND key = $2", topics.AuditEvents, o.ID); n != auditBefore+1 {
+		t.Fatalf("%d audit events of the skip, want 1", n-auditBefore)
 	}
 
 	// Anything but a queued event with a queued run is an invalid transition.

@@ -224,7 +224,7 @@ func (h *handlers) updateSchedule(c *api.Ctx) error {
 		tz := strings.TrimSpace(*req.Timezone)
 		p.Timezone = &tz
 	}
-	sc, err := h.st.UpdateSchedule(c.Request.Context(), c.OrgID(), id, p)
+	sc, err := h.st.UpdateSchedule(c.Request.Context(), c.OrgID(), id, p, audit(c))
 	if err != nil {
 		return mapErr(err)
 	}

@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	auditlog "github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/triggers/store"
@@ -194,7 +195,11 @@ func page(c *api.Ctx) (api.PageParams, store.Page, error) {
 	return p, store.Page{Limit: p.Limit, At: at, ID: id}, nil
 }
 
-func audit(c *api.Ctx) store.Audit { return store.Audit{UserID: c.UserID(), RequestID: c.RequestID()} }
+// audit is the caller of the request, for the audit trail.
+func audit(c *api.Ctx) store.Audit {
+	a := auditlog.ActorFrom(c.Request.Context())
+	return store.Audit{UserID: c.UserID(), RequestID: c.RequestID(), APIKeyID: a.APIKeyID, ImpersonatorID: a.ImpersonatorID}
+}
 
 var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 

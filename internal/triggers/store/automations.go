@@ -244,8 +244,9 @@ func countConfigurations(ctx context.Context, tx pgx.Tx, orgID string, ids []str
 }
 
 // CreateAutomation validates and inserts a (its id and timestamps are set
-// by the database).
-func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in Automation) (Automation, error) {
+// by the database), created by au's person.
+func (s *Store) CreateAutomation(ctx context.Context, orgID string, au Audit, in Automation) (Automation, error) {
+	userID := au.UserID
 	var a Automation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		if err := checkAutomation(ctx, tx, orgID, &in, nil); err != nil {
@@ -267,7 +268,7 @@ func (s *Store) CreateAutomation(ctx context.Context, orgID, userID string, in A
 		if err != nil {
 			return fmt.Errorf("insert automation: %w", err)
 		}
-		return nil
+		return audit(ctx, tx, orgID, au, "automation.create", "automation", a.ID, map[string]any{"name": a.Name, "enabled": a.Enabled})
 	})
 	return a, err
 }
@@ -301,8 +302,10 @@ func (s *Store) GetAutomation(ctx context.Context, orgID, id string) (Automation
 
 // UpdateAutomation locks the automation, lets patch change a copy of it, then
 // validates the result (references that changed must be the organization's)
-// and stores it. A patch that changes nothing still bumps updated_at.
-func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch func(*Automation)) (Automation, error) {
+// and stores it, audited as action (automation.update, automation.enable,
+// automation.disable) with the names of the fields that changed. A patch
+// that changes nothing still bumps updated_at (and is audited).
+func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, au Audit, action string, patch func(*Automation)) (Automation, error) {
 	var a Automation
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		old, err := automation(triggersdb.New(tx).LockAutomation(ctx, triggersdb.LockAutomationParams{ID: id, OrgID: orgID}))
@@ -334,7 +337,11 @@ func (s *Store) UpdateAutomation(ctx context.Context, orgID, id string, patch fu
 		if err != nil {
 			return fmt.Errorf("update automation: %w", err)
 		}
-		return nil
+		fields, err := changedFields(old, a)
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, orgID, au, action, "automation", id, map[string]any{"name": a.Name, "fields": fields})
 	})
 	return a, err
 }

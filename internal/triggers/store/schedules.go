@@ -135,7 +135,7 @@ func (s *Store) GetSchedule(ctx context.Context, orgID, id string) (Schedule, er
 
 // UpdateSchedule applies p, recomputes next_run_at from now and keeps the
 // schedule's trigger enabled exactly when the schedule is.
-func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p SchedulePatch) (Schedule, error) {
+func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p SchedulePatch, au Audit) (Schedule, error) {
 	var out Schedule
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		cur, err := scanSchedule(tx.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules s WHERE s.id = $1 AND s.org_id = $2 FOR UPDATE`, id, orgID))
@@ -145,6 +145,7 @@ func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p Schedule
 		if err != nil {
 			return err
 		}
+		before := cur
 		if p.Name != nil {
 			cur.Name = *p.Name
 		}
@@ -171,9 +172,16 @@ func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p Schedule
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
-		_, err = tx.Exec(ctx, `UPDATE triggers SET enabled = $3, updated_at = now() WHERE id = $1 AND org_id = $2 AND enabled <> $3`,
-			cur.TriggerID, orgID, cur.Enabled)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE triggers SET enabled = $3, updated_at = now() WHERE id = $1 AND org_id = $2 AND enabled <> $3`,
+			cur.TriggerID, orgID, cur.Enabled); err != nil {
+			return err
+		}
+		fields, err := changedFields(before, out, "next_run_at")
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, orgID, au, "schedule.update", "schedule", id, map[string]any{
+			"automation_id": out.AutomationID, "fields": fields})
 	})
 	return out, err
 }

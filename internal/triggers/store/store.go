@@ -17,12 +17,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	auditlog "github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -83,8 +85,10 @@ type Page struct {
 	ID    string
 }
 
-// Audit identifies who did something, for audit_log rows.
-type Audit struct{ UserID, RequestID string }
+// Audit identifies who did something, for audit_log rows and the
+// organization's audit trail (internal/audit): the person, the API key
+// they used and the operator impersonating them, if any, and the request.
+type Audit struct{ UserID, RequestID, APIKeyID, ImpersonatorID string }
 
 func (s *Store) tx(ctx context.Context, f func(pgx.Tx) error) error {
 	return pgx.BeginFunc(ctx, s.Pool, f)
@@ -103,7 +107,38 @@ func audit(ctx context.Context, tx pgx.Tx, orgID string, a Audit, action, target
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
-	return nil
+	// The organization's audit trail (audit.events, through the outbox in
+	// this transaction): names, ids and field names only.
+	return auditlog.Emit(ctx, tx, auditlog.Event{OrgID: orgID, Action: action, TargetType: targetType, TargetID: targetID,
+		Details: details, Actor: auditlog.Actor{UserID: a.UserID, APIKeyID: a.APIKeyID, ImpersonatorID: a.ImpersonatorID, RequestID: a.RequestID}})
+}
+
+// changedFields names the JSON fields whose values differ between two
+// versions of a row (for an update's audit entry: which settings changed,
+// never their values), leaving out updated_at and the derived fields
+// named in derived.
+func changedFields(before, after any, derived ...string) ([]string, error) {
+	var b, a map[string]json.RawMessage
+	for _, x := range []struct {
+		v   any
+		out *map[string]json.RawMessage
+	}{{before, &b}, {after, &a}} {
+		raw, err := json.Marshal(x.v)
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(raw, x.out); err != nil {
+			return nil, err
+		}
+	}
+	changed := []string{}
+	for k, v := range a {
+		if k != "updated_at" && !slices.Contains(derived, k) && string(b[k]) != string(v) {
+			changed = append(changed, k)
+		}
+	}
+	slices.Sort(changed)
+	return changed, nil
 }
 
 func nullable(s string) *string {

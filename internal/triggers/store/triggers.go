@@ -448,7 +448,15 @@ func (s *Store) UpdateTrigger(ctx context.Context, orgID, id string, p TriggerPa
 			}
 		}
 		out, err = s.getTrigger(ctx, tx, orgID, au.UserID, id)
-		return err
+		if err != nil {
+			return err
+		}
+		fields, err := changedFields(cur, out)
+		if err != nil {
+			return err
+		}
+		return audit(ctx, tx, orgID, au, "trigger.update", "trigger", id, map[string]any{
+			"automation_id": out.AutomationID, "provider": out.Provider, "fields": fields})
 	})
 	return out, err
 }

@@ -300,10 +300,12 @@ func TestSessionEnvRequestAnsweredInPageAndSearch(t *testing.T) {
 		t.Fatal("the page shows the submitted value")
 	}
 
-	// Search: once the history holds the answer, the list's search finds it.
-	testenv.Eventually(t, wait, "the history to record the answer", func() bool {
+	// Search: once the history holds the answer and its search indexer
+	// indexed it, the list's search finds it.
+	testenv.Eventually(t, wait, "the history to record and index the answer", func() bool {
 		var n int
-		_ = platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM session_messages WHERE session_id = $1 AND text LIKE '%DEMO_TOKEN is set%'`, s.ID).Scan(&n)
+		_ = platform.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM session_messages m JOIN session_message_search x ON x.seq = m.seq
+			WHERE m.session_id = $1 AND m.text LIKE '%DEMO_TOKEN is set%'`, s.ID).Scan(&n)
 		return n > 0
 	})
 	browser.Do(t, ctx, wait,

@@ -18,7 +18,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// materialize applies entries to session_messages as the group does.
+// materialize applies entries to session_messages as the group does, and
+// indexes them for search as its indexer does.
 func materialize(t *testing.T, e *apitest.Env, org, sess string, texts ...string) {
 	t.Helper()
 	var rows []transcript.Row
@@ -36,6 +37,15 @@ func materialize(t *testing.T, e *apitest.Env, org, sess string, texts ...string
 	}
 	if _, err := transcript.Apply(context.Background(), e.Deps.Pool, rows); err != nil {
 		t.Fatal(err)
+	}
+	for {
+		n, err := transcript.IndexSearch(context.Background(), e.Deps.Pool, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < 1000 {
+			return
+		}
 	}
 }
 

@@ -36,11 +36,7 @@ func newEnv(t *testing.T) *env {
 // run starts the group's runner (group id: id) until the test ends or stop
 // is called.
 func (e *env) run(id string) (stop func()) {
-	return e.StartBatch(actionmaterializer.Group, actionmaterializer.BatchHandler(actionmaterializer.Deps{Pool: e.pool}), consumers.Config{
-		Group:          id,
-		CommitInterval: 100 * time.Millisecond,
-		Retry:          consumers.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-	})
+	return e.StartBatch(actionmaterializer.Group, actionmaterializer.BatchHandler(actionmaterializer.Deps{Pool: e.pool}), consumerstest.FastRetry(id))
 }
 
 func ptr(s string) *string { return &s }

@@ -119,6 +119,18 @@ func (w *World) Start(g group.Group, h consumers.Handler, cfg consumers.Config) 
 	return w.start(g, cfg)
 }
 
+// FastRetry is the runner settings of a test that runs a group under
+// group id id: marked offsets committed every 100 ms (WaitCaughtUp sees
+// them soon), and two attempts per record 1 ms apart (a poison record is
+// dead-lettered at once). Pass it to Start or StartBatch.
+func FastRetry(id string) consumers.Config {
+	return consumers.Config{
+		Group:          id,
+		CommitInterval: 100 * time.Millisecond,
+		Retry:          consumers.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
+	}
+}
+
 // StartBatch is Start for batch group g.
 func (w *World) StartBatch(g group.Group, h consumers.BatchHandler, cfg consumers.Config) (stop func()) {
 	w.t.Helper()

@@ -13,6 +13,12 @@
 //     order.
 //   - Idempotent: every row is keyed by its event id (ON CONFLICT DO
 //     NOTHING), so redelivery and replay insert nothing new.
+//   - Search off the hot path: the full-text vector was most of a row's
+//     cost, so the statement only queues new rows for it
+//     (session_message_search_queue) and the Indexer, which the worker
+//     runs next to the group, computes it: a row is in the messages API
+//     when its batch commits and in search shortly after (about the
+//     Indexer's interval, 200 ms, when it keeps up).
 //   - A record that is not a well-formed transcript event (ids that are
 //     not UUIDs, another event type) can never apply: the batch reports it
 //     through consumers.FailedRecords as permanent and the runner

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -35,11 +34,7 @@ func newEnv(t *testing.T) *env {
 
 // run starts the group's runner (group id: id) until the test ends.
 func (e *env) run(id string) {
-	e.StartBatch(sessionmaterializer.Group, sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: e.pool}), consumers.Config{
-		Group:          id,
-		CommitInterval: 100 * time.Millisecond,
-		Retry:          consumers.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-	})
+	e.StartBatch(sessionmaterializer.Group, sessionmaterializer.BatchHandler(sessionmaterializer.Deps{Pool: e.pool}), consumerstest.FastRetry(id))
 }
 
 func (e *env) record(org, session, kind, text string, seq int) *kgo.Record {

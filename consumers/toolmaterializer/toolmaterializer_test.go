@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/toolmaterializer"
 	"github.com/proliferate/proliferate/internal/analytics"
@@ -35,11 +34,7 @@ func newEnv(t *testing.T) *env {
 
 // run starts the group's runner under group id id until the test ends.
 func (e *env) run(id string) (stop func()) {
-	return e.StartBatch(toolmaterializer.Group, toolmaterializer.BatchHandler(toolmaterializer.Deps{Pool: e.pool}), consumers.Config{
-		Group:          id,
-		CommitInterval: 100 * time.Millisecond,
-		Retry:          consumers.RetryOptions{MaxAttempts: 2, InitialBackoff: time.Millisecond, MaxBackoff: time.Millisecond},
-	})
+	return e.StartBatch(toolmaterializer.Group, toolmaterializer.BatchHandler(toolmaterializer.Deps{Pool: e.pool}), consumerstest.FastRetry(id))
 }
 
 func (e *env) caughtUp(id string) {

@@ -24,6 +24,9 @@ type groupWiring struct {
 	group  group.Group
 	record func(a *App, ctx context.Context) (consumers.Handler, error)
 	batch  func(a *App, ctx context.Context) (consumers.BatchHandler, error)
+	// alongside, when set, is work the worker runs next to the group (a
+	// role of its own), built after the group's handler.
+	alongside func(a *App) Role
 }
 
 // groupWirings are the consumer groups this build runs: every group the
@@ -35,7 +38,7 @@ func groupWirings() []groupWiring {
 		{group: runstages.ExecutorGroup, record: (*App).runExecutorHandler},
 		{group: runartifacts.Group, record: (*App).runArtifactsHandler},
 		{group: notifier.Group, record: (*App).notifierHandler},
-		{group: sessionmaterializer.Group, batch: (*App).sessionMaterializerHandler},
+		{group: sessionmaterializer.Group, batch: (*App).sessionMaterializerHandler, alongside: (*App).sessionSearchIndexer},
 		{group: toolmaterializer.Group, batch: (*App).toolMaterializerHandler},
 		{group: actionmaterializer.Group, batch: (*App).actionMaterializerHandler},
 		{group: billingrater.Group, record: (*App).billingRaterHandler},

@@ -97,7 +97,7 @@ func TestReplayRebuildsSessionHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(rep.Truncated, []string{"session_messages", "session_message_tombstones"}) || rep.Applied != 31 || rep.Skipped != 1 {
+	if !slices.Equal(rep.Truncated, []string{"session_messages", "session_message_tombstones", "session_message_search", "session_message_search_queue"}) || rep.Applied != 31 || rep.Skipped != 1 {
 		t.Fatalf("replay report %+v, want both tables truncated, 31 records applied (30 entries and the deletion), the poison one skipped", rep)
 	}
 	after := historyRows(t, a, org)

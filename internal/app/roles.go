@@ -188,6 +188,9 @@ func (a *App) WorkerRoles(ctx context.Context, names []string) ([]Role, error) {
 			return nil, err
 		}
 		roles = append(roles, r)
+		if w.alongside != nil {
+			roles = append(roles, w.alongside(a))
+		}
 	}
 	return roles, nil
 }

@@ -84,10 +84,15 @@ func TestTranscriptThroughThePlatform(t *testing.T) {
 			SessionID string `json:"session_id"`
 		} `json:"items"`
 	}
-	if code := apiCall(t, base, "GET", "/sessions/search?q="+url.QueryEscape("scripted model"), token, nil, &hits); code != 200 ||
-		len(hits.Items) == 0 || hits.Items[0].SessionID != sess.ID {
-		t.Fatalf("search %d: %+v", code, hits)
-	}
+	// The search index follows the history (the group's indexer).
+	testenv.Eventually(t, 60*time.Second, "search to find the agent's answer", func() bool {
+		hits.Items = nil
+		code := apiCall(t, base, "GET", "/sessions/search?q="+url.QueryEscape("scripted model"), token, nil, &hits)
+		if code != 200 {
+			t.Fatalf("search %d", code)
+		}
+		return len(hits.Items) > 0 && hits.Items[0].SessionID == sess.ID
+	})
 	// Another organization: not found, nothing found.
 	if code := apiCall(t, base, "GET", "/sessions/"+sess.ID+"/messages", other, nil, nil); code != 404 {
 		t.Fatalf("other org reads messages: %d", code)

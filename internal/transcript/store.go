@@ -76,8 +76,9 @@ func RowFromEvent(ev *schemas.Event) (Row, error) {
 }
 
 // Apply inserts rows in order, each once (a known event id inserts
-// nothing), skipping sessions deleted meanwhile (tombstoned). It returns
-// how many rows were new. One statement for the whole batch.
+// nothing), skipping sessions deleted meanwhile (tombstoned), and queues
+// the new rows for the search index (IndexSearch). It returns how many
+// rows were new. One statement for the whole batch.
 func Apply(ctx context.Context, db DB, rows []Row) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
@@ -126,7 +127,7 @@ func Apply(ctx context.Context, db DB, rows []Row) (int64, error) {
 			cols.dur = append(cols.dur, nil)
 		}
 	}
-	tag, err := db.Exec(ctx, `INSERT INTO session_messages (event_id, org_id, session_id, kind, message_id, part_id, role, user_id, text,
+	tag, err := db.Exec(ctx, `WITH ins AS (INSERT INTO session_messages (event_id, org_id, session_id, kind, message_id, part_id, role, user_id, text,
 			tool_call_id, tool_name, tool_status, tool_title, tool_input, tool_output, tool_error, duration_ms, status, code, truncated, occurred_at)
 		SELECT u.id::uuid, u.org::uuid, u.sess::uuid, u.kind, u.msg, u.part, u.role, u.usr, u.txt,
 			u.call_id, u.tname, u.tstatus, u.ttitle, u.tin, u.tout, u.terr, u.dur, u.status, u.code, u.trunc, u.at
@@ -136,7 +137,9 @@ func Apply(ctx context.Context, db DB, rows []Row) (int64, error) {
 			AS u(id, org, sess, kind, msg, part, role, usr, txt, call_id, tname, tstatus, ttitle, tin, tout, terr, dur, status, code, trunc, at, ord)
 		WHERE NOT EXISTS (SELECT 1 FROM session_message_tombstones t WHERE t.session_id = u.sess::uuid)
 		ORDER BY u.ord
-		ON CONFLICT (event_id) DO NOTHING`,
+		ON CONFLICT (event_id) DO NOTHING
+		RETURNING seq)
+		INSERT INTO session_message_search_queue (seq) SELECT seq FROM ins`,
 		cols.id, cols.org, cols.sess, cols.kind, cols.msg, cols.part, cols.role, cols.user, cols.text,
 		cols.callID, cols.tname, cols.tstatus, cols.ttitle, cols.tin, cols.tout, cols.terr, cols.dur, cols.status, cols.code,
 		cols.trunc, cols.at)
@@ -305,6 +308,41 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 // Cursor is the position of h for the next page.
 func (h Hit) Cursor() SearchCursor { return SearchCursor{Rank: h.Rank, Seq: h.seq} }
 
+// searchDoc is the text of a session_messages row m that search indexes
+// and quotes: what people read (the text, the tool's name, title and
+// output, the error).
+const searchDoc = `coalesce(m.text, '') || ' ' || coalesce(m.tool_name, '') || ' ' || coalesce(m.tool_title, '') || ' ' ||
+	coalesce(left(m.tool_output, 16384), '') || ' ' || coalesce(m.tool_error, '')`
+
+// IndexSearch indexes up to limit queued rows for search (the oldest
+// first) and returns how many it took from the queue: fewer than limit
+// means the queue was empty when it looked. Computing the full-text
+// vector is most of the cost of a history row, so Apply only queues it
+// (session_message_search_queue, in the inserting statement) and this
+// does it off the history's path. Workers share the queue (FOR UPDATE
+// SKIP LOCKED) and a failure leaves it as it was; a queued row deleted
+// since (its session was) is dropped from the queue.
+func IndexSearch(ctx context.Context, db DB, limit int) (int, error) {
+	var n int
+	err := db.QueryRow(ctx, `WITH q AS (
+			DELETE FROM session_message_search_queue WHERE seq IN (
+				SELECT seq FROM session_message_search_queue ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
+			RETURNING seq),
+		ins AS (
+			INSERT INTO session_message_search (seq, org_id, search)
+			SELECT m.seq, m.org_id, to_tsvector('english', `+searchDoc+`)
+			FROM session_messages m JOIN q ON q.seq = m.seq
+			-- a row whose session is being deleted is waited for and
+			-- then skipped, instead of failing the foreign key
+			FOR KEY SHARE OF m
+			ON CONFLICT (seq) DO NOTHING)
+		SELECT count(*) FROM q`, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("transcript: index for search: %w", err)
+	}
+	return n, nil
+}
+
 // MaxQuery bounds a search query's length in bytes.
 const MaxQuery = 500
 
@@ -321,11 +359,10 @@ func Search(ctx context.Context, db DB, orgID, q string, after *SearchCursor, li
 	}
 	rows, err := db.Query(ctx, `WITH q AS (SELECT websearch_to_tsquery('english', $2) AS q),
 		hits AS (
-			SELECT m.seq, m.session_id, m.event_id, m.kind, m.occurred_at, ts_rank(m.search, q.q) AS rank,
-				coalesce(m.text, '') || ' ' || coalesce(m.tool_name, '') || ' ' || coalesce(m.tool_title, '') || ' ' ||
-				coalesce(left(m.tool_output, 16384), '') || ' ' || coalesce(m.tool_error, '') AS doc
-			FROM session_messages m, q
-			WHERE m.org_id = $1 AND m.search @@ q.q)
+			SELECT m.seq, m.session_id, m.event_id, m.kind, m.occurred_at, ts_rank(x.search, q.q) AS rank,
+				`+searchDoc+` AS doc
+			FROM session_message_search x JOIN session_messages m ON m.seq = x.seq, q
+			WHERE x.org_id = $1 AND x.search @@ q.q)
 		SELECT h.seq, h.session_id::text, coalesce(s.title, ''), h.event_id::text, h.kind, h.occurred_at, h.rank,
 			ts_headline('english', h.doc, q.q, 'StartSel=**, StopSel=**, MaxWords=30, MinWords=10, MaxFragments=2')
 		FROM hits h JOIN sessions s ON s.id = h.session_id AND s.org_id = $1, q

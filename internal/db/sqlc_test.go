@@ -75,6 +75,8 @@ var owners = map[string]string{
 	"session_billing":          "internal/billing",
 	"llm_virtual_keys":         "internal/llmproxy",
 	"llm_spend_cursors":        "internal/llmproxy",
+	"automation_side_effects":  "internal/sideeffects",
+	"session_evidence":         "internal/evidence",
 	"action_invocations":       "internal/actions/invocations",
 	"analytics_tool_calls":     "internal/analytics",
 	"analytics_tool_daily":     "internal/analytics",

@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/internal/blobstore"
+	"github.com/proliferate/proliferate/internal/evidence/evidencedb"
 )
 
 // Limits of one verify call.
@@ -187,11 +188,10 @@ func (s *Store) Record(ctx context.Context, c Call) ([]Item, error) {
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		for i, f := range c.Files {
 			p := puts[i]
-			if _, err := tx.Exec(ctx, `INSERT INTO session_evidence (org_id, session_id, run_id, tool_call_id, position, path,
-					content_type, size_bytes, sha256, blob_ref, summary)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-				ON CONFLICT (session_id, tool_call_id, position) DO NOTHING`,
-				c.OrgID, c.SessionID, c.RunID, c.ToolCallID, i, f.Path, p.ct, p.size, p.sum, p.ref, c.Summary); err != nil {
+			if err := evidencedb.New(tx).RecordEvidence(ctx, evidencedb.RecordEvidenceParams{
+				OrgID: c.OrgID, SessionID: c.SessionID, RunID: c.RunID, ToolCallID: c.ToolCallID, Position: int32(i), Path: f.Path,
+				ContentType: p.ct, SizeBytes: int64(p.size), Sha256: p.sum, BlobRef: p.ref, Summary: c.Summary,
+			}); err != nil {
 				return fmt.Errorf("evidence: record %s: %w", f.Path, err)
 			}
 		}
@@ -200,52 +200,39 @@ func (s *Store) Record(ctx context.Context, c Call) ([]Item, error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.list(ctx, `e.org_id = $1 AND e.session_id = $2 AND e.tool_call_id = $3`, c.OrgID, c.SessionID, c.ToolCallID)
+	return s.list(ctx, evidencedb.ListEvidenceParams{OrgID: c.OrgID, SessionID: &c.SessionID, ToolCallID: &c.ToolCallID})
 }
 
-const itemCols = `e.id::text, e.session_id::text, e.run_id::text, e.tool_call_id, e.position, e.path, e.content_type,
-	e.size_bytes, e.sha256, e.summary, e.created_at, e.blob_ref`
-
-// maxList bounds a listing (a session rarely has more than a few dozen).
-const maxList = 1000
-
-func (s *Store) list(ctx context.Context, where string, args ...any) ([]Item, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+itemCols+` FROM session_evidence e WHERE `+where+`
-		ORDER BY e.created_at, e.tool_call_id, e.position LIMIT `+fmt.Sprint(maxList), args...)
+// list lists the evidence the filter selects, oldest first (at most 1,000
+// items: a session rarely has more than a few dozen).
+func (s *Store) list(ctx context.Context, f evidencedb.ListEvidenceParams) ([]Item, error) {
+	rows, err := evidencedb.New(s.Pool).ListEvidence(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("evidence: list: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, scanItem)
-	if err != nil {
-		return nil, fmt.Errorf("evidence: list: %w", err)
-	}
-	if items == nil {
-		items = []Item{}
+	items := make([]Item, len(rows))
+	for i, r := range rows {
+		items[i] = Item{ID: r.ID, SessionID: r.SessionID, RunID: r.RunID, ToolCallID: r.ToolCallID, Position: int(r.Position),
+			Path: r.Path, ContentType: r.ContentType, SizeBytes: r.SizeBytes, SHA256: r.Sha256, Summary: r.Summary,
+			CreatedAt: r.CreatedAt, blobRef: r.BlobRef}
 	}
 	return items, nil
 }
 
-func scanItem(r pgx.CollectableRow) (Item, error) {
-	var it Item
-	err := r.Scan(&it.ID, &it.SessionID, &it.RunID, &it.ToolCallID, &it.Position, &it.Path, &it.ContentType,
-		&it.SizeBytes, &it.SHA256, &it.Summary, &it.CreatedAt, &it.blobRef)
-	return it, err
-}
-
 // ListSession lists a session's evidence of the organization, oldest first.
 func (s *Store) ListSession(ctx context.Context, orgID, sessionID string) ([]Item, error) {
-	return s.list(ctx, `e.org_id = $1 AND e.session_id = $2`, orgID, sessionID)
+	return s.list(ctx, evidencedb.ListEvidenceParams{OrgID: orgID, SessionID: &sessionID})
 }
 
 // ListRun lists a run's evidence of the organization, oldest first.
 func (s *Store) ListRun(ctx context.Context, orgID, runID string) ([]Item, error) {
-	return s.list(ctx, `e.org_id = $1 AND e.run_id = $2`, orgID, runID)
+	return s.list(ctx, evidencedb.ListEvidenceParams{OrgID: orgID, RunID: &runID})
 }
 
 // Open returns one piece of evidence of a session of the organization and
 // its bytes; ErrNotFound when there is none (or its blob is gone).
 func (s *Store) Open(ctx context.Context, orgID, sessionID, id string) (Item, []byte, error) {
-	items, err := s.list(ctx, `e.org_id = $1 AND e.session_id = $2 AND e.id = $3`, orgID, sessionID, id)
+	items, err := s.list(ctx, evidencedb.ListEvidenceParams{OrgID: orgID, SessionID: &sessionID, ID: &id})
 	if err != nil {
 		return Item{}, nil, err
 	}

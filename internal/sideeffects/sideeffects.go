@@ -38,6 +38,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/sideeffects/sideeffectsdb"
 )
 
 // Effect identifies one external call.
@@ -63,9 +64,7 @@ type Effect struct {
 var ErrKeyReused = errors.New("sideeffects: effect id already recorded for a different request")
 
 // DB is what Do needs: a pool, a connection or a transaction.
-type DB interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type DB = sideeffectsdb.DBTX
 
 // Do returns the recorded response of e when there is one (replayed = true)
 // and otherwise calls fn and records its response. fn's error is returned as
@@ -105,16 +104,13 @@ func Do(ctx context.Context, db DB, e Effect, fn func(ctx context.Context) (json
 	if e.Provider != "" {
 		provider = &e.Provider
 	}
-	var respArg any // a nil RawMessage would be sent as JSON null, not SQL NULL
-	if resp != nil {
-		respArg = string(resp)
-	}
 	// RETURNING gives the response as stored (jsonb-normalized), so the
-	// first caller and every replay see the same bytes.
-	var recorded []byte
-	err = db.QueryRow(ctx, `INSERT INTO automation_side_effects (org_id, run_id, effect_id, kind, provider, request_hash, response_json)
-		VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) ON CONFLICT (org_id, effect_id) DO NOTHING RETURNING response_json`,
-		e.OrgID, runID, e.EffectID, e.Kind, provider, hash, respArg).Scan(&recorded)
+	// first caller and every replay see the same bytes. A nil response is
+	// SQL NULL.
+	recorded, err := sideeffectsdb.New(db).RecordEffect(ctx, sideeffectsdb.RecordEffectParams{
+		OrgID: e.OrgID, RunID: runID, EffectID: e.EffectID, Kind: e.Kind, Provider: provider, RequestHash: hash,
+		ResponseJson: []byte(resp),
+	})
 	if err == nil {
 		return recorded, false, nil
 	}
@@ -134,10 +130,8 @@ func Do(ctx context.Context, db DB, e Effect, fn func(ctx context.Context) (json
 
 // lookup returns the stored response for e's key, checking its hash.
 func lookup(ctx context.Context, db DB, e Effect, hash string) (json.RawMessage, bool, error) {
-	var storedHash *string
-	var resp []byte
-	err := db.QueryRow(ctx, `SELECT request_hash, response_json FROM automation_side_effects
-		WHERE org_id = $1 AND effect_id = $2`, e.OrgID, e.EffectID).Scan(&storedHash, &resp)
+	r, err := sideeffectsdb.New(db).Effect(ctx, sideeffectsdb.EffectParams{OrgID: e.OrgID, EffectID: e.EffectID})
+	storedHash, resp := r.RequestHash, r.ResponseJson
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, false, nil
 	}

@@ -43,6 +43,14 @@ var absolute = []struct {
 	{"BenchmarkTokenOverhead/gateway", "ns/token", 0, 1_000_000},
 	// the consumer applies partitions in parallel; one stream alone reaches ~26k/s
 	{"BenchmarkLedgerApply/batched-parallel", "events/s", 50_000, 0},
+	// transcript events materialized into the history (batched, the
+	// search indexer running alongside), and the lag from the gateway's
+	// Publisher to a row the messages API returns
+	{"BenchmarkSessionMaterializer/materializer", "events/s", 20_000, 0},
+	{"BenchmarkSessionSearchIndex", "events/s", 0, 0},
+	{"BenchmarkSessionTranscriptLag/baseline", "p99-ms", 0, 0},
+	{"BenchmarkSessionTranscriptLag/materialized", "p50-ms", 0, 0},
+	{"BenchmarkSessionTranscriptLag/materialized", "p99-ms", 0, 250},
 	{"BenchmarkLLMProxy/proxy", "added-ttfb-p99-µs", 0, 2_000},
 	{"BenchmarkLLMProxy/proxy", "added-req-p99-µs", 0, 2_000},
 	// the dashboard's first screen, gzipped (its baseline: a trivial Preact app)

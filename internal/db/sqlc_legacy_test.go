@@ -62,7 +62,7 @@ var legacySQL = map[string][]string{
 	"internal/snapshots/cleaner.go":              {"session_snapshot_reservations", "session_snapshots", "sessions"},
 	"internal/snapshots/list.go":                 {"session_snapshots", "sessions"},
 	"internal/snapshots/snapshots.go":            {"configurations", "session_snapshot_reservations", "session_snapshots", "sessions"},
-	"internal/transcript/store.go":               {"session_message_tombstones", "session_messages", "sessions"},
+	"internal/transcript/store.go":               {"session_message_search", "session_message_search_queue", "session_message_tombstones", "session_messages", "sessions"},
 	"internal/triggers/llmgate/gate.go":          {"trigger_events", "trigger_llm_results"},
 	"internal/triggers/pollgroups/pollgroups.go": {"trigger_poll_groups", "triggers"},
 	"internal/triggers/store/automations.go":     {"configurations", "slack_installations"},

@@ -40,8 +40,6 @@ var legacySQL = map[string][]string{
 	"internal/orgs/orgs.go":                      {"audit_log", "members", "organizations"},
 	"internal/outbox/deadletters.go":             {"outbox", "outbox_dead_letters"},
 	"internal/outbox/outbox.go":                  {"outbox"},
-	"internal/prebuilds/builds.go":               {"configuration_builds", "configuration_repos", "configurations"},
-	"internal/prebuilds/prebuilds.go":            {"configuration_builds", "configurations"},
 	"internal/repos/store.go":                    {"configuration_repos", "configurations", "repos"},
 	"internal/runs/complete.go":                  {"automation_runs"},
 	"internal/runs/enqueue.go":                   {"automation_run_events", "automation_runs", "automations", "trigger_events"},

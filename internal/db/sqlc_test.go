@@ -77,6 +77,8 @@ var owners = map[string]string{
 	"llm_spend_cursors":        "internal/llmproxy",
 	"automation_side_effects":  "internal/sideeffects",
 	"session_evidence":         "internal/evidence",
+	"configurations":           "internal/prebuilds",
+	"configuration_builds":     "internal/prebuilds",
 	"action_invocations":       "internal/actions/invocations",
 	"analytics_tool_calls":     "internal/analytics",
 	"analytics_tool_daily":     "internal/analytics",

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 )
 
 // Build statuses.
@@ -64,17 +65,14 @@ type Build struct {
 	FinishedAt      *time.Time `json:"finished_at"`
 }
 
-const buildCols = `id::text, configuration_id::text, org_id::text, status, error, snapshot_id, version_key,
-	session_id::text, requested_by::text, deadline_at, started_at, finished_at`
-
-func scanBuild(row pgx.Row) (Build, error) {
-	var b Build
-	err := row.Scan(&b.ID, &b.ConfigurationID, &b.OrgID, &b.Status, &b.Error, &b.SnapshotID, &b.VersionKey,
-		&b.SessionID, &b.RequestedBy, &b.DeadlineAt, &b.StartedAt, &b.FinishedAt)
+// build is the row as a Build; no row is ErrNotFound.
+func build(r prebuildsdb.ConfigurationBuild, err error) (Build, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return b, ErrNotFound
+		return Build{}, ErrNotFound
 	}
-	return b, err
+	return Build{ID: r.ID, ConfigurationID: r.ConfigurationID, OrgID: r.OrgID, Status: r.Status, Error: r.Error,
+		SnapshotID: r.SnapshotID, VersionKey: r.VersionKey, SessionID: r.SessionID, RequestedBy: r.RequestedBy,
+		DeadlineAt: r.DeadlineAt, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}, err
 }
 
 // Builds stores configuration builds.
@@ -110,9 +108,8 @@ func (s *Builds) tx(ctx context.Context, fn func(pgx.Tx) error) error {
 func (s *Builds) Start(ctx context.Context, orgID, configurationID, requestedBy string, timeout time.Duration) (Build, error) {
 	var b Build
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var nrepos int
-		err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM configuration_repos cr WHERE cr.configuration_id = c.id)
-			FROM configurations c WHERE c.id = $1 AND c.org_id = $2 FOR UPDATE`, configurationID, orgID).Scan(&nrepos)
+		q := prebuildsdb.New(tx)
+		nrepos, err := q.LockConfigurationRepoCount(ctx, prebuildsdb.LockConfigurationRepoCountParams{ID: configurationID, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -127,8 +124,9 @@ func (s *Builds) Start(ctx context.Context, orgID, configurationID, requestedBy 
 		if requestedBy != "" {
 			by = &requestedBy
 		}
-		b, err = scanBuild(tx.QueryRow(ctx, `INSERT INTO configuration_builds (configuration_id, org_id, requested_by, started_at, deadline_at)
-			VALUES ($1, $2, $3, $4, $5) RETURNING `+buildCols, configurationID, orgID, by, now, now.Add(timeout)))
+		b, err = build(q.InsertBuild(ctx, prebuildsdb.InsertBuildParams{
+			ConfigurationID: configurationID, OrgID: orgID, RequestedBy: by, StartedAt: now, DeadlineAt: now.Add(timeout),
+		}))
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" {
 			return ErrBuildRunning
@@ -136,10 +134,7 @@ func (s *Builds) Start(ctx context.Context, orgID, configurationID, requestedBy 
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'building', snapshot_error = NULL,
-				snapshot_build_started_at = $2, building_repos_version = repos_version, snapshot_updated_at = $2, updated_at = $2
-			WHERE id = $1`, configurationID, now)
-		return err
+		return q.MarkSnapshotBuilding(ctx, prebuildsdb.MarkSnapshotBuildingParams{ID: configurationID, Now: now})
 	})
 	if err != nil {
 		return Build{}, err
@@ -150,8 +145,7 @@ func (s *Builds) Start(ctx context.Context, orgID, configurationID, requestedBy 
 // Get returns one build of the organization ("" org: any, for the
 // platform).
 func (s *Builds) Get(ctx context.Context, orgID, id string) (Build, error) {
-	return scanBuild(s.Pool.QueryRow(ctx, `SELECT `+buildCols+` FROM configuration_builds
-		WHERE id = $1 AND ($2 = '' OR org_id::text = $2)`, id, orgID))
+	return build(prebuildsdb.New(s.Pool).GetBuild(ctx, prebuildsdb.GetBuildParams{ID: id, OrgID: orgID}))
 }
 
 // List returns the configuration's builds, newest first, at most limit+1
@@ -159,38 +153,40 @@ func (s *Builds) Get(ctx context.Context, orgID, id string) (Build, error) {
 // CursorArgs); ErrNotFound when the configuration is not the
 // organization's.
 func (s *Builds) List(ctx context.Context, orgID, configurationID string, limit int, afterAt time.Time, afterID string) ([]Build, error) {
-	var one int
-	err := s.Pool.QueryRow(ctx, `SELECT 1 FROM configurations WHERE id = $1 AND org_id = $2`, configurationID, orgID).Scan(&one)
-	if errors.Is(err, pgx.ErrNoRows) {
+	q := prebuildsdb.New(s.Pool)
+	exists, err := q.ConfigurationExists(ctx, prebuildsdb.ConfigurationExistsParams{ID: configurationID, OrgID: orgID})
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
 		return nil, ErrNotFound
 	}
+	rows, err := q.ListBuilds(ctx, prebuildsdb.ListBuildsParams{
+		ConfigurationID: configurationID, OrgID: orgID, BeforeAt: afterAt, BeforeID: afterID, MaxRows: int32(limit + 1),
+	})
 	if err != nil {
 		return nil, err
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT `+buildCols+` FROM configuration_builds
-		WHERE configuration_id = $1 AND org_id = $2 AND (started_at, id) < ($4, $5::uuid)
-		ORDER BY started_at DESC, id DESC LIMIT $3`, configurationID, orgID, limit+1, afterAt, afterID)
-	if err != nil {
-		return nil, err
+	out := make([]Build, len(rows))
+	for i, r := range rows {
+		out[i], _ = build(r, nil)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Build, error) { return scanBuild(r) })
+	return out, nil
 }
 
 // Claim makes runner the build's runner: false when it is claimed already
 // (a duplicate dispatch) or no longer building.
 func (s *Builds) Claim(ctx context.Context, id, runner string) (bool, error) {
-	tag, err := s.Pool.Exec(ctx, `UPDATE configuration_builds SET claimed_by = $2, claimed_at = $3
-		WHERE id = $1 AND status = 'building' AND claimed_at IS NULL AND deadline_at > $3`, id, runner, s.now())
+	n, err := prebuildsdb.New(s.Pool).ClaimBuild(ctx, prebuildsdb.ClaimBuildParams{ID: id, Runner: runner, Now: s.now()})
 	if err != nil {
 		return false, fmt.Errorf("prebuilds: claim build %s: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // SetSession records the build's setup session.
 func (s *Builds) SetSession(ctx context.Context, id, sessionID string) error {
-	_, err := s.Pool.Exec(ctx, `UPDATE configuration_builds SET session_id = $2 WHERE id = $1`, id, sessionID)
-	return err
+	return prebuildsdb.New(s.Pool).SetBuildSession(ctx, prebuildsdb.SetBuildSessionParams{ID: id, SessionID: sessionID})
 }
 
 // Finish ends a building build as ready and makes its snapshot the
@@ -202,8 +198,8 @@ func (s *Builds) Finish(ctx context.Context, id, snapshotID, provider, versionKe
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		now := s.now()
 		var err error
-		b, err = scanBuild(tx.QueryRow(ctx, `UPDATE configuration_builds SET status = 'ready', snapshot_id = $2, version_key = $3, finished_at = $4
-			WHERE id = $1 AND status = 'building' RETURNING `+buildCols, id, snapshotID, versionKey, now))
+		q := prebuildsdb.New(tx)
+		b, err = build(q.FinishBuild(ctx, prebuildsdb.FinishBuildParams{ID: id, SnapshotID: snapshotID, VersionKey: versionKey, Now: now}))
 		if errors.Is(err, ErrNotFound) {
 			return ErrBuildEnded
 		}
@@ -214,14 +210,9 @@ func (s *Builds) Finish(ctx context.Context, id, snapshotID, provider, versionKe
 		if provider != "" {
 			prov = &provider
 		}
-		// The snapshot has the repos the build cloned (building_repos_version,
-		// set when it started).
-		_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'ready', snapshot_id = $2, snapshot_provider = $3,
-				snapshot_error = NULL, snapshot_built_at = $4, snapshot_updated_at = $4, updated_at = $4,
-				snapshot_repos_version = COALESCE(building_repos_version, repos_version), building_repos_version = NULL,
-				snapshot_version_key = $5
-			WHERE id = $1`, b.ConfigurationID, snapshotID, prov, now, versionKey)
-		return err
+		return q.MarkSnapshotBuilt(ctx, prebuildsdb.MarkSnapshotBuiltParams{
+			ID: b.ConfigurationID, SnapshotID: snapshotID, Provider: prov, Now: now, VersionKey: versionKey,
+		})
 	})
 	return b, err
 }
@@ -254,17 +245,15 @@ func (s *Builds) Fail(ctx context.Context, id, msg string) (Build, error) {
 }
 
 func failTx(ctx context.Context, tx pgx.Tx, id, msg string, now time.Time) (Build, error) {
-	b, err := scanBuild(tx.QueryRow(ctx, `UPDATE configuration_builds SET status = 'failed', error = $2, finished_at = $3
-		WHERE id = $1 AND status = 'building' RETURNING `+buildCols, id, msg, now))
+	q := prebuildsdb.New(tx)
+	b, err := build(q.FailBuild(ctx, prebuildsdb.FailBuildParams{ID: id, Error: msg, Now: now}))
 	if errors.Is(err, ErrNotFound) {
 		return b, ErrBuildEnded
 	}
 	if err != nil {
 		return b, err
 	}
-	_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'failed', snapshot_error = $2,
-			building_repos_version = NULL, snapshot_updated_at = $3, updated_at = $3
-		WHERE id = $1 AND snapshot_status = 'building'`, b.ConfigurationID, "build "+b.ID+": "+msg, now)
+	err = q.MarkSnapshotFailed(ctx, prebuildsdb.MarkSnapshotFailedParams{ID: b.ConfigurationID, Error: "build " + b.ID + ": " + msg, Now: now})
 	return b, err
 }
 
@@ -274,12 +263,7 @@ const ExpiredError = "the build did not finish before its deadline (its gateway 
 // Expire fails the builds still building past their deadline (their
 // runner died or overran) and returns them.
 func (s *Builds) Expire(ctx context.Context) ([]Build, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT id::text FROM configuration_builds WHERE status = 'building' AND deadline_at <= $1
-		ORDER BY deadline_at LIMIT 100`, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("prebuilds: expired builds: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := prebuildsdb.New(s.Pool).ExpiredBuilds(ctx, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("prebuilds: expired builds: %w", err)
 	}
@@ -301,13 +285,7 @@ func (s *Builds) Expire(ctx context.Context) ([]Build, error) {
 // API's dispatch to a gateway was lost).
 func (s *Builds) Unclaimed(ctx context.Context, grace time.Duration) ([]string, error) {
 	now := s.now()
-	rows, err := s.Pool.Query(ctx, `SELECT id::text FROM configuration_builds
-		WHERE status = 'building' AND claimed_at IS NULL AND started_at <= $1 AND deadline_at > $2
-		ORDER BY started_at LIMIT 100`, now.Add(-grace), now)
-	if err != nil {
-		return nil, fmt.Errorf("prebuilds: unclaimed builds: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := prebuildsdb.New(s.Pool).UnclaimedBuilds(ctx, prebuildsdb.UnclaimedBuildsParams{StartedBefore: now.Add(-grace), Now: now})
 	if err != nil {
 		return nil, fmt.Errorf("prebuilds: unclaimed builds: %w", err)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -151,22 +152,19 @@ func (r *Resolver) log() *slog.Logger {
 // previous snapshot stays usable (repos-prebuilds.md: "a previous
 // snapshot_id stays usable"); the version key still decides at boot.
 func (r *Resolver) Current(ctx context.Context, orgID, configurationID string) (Snapshot, bool, error) {
-	var s Snapshot
-	var key, prov *string
-	err := r.Pool.QueryRow(ctx, `SELECT snapshot_id, snapshot_provider, snapshot_version_key FROM configurations
-		WHERE id = $1 AND org_id = $2 AND snapshot_status IN ('ready', 'default', 'building', 'failed') AND snapshot_id IS NOT NULL
-		  AND snapshot_repos_version IS NOT DISTINCT FROM repos_version`, configurationID, orgID).Scan(&s.ID, &prov, &key)
+	row, err := prebuildsdb.New(r.Pool).CurrentSnapshot(ctx, prebuildsdb.CurrentSnapshotParams{ID: configurationID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Snapshot{}, false, nil
 	}
 	if err != nil {
 		return Snapshot{}, false, fmt.Errorf("prebuilds: configuration snapshot: %w", err)
 	}
-	if prov != nil {
-		s.Provider = *prov
+	s := Snapshot{ID: row.SnapshotID}
+	if row.SnapshotProvider != nil {
+		s.Provider = *row.SnapshotProvider
 	}
-	if key != nil {
-		s.VersionKey = *key
+	if row.SnapshotVersionKey != nil {
+		s.VersionKey = *row.SnapshotVersionKey
 	}
 	return s, true, nil
 }
@@ -191,8 +189,8 @@ func (r *Resolver) Resolve(ctx context.Context, sess sessions.Session, provider 
 	log := r.log().With("session_id", sess.ID, "configuration_id", *sess.ConfigurationID)
 	if sess.SessionType == sessions.TypeSetup {
 		// A configuration build's session builds from a fresh clone.
-		var build bool
-		if err := r.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM configuration_builds WHERE session_id = $1)`, sess.ID).Scan(&build); err != nil {
+		build, err := prebuildsdb.New(r.Pool).BuildOfSession(ctx, sess.ID)
+		if err != nil {
 			log.Warn("configuration snapshot not resolved; cloning fresh", "err", err)
 			return ""
 		}
@@ -253,12 +251,11 @@ func (r *Resolver) Record(ctx context.Context, sess sessions.Session, snapshotID
 				"session_id", sess.ID, "configuration_id", *sess.ConfigurationID, "err", err)
 		}
 	}
-	tag, err := r.Pool.Exec(ctx, `UPDATE configurations SET snapshot_id = $3, snapshot_status = 'ready',
-			snapshot_provider = $4, snapshot_error = NULL, snapshot_built_at = now(), snapshot_updated_at = now(),
-			snapshot_repos_version = repos_version, snapshot_version_key = $5, updated_at = now()
-		WHERE id = $1 AND org_id = $2`, *sess.ConfigurationID, sess.OrgID, snapshotID, sess.SandboxProvider, key)
+	n, err := prebuildsdb.New(r.Pool).RecordSessionSnapshot(ctx, prebuildsdb.RecordSessionSnapshotParams{
+		ID: *sess.ConfigurationID, OrgID: sess.OrgID, SnapshotID: snapshotID, Provider: sess.SandboxProvider, VersionKey: key,
+	})
 	if err != nil {
 		return false, fmt.Errorf("prebuilds: record configuration snapshot: %w", err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }

@@ -70,30 +70,17 @@ type UsageDay struct {
 // Usage is an organization's usage per UTC day in [from, to] and
 // automation or person (by), in day order.
 func Usage(ctx context.Context, db DB, orgID string, from, to time.Time, by string) ([]UsageDay, error) {
-	q := analyticsdb.New(db)
-	f, t := pgDate(from), pgDate(to)
-	out := []UsageDay{}
-	switch by {
-	case ByAutomation:
-		rows, err := q.UsageByAutomation(ctx, analyticsdb.UsageByAutomationParams{OrgID: orgID, FromDay: f, ToDay: t})
-		if err != nil {
-			return nil, fmt.Errorf("analytics: usage by automation: %w", err)
-		}
-		for _, r := range rows {
-			out = append(out, UsageDay{Day: r.Day.Time.Format(time.DateOnly), Key: r.Key, Messages: r.Messages,
-				ActiveSeconds: r.ActiveSeconds, PRs: r.Prs, CreditsMicros: r.CreditsMicros})
-		}
-	case ByPerson:
-		rows, err := q.UsageByPerson(ctx, analyticsdb.UsageByPersonParams{OrgID: orgID, FromDay: f, ToDay: t})
-		if err != nil {
-			return nil, fmt.Errorf("analytics: usage by person: %w", err)
-		}
-		for _, r := range rows {
-			out = append(out, UsageDay{Day: r.Day.Time.Format(time.DateOnly), Key: r.Key, Messages: r.Messages,
-				ActiveSeconds: r.ActiveSeconds, PRs: r.Prs, CreditsMicros: r.CreditsMicros})
-		}
-	default:
+	if by != ByAutomation && by != ByPerson {
 		return nil, fmt.Errorf("analytics: unknown grouping %q", by)
+	}
+	rows, err := analyticsdb.New(db).UsageByKey(ctx, analyticsdb.UsageByKeyParams{OrgID: orgID, FromDay: pgDate(from), ToDay: pgDate(to), By: by})
+	if err != nil {
+		return nil, fmt.Errorf("analytics: usage by %s: %w", by, err)
+	}
+	out := make([]UsageDay, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, UsageDay{Day: r.Day.Time.Format(time.DateOnly), Key: r.Key, Messages: r.Messages,
+			ActiveSeconds: r.ActiveSeconds, PRs: r.Prs, CreditsMicros: r.CreditsMicros})
 	}
 	return out, nil
 }

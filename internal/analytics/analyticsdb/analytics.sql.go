@@ -487,24 +487,25 @@ func (q *Queries) ToolTotals(ctx context.Context, arg ToolTotalsParams) ([]ToolT
 	return items, nil
 }
 
-const usageByAutomation = `-- name: UsageByAutomation :many
-SELECT u.day, COALESCE(s.automation_id::text, '')::text AS key,
+const usageByKey = `-- name: UsageByKey :many
+SELECT u.day, COALESCE(CASE $1::text WHEN 'automation' THEN s.automation_id WHEN 'person' THEN s.user_id END::text, '')::text AS key,
     sum(u.messages)::bigint AS messages, sum(u.active_seconds)::bigint AS active_seconds,
     sum(u.prs)::bigint AS prs, sum(u.credits_micros)::bigint AS credits_micros
 FROM analytics_session_usage u
 LEFT JOIN analytics_sessions s ON s.session_id = u.session_id AND s.org_id = u.org_id
-WHERE u.org_id = $1 AND u.day BETWEEN $2::date AND $3::date
+WHERE u.org_id = $2 AND u.day BETWEEN $3::date AND $4::date
 GROUP BY u.day, 2
 ORDER BY u.day, 2
 `
 
-type UsageByAutomationParams struct {
+type UsageByKeyParams struct {
+	By      string
 	OrgID   string
 	FromDay pgtype.Date
 	ToDay   pgtype.Date
 }
 
-type UsageByAutomationRow struct {
+type UsageByKeyRow struct {
 	Day           pgtype.Date
 	Key           string
 	Messages      int64
@@ -513,72 +514,24 @@ type UsageByAutomationRow struct {
 	CreditsMicros int64
 }
 
-// Usage per day and automation (” for sessions of no automation) of an
-// organization over [from, to].
-func (q *Queries) UsageByAutomation(ctx context.Context, arg UsageByAutomationParams) ([]UsageByAutomationRow, error) {
-	rows, err := q.db.Query(ctx, usageByAutomation, arg.OrgID, arg.FromDay, arg.ToDay)
+// Usage per day and key of an organization over [from, to]: by
+// 'automation' the session's automation (” for sessions of no
+// automation), by 'person' the person who created it (” for sessions no
+// person created).
+func (q *Queries) UsageByKey(ctx context.Context, arg UsageByKeyParams) ([]UsageByKeyRow, error) {
+	rows, err := q.db.Query(ctx, usageByKey,
+		arg.By,
+		arg.OrgID,
+		arg.FromDay,
+		arg.ToDay,
+	)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	items := []UsageByAutomationRow{}
+	items := []UsageByKeyRow{}
 	for rows.Next() {
-		var i UsageByAutomationRow
-		if err := rows.Scan(
-			&i.Day,
-			&i.Key,
-			&i.Messages,
-			&i.ActiveSeconds,
-			&i.Prs,
-			&i.CreditsMicros,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const usageByPerson = `-- name: UsageByPerson :many
-SELECT u.day, COALESCE(s.user_id::text, '')::text AS key,
-    sum(u.messages)::bigint AS messages, sum(u.active_seconds)::bigint AS active_seconds,
-    sum(u.prs)::bigint AS prs, sum(u.credits_micros)::bigint AS credits_micros
-FROM analytics_session_usage u
-LEFT JOIN analytics_sessions s ON s.session_id = u.session_id AND s.org_id = u.org_id
-WHERE u.org_id = $1 AND u.day BETWEEN $2::date AND $3::date
-GROUP BY u.day, 2
-ORDER BY u.day, 2
-`
-
-type UsageByPersonParams struct {
-	OrgID   string
-	FromDay pgtype.Date
-	ToDay   pgtype.Date
-}
-
-type UsageByPersonRow struct {
-	Day           pgtype.Date
-	Key           string
-	Messages      int64
-	ActiveSeconds int64
-	Prs           int64
-	CreditsMicros int64
-}
-
-// Usage per day and person who created the session (” for sessions no
-// person created) of an organization over [from, to].
-func (q *Queries) UsageByPerson(ctx context.Context, arg UsageByPersonParams) ([]UsageByPersonRow, error) {
-	rows, err := q.db.Query(ctx, usageByPerson, arg.OrgID, arg.FromDay, arg.ToDay)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []UsageByPersonRow{}
-	for rows.Next() {
-		var i UsageByPersonRow
+		var i UsageByKeyRow
 		if err := rows.Scan(
 			&i.Day,
 			&i.Key,

@@ -109,22 +109,12 @@ GROUP BY tool_name, bucket
 HAVING sum(n) > 0
 ORDER BY tool_name, bucket;
 
--- name: UsageByAutomation :many
--- Usage per day and automation ('' for sessions of no automation) of an
--- organization over [from, to].
-SELECT u.day, COALESCE(s.automation_id::text, '')::text AS key,
-    sum(u.messages)::bigint AS messages, sum(u.active_seconds)::bigint AS active_seconds,
-    sum(u.prs)::bigint AS prs, sum(u.credits_micros)::bigint AS credits_micros
-FROM analytics_session_usage u
-LEFT JOIN analytics_sessions s ON s.session_id = u.session_id AND s.org_id = u.org_id
-WHERE u.org_id = sqlc.arg(org_id) AND u.day BETWEEN sqlc.arg(from_day)::date AND sqlc.arg(to_day)::date
-GROUP BY u.day, 2
-ORDER BY u.day, 2;
-
--- name: UsageByPerson :many
--- Usage per day and person who created the session ('' for sessions no
--- person created) of an organization over [from, to].
-SELECT u.day, COALESCE(s.user_id::text, '')::text AS key,
+-- name: UsageByKey :many
+-- Usage per day and key of an organization over [from, to]: by
+-- 'automation' the session's automation ('' for sessions of no
+-- automation), by 'person' the person who created it ('' for sessions no
+-- person created).
+SELECT u.day, COALESCE(CASE sqlc.arg(by)::text WHEN 'automation' THEN s.automation_id WHEN 'person' THEN s.user_id END::text, '')::text AS key,
     sum(u.messages)::bigint AS messages, sum(u.active_seconds)::bigint AS active_seconds,
     sum(u.prs)::bigint AS prs, sum(u.credits_micros)::bigint AS credits_micros
 FROM analytics_session_usage u

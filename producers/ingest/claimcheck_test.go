@@ -112,7 +112,7 @@ func (e *env) process(t testing.TB, recs ...produced) {
 	}
 }
 
-// Issue #14: a signed 626,673-byte GitHub issues webhook is accepted, its
+// A signed 626,673-byte GitHub issues webhook (larger than a record may be) is accepted, its
 // body travels by reference, the trigger processor queues one run from it,
 // and every record produced on the way (webhooks.raw, and the outbox rows of
 // triggers.events and runs.lifecycle) fits its topic.

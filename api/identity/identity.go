@@ -27,6 +27,7 @@ package identity
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -99,6 +100,9 @@ type Options struct {
 	// RateLimitNamespace separates the Redis counters of independent servers
 	// sharing one Redis (tests).
 	RateLimitNamespace string
+	// OAuthHTTPClient is the client that calls the sign-in providers (nil:
+	// one with a 15 s timeout).
+	OAuthHTTPClient *http.Client
 }
 
 // DefaultOptions are the production settings.
@@ -162,6 +166,9 @@ func New(o Options) func(*api.Server) error {
 			resetRequestEmail: lim("reset-request-email", o.ResetRequestPerEmail),
 			resetIP:           lim("reset-ip", o.ResetPerIP),
 			resetHook:         o.ResetHook,
+			oauthIP:           lim("oauth-ip", o.LoginPerIP),
+			providers:         oauthProviders(s, o.OAuthHTTPClient),
+			ns:                o.RateLimitNamespace,
 			sessionTTL:        s.Cfg.SessionTTL,
 			verifyTTL:         VerificationTTL,
 			serviceSecret:     s.Cfg.ServiceToken,
@@ -169,7 +176,11 @@ func New(o Options) func(*api.Server) error {
 		if h.sessionTTL <= 0 {
 			return fmt.Errorf("identity: SESSION_TTL must be positive")
 		}
+		if h.ns != "" {
+			h.ns += ":"
+		}
 		h.routes()
+		h.oauthRoutes()
 		s.AddVerifier(h.apiKeyVerifier)
 		s.AddVerifier(h.serviceVerifier)
 		return nil
@@ -182,6 +193,11 @@ type handler struct {
 	verifyIP, refreshIP, apiKeyCreate                        *ratelimit.Limiter
 	resetRequestIP, resetRequestEmail, resetIP               *ratelimit.Limiter
 	resetHook                                                func(email string, sent bool)
+	// oauthIP bounds sign-in attempts through providers from one address;
+	// providers are the enabled ones by id; ns prefixes Redis keys.
+	oauthIP   *ratelimit.Limiter
+	providers map[string]identity.OAuthProvider
+	ns        string
 	// background holds the work reset requests do after answering.
 	background            sync.WaitGroup
 	sessionTTL, verifyTTL time.Duration

@@ -11,11 +11,13 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/mail"
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,8 +86,25 @@ type Config struct {
 	SMTPFrom            string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
 	SMTPTLS             string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
 	SMTPTimeout         time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
+	MailMaxAttempts     int           `env:"MAIL_MAX_ATTEMPTS" default:"12" check:"min=1,max=1000" doc:"tries of one queued email (mail_queue) before it is set aside as failed; a permanent refusal (5xx to RCPT TO or DATA, e.g. 550 no such user) sets it aside at once"`
+	MailBackoffInitial  time.Duration `env:"MAIL_BACKOFF_INITIAL" default:"30s" check:"positive" doc:"wait before retrying an email the mail server did not take (connection refused, 421, 451…); doubled after each failure up to MAIL_BACKOFF_MAX, with jitter (a random 50–100 % of it)"`
+	MailBackoffMax      time.Duration `env:"MAIL_BACKOFF_MAX" default:"1h" check:"positive" doc:"longest wait between two tries of one email (12 tries at the defaults span about 5 hours of outage)"`
+	MailPollInterval    time.Duration `env:"MAIL_POLL_INTERVAL" default:"5s" check:"positive" doc:"how often the mail sender (in the api role) looks for emails whose retry came due; new emails wake it at once (LISTEN/NOTIFY)"`
 	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 	RateLimitNamespace  string        `env:"RATE_LIMIT_NAMESPACE" doc:"separates the sign-in, sign-up and reset rate-limit counters in Redis of deployments that share one Redis (e.g. two staging environments); empty: one shared set"`
+	SignupRateLimit     int           `env:"SIGNUP_RATE_LIMIT" default:"20" check:"min=1,max=1000000" doc:"accounts one IP address may create per hour (POST /auth/signup); more are refused with 429 until the hour has passed"`
+
+	// Sign-in with GitHub and Google (api/identity/oauth.go). A provider is
+	// offered when its client id and secret are both set. GitHub's endpoints
+	// are GITHUB_URL (authorize, token) and GITHUB_API_URL (user, emails);
+	// Google's come from GOOGLE_OIDC_ISSUER's discovery document. The
+	// redirect URI to register at the provider is
+	// <PUBLIC_URL>/api/v1/auth/oauth/<github|google>/callback.
+	GitHubOAuthClientID     string `env:"GITHUB_OAUTH_CLIENT_ID" doc:"client id of the GitHub OAuth app (or GitHub App) for \"Continue with GitHub\"; empty (or no secret): GitHub sign-in is off"`
+	GitHubOAuthClientSecret string `env:"GITHUB_OAUTH_CLIENT_SECRET" secret:"true" doc:"client secret of that GitHub OAuth app"`
+	GoogleOAuthClientID     string `env:"GOOGLE_OAUTH_CLIENT_ID" doc:"OAuth client id (web application) for \"Continue with Google\"; empty (or no secret): Google sign-in is off"`
+	GoogleOAuthClientSecret string `env:"GOOGLE_OAUTH_CLIENT_SECRET" secret:"true" doc:"client secret of that Google OAuth client"`
+	GoogleOIDCIssuer        string `env:"GOOGLE_OIDC_ISSUER" default:"https://accounts.google.com" check:"url=http|https" doc:"Google's OpenID Connect issuer: its /.well-known/openid-configuration names the authorize, token and JWKS endpoints, and ID tokens must carry it as iss"`
 
 	GitHubAppID         string `env:"GITHUB_APP_ID" doc:"GitHub App id (integrations); empty disables GitHub App tokens"`
 	GitHubAppPrivateKey string `env:"GITHUB_APP_PRIVATE_KEY" secret:"true" doc:"GitHub App private key, PEM (RS256)"`
@@ -115,6 +134,8 @@ type Config struct {
 	TriggerLLMFailOpen      bool          `env:"TRIGGER_LLM_FAIL_OPEN" doc:"when the LLM filter has no usable answer (timeout, error, malformed answer): true queues the run anyway; false (default) skips the event with reason llm_filter_failed"`
 	TriggerLLMMaxEventBytes int           `env:"TRIGGER_LLM_MAX_EVENT_BYTES" default:"16384" check:"min=1024,max=1048576" doc:"the event JSON shown to the model is cut to this many bytes"`
 	SchedulerTick           time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
+	OrgDeletionGrace        time.Duration `env:"ORG_DELETION_GRACE" default:"168h" check:"positive" doc:"how long an organization its owner deleted stays restorable (POST /api/v1/orgs/{id}/restore) before the scheduler deletes it for good"`
+	OrgDeletionSweep        time.Duration `env:"ORG_DELETION_SWEEP_INTERVAL" default:"15s" check:"positive" doc:"how often the scheduler pauses the sessions of organizations scheduled for deletion and deletes those whose grace period is over"`
 	WebAppURL               string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
 	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts and webhook bodies over INGEST_INLINE_BODY_BYTES; empty stores them on the filesystem under BLOB_DIR (which every ingest and trigger-processor replica must then share)"`
 	S3Region                string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`
@@ -297,8 +318,46 @@ func (c *Config) crossChecks() []Problem {
 	if c.Env == "production" && c.Mailer == "smtp" && c.SMTPTLS == "none" {
 		ps = append(ps, Problem{"SMTP_TLS", c.SMTPTLS, "must not be none when PROLIFERATE_ENV=production (emails carry one-time links)"})
 	}
+	ps = append(ps, c.oauthChecks()...)
 	if c.Env == "production" && len(c.KafkaBrokers) == 0 {
 		ps = append(ps, Problem{"KAFKA_BROKERS", "", "must be set when PROLIFERATE_ENV=production (the embedded broker is for development)"})
+	}
+	return ps
+}
+
+// oauthChecks: a sign-in provider needs both its client id and secret, and
+// in production its endpoints must be https (the client secret, codes and
+// tokens travel to them).
+func (c *Config) oauthChecks() []Problem {
+	var ps []Problem
+	for _, p := range []struct {
+		idVar, secretVar, id, secret string
+		urls                         map[string]string
+	}{
+		{"GITHUB_OAUTH_CLIENT_ID", "GITHUB_OAUTH_CLIENT_SECRET", c.GitHubOAuthClientID, c.GitHubOAuthClientSecret,
+			map[string]string{"GITHUB_URL": c.GitHubURL, "GITHUB_API_URL": c.GitHubAPIURL}},
+		{"GOOGLE_OAUTH_CLIENT_ID", "GOOGLE_OAUTH_CLIENT_SECRET", c.GoogleOAuthClientID, c.GoogleOAuthClientSecret,
+			map[string]string{"GOOGLE_OIDC_ISSUER": c.GoogleOIDCIssuer}},
+	} {
+		if p.id == "" && p.secret == "" {
+			continue
+		}
+		if p.id == "" {
+			ps = append(ps, Problem{p.idVar, "", "must be set when " + p.secretVar + " is"})
+			continue
+		}
+		if p.secret == "" {
+			ps = append(ps, Problem{p.secretVar, "", "must be set when " + p.idVar + " is"})
+			continue
+		}
+		if c.Env != "production" {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(p.urls)) {
+			if u := p.urls[name]; !strings.HasPrefix(strings.ToLower(u), "https://") {
+				ps = append(ps, Problem{name, obs.RedactURLSecrets(u), "must be https when PROLIFERATE_ENV=production and " + p.idVar + " is set (the client secret, codes and tokens travel there)"})
+			}
+		}
 	}
 	return ps
 }

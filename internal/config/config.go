@@ -86,13 +86,8 @@ type Config struct {
 	SMTPFrom            string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
 	SMTPTLS             string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
 	SMTPTimeout         time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
-	MailMaxAttempts     int           `env:"MAIL_MAX_ATTEMPTS" default:"12" check:"min=1,max=1000" doc:"tries of one queued email (mail_queue) before it is set aside as failed; a permanent refusal (5xx to RCPT TO or DATA, e.g. 550 no such user) sets it aside at once"`
-	MailBackoffInitial  time.Duration `env:"MAIL_BACKOFF_INITIAL" default:"30s" check:"positive" doc:"wait before retrying an email the mail server did not take (connection refused, 421, 451…); doubled after each failure up to MAIL_BACKOFF_MAX, with jitter (a random 50–100 % of it)"`
-	MailBackoffMax      time.Duration `env:"MAIL_BACKOFF_MAX" default:"1h" check:"positive" doc:"longest wait between two tries of one email (12 tries at the defaults span about 5 hours of outage)"`
-	MailPollInterval    time.Duration `env:"MAIL_POLL_INTERVAL" default:"5s" check:"positive" doc:"how often the mail sender (in the api role) looks for emails whose retry came due; new emails wake it at once (LISTEN/NOTIFY)"`
 	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 	RateLimitNamespace  string        `env:"RATE_LIMIT_NAMESPACE" doc:"separates the sign-in, sign-up and reset rate-limit counters in Redis of deployments that share one Redis (e.g. two staging environments); empty: one shared set"`
-	SignupRateLimit     int           `env:"SIGNUP_RATE_LIMIT" default:"20" check:"min=1,max=1000000" doc:"accounts one IP address may create per hour (POST /auth/signup); more are refused with 429 until the hour has passed"`
 
 	// Sign-in with GitHub and Google (api/identity/oauth.go). A provider is
 	// offered when its client id and secret are both set. GitHub's endpoints
@@ -134,8 +129,6 @@ type Config struct {
 	TriggerLLMFailOpen      bool          `env:"TRIGGER_LLM_FAIL_OPEN" doc:"when the LLM filter has no usable answer (timeout, error, malformed answer): true queues the run anyway; false (default) skips the event with reason llm_filter_failed"`
 	TriggerLLMMaxEventBytes int           `env:"TRIGGER_LLM_MAX_EVENT_BYTES" default:"16384" check:"min=1024,max=1048576" doc:"the event JSON shown to the model is cut to this many bytes"`
 	SchedulerTick           time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
-	OrgDeletionGrace        time.Duration `env:"ORG_DELETION_GRACE" default:"168h" check:"positive" doc:"how long an organization its owner deleted stays restorable (POST /api/v1/orgs/{id}/restore) before the scheduler deletes it for good"`
-	OrgDeletionSweep        time.Duration `env:"ORG_DELETION_SWEEP_INTERVAL" default:"15s" check:"positive" doc:"how often the scheduler pauses the sessions of organizations scheduled for deletion and deletes those whose grace period is over"`
 	WebAppURL               string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
 	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts and webhook bodies over INGEST_INLINE_BODY_BYTES; empty stores them on the filesystem under BLOB_DIR (which every ingest and trigger-processor replica must then share)"`
 	S3Region                string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`

@@ -25,6 +25,7 @@ import (
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/mailqueue"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -38,9 +39,52 @@ type Env struct {
 	// Logs captures every log line the API wrote (to assert secrets never
 	// appear in them).
 	Logs *LogBuffer
-	// Mail holds every email the API sent (nil with MAILER=smtp: the server
-	// then delivers through SMTP).
-	Mail *mailer.Memory
+	// Mail reads the emails the API queued: each read first delivers
+	// everything due in the package's mail queue (with MAILER=smtp through
+	// the server's SMTP mailer, and reads then find nothing).
+	Mail *Mailbox
+}
+
+// Mailbox delivers the mail queue on demand, for tests to read what the
+// API sent without waiting for a background sender.
+type Mailbox struct {
+	sender *mailqueue.Sender
+	mem    *mailer.Memory
+}
+
+// packageMail is the one in-memory mailer of the test binary: the package's
+// Envs share its database, so a drain by one Env may deliver another's
+// email; sharing the mailer (and serialising drains) keeps every email
+// readable by recipient from any Env.
+var packageMail struct {
+	sync.Mutex
+	mem *mailer.Memory
+}
+
+// Drain delivers every email due now.
+func (m *Mailbox) Drain(t testing.TB) mailqueue.Result {
+	t.Helper()
+	packageMail.Lock()
+	defer packageMail.Unlock()
+	res, err := m.sender.Drain(context.Background())
+	if err != nil {
+		t.Fatalf("apitest: drain the mail queue: %v", err)
+	}
+	return res
+}
+
+// Sent delivers what is due and returns the emails to an address, oldest
+// first (nil with MAILER=smtp).
+func (m *Mailbox) Sent(to string) []mailer.Message {
+	packageMail.Lock()
+	defer packageMail.Unlock()
+	if _, err := m.sender.Drain(context.Background()); err != nil {
+		panic(fmt.Sprintf("apitest: drain the mail queue: %v", err))
+	}
+	if m.mem == nil {
+		return nil
+	}
+	return m.mem.Sent(to)
 }
 
 // Option changes the environment before the server starts.
@@ -81,14 +125,23 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 		t.Fatal(err)
 	}
 	logs := &LogBuffer{}
+	packageMail.Lock()
+	if packageMail.mem == nil {
+		packageMail.mem = &mailer.Memory{}
+	}
+	mem := packageMail.mem
+	packageMail.Unlock()
 	deps := api.Deps{
 		Cfg: cfg, Log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Pool: testenv.Postgres(t), Redis: testenv.Redis(t), Tokens: tokens, Box: box, Mailer: &mailer.Memory{},
+		Pool: testenv.Postgres(t), Redis: testenv.Redis(t), Tokens: tokens, Box: box, Mailer: mem,
 	}
 	if cfg.Mailer == "smtp" {
-		deps.Mailer = nil // the server's own, from the settings (Env.Mail stays nil)
+		deps.Mailer = nil // the server's own, from the settings
+		mem = nil
 	}
 	s := api.New(deps)
+	sender := mailqueue.NewSender(deps.Pool, box, s.Mailer, mailqueue.Options{MaxAttempts: cfg.MailMaxAttempts,
+		InitialBackoff: cfg.MailBackoffInitial, MaxBackoff: cfg.MailBackoffMax}, deps.Log)
 	for _, r := range register {
 		if err := r(s); err != nil {
 			t.Fatal(err)
@@ -96,8 +149,7 @@ func New(t testing.TB, register []func(*api.Server) error, opts ...Option) *Env 
 	}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
-	mem, _ := deps.Mailer.(*mailer.Memory)
-	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: mem}
+	return &Env{Server: s, Deps: deps, URL: srv.URL, Logs: logs, Mail: &Mailbox{sender: sender, mem: mem}}
 }
 
 // Modules lists the modules New registers, for callers that need not name

@@ -87,13 +87,15 @@ func (h *handler) signup(c *api.Ctx) error {
 			VALUES ($1, $2, $3, $4)`, userID, req.Email, identity.HashSecret(verifyToken), now.Add(h.verifyTTL)); err != nil {
 			return err
 		}
+		if err := h.queueVerification(ctx, tx, userID, req.Email, verifyToken); err != nil {
+			return err
+		}
 		sessionID, err = h.insertSession(ctx, tx, c, userID, refresh, now)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	h.sendVerification(c, userID, req.Email, verifyToken)
 	resp, err := h.authResponse(ctx, userID, sessionID, "", refresh, now)
 	if err != nil {
 		return err

@@ -14,6 +14,7 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/mailqueue"
 )
 
 // Password reset:
@@ -87,18 +88,16 @@ func (h *handler) sendPasswordReset(ctx context.Context, email string) (sent boo
 		if _, err := tx.Exec(ctx, `DELETE FROM password_reset_tokens WHERE user_id = $1 AND used_at IS NULL`, userID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO password_reset_tokens (user_id, email, token_hash, expires_at)
-			VALUES ($1, $2, $3, $4)`, userID, current, identity.HashSecret(token), h.s.Now().Add(PasswordResetTTL))
+		if _, err := tx.Exec(ctx, `INSERT INTO password_reset_tokens (user_id, email, token_hash, expires_at)
+			VALUES ($1, $2, $3, $4)`, userID, current, identity.HashSecret(token), h.s.Now().Add(PasswordResetTTL)); err != nil {
+			return err
+		}
+		// Queued with the token: the mail queue delivers it through mail
+		// server outages.
+		link := strings.TrimRight(h.s.Cfg.PublicURL, "/") + "/reset-password?token=" + url.QueryEscape(token)
+		_, err := mailqueue.Enqueue(ctx, tx, h.s.Box, mailqueue.Mail{Kind: mailer.KindPasswordReset, To: current, UserID: userID,
+			Data: mailer.PasswordReset{Link: link}})
 		return err
-	})
-	if err != nil {
-		return false, err
-	}
-	link := strings.TrimRight(h.s.Cfg.PublicURL, "/") + "/reset-password?token=" + url.QueryEscape(token)
-	err = h.s.Mailer.Send(ctx, mailer.Message{
-		To: current, Subject: "Reset your Proliferate password", Kind: "password_reset",
-		Text: "Someone asked to reset the password of your Proliferate account. To choose a new password, open this link within an hour:\n\n" +
-			link + "\n\nSetting a new password signs you out everywhere. If you did not ask for this, ignore this email: your password stays as it is.\n",
 	})
 	if err != nil {
 		return false, err

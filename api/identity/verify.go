@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
@@ -12,24 +13,19 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/mailqueue"
 )
 
 var errBadVerifyToken = &httpapi.Error{Status: http.StatusBadRequest, Code: "invalid_token",
 	Message: "this verification link is invalid, expired or already used; request a new one"}
 
-// sendVerification emails the link. A delivery failure does not fail the
-// request (the account exists; the person can ask for another email); it is
-// logged without the link.
-func (h *handler) sendVerification(c *api.Ctx, userID, email, token string) {
+// queueVerification queues the email with the link in tx (the token's
+// transaction): the mail queue delivers it through mail server outages.
+func (h *handler) queueVerification(ctx context.Context, tx pgx.Tx, userID, email, token string) error {
 	link := strings.TrimRight(h.s.Cfg.PublicURL, "/") + "/verify-email?token=" + url.QueryEscape(token)
-	err := h.s.Mailer.Send(c.Request.Context(), mailer.Message{
-		To: email, Subject: "Verify your email address for Proliferate", Kind: "verify_email",
-		Text: "Confirm that this is your email address by opening this link within 24 hours:\n\n" + link +
-			"\n\nIf you did not create a Proliferate account, ignore this email.\n",
-	})
-	if err != nil {
-		c.Log().Error("identity: sending the verification email failed", "user_id", userID, "error", err)
-	}
+	_, err := mailqueue.Enqueue(ctx, tx, h.s.Box, mailqueue.Mail{Kind: mailer.KindVerifyEmail, To: email, UserID: userID,
+		Data: mailer.VerifyEmail{Link: link}})
+	return err
 }
 
 func (h *handler) verifyEmail(c *api.Ctx) error {
@@ -97,13 +93,14 @@ func (h *handler) resendVerification(c *api.Ctx) error {
 			AND used_at IS NULL`, p.UserID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO verification_tokens (user_id, email, token_hash, expires_at)
-			VALUES ($1, $2, $3, $4)`, p.UserID, email, identity.HashSecret(token), h.s.Now().Add(h.verifyTTL))
-		return err
+		if _, err := tx.Exec(ctx, `INSERT INTO verification_tokens (user_id, email, token_hash, expires_at)
+			VALUES ($1, $2, $3, $4)`, p.UserID, email, identity.HashSecret(token), h.s.Now().Add(h.verifyTTL)); err != nil {
+			return err
+		}
+		return h.queueVerification(ctx, tx, p.UserID, email, token)
 	})
 	if err != nil {
 		return err
 	}
-	h.sendVerification(c, p.UserID, email, token)
 	return c.Reply(http.StatusNoContent, nil)
 }

@@ -1,17 +1,20 @@
 package orgs
 
 import (
-	"fmt"
+	"context"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/mailqueue"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
 
@@ -23,7 +26,8 @@ type inviteReq struct {
 // inviteResp is the created invitation; the token is only in the email.
 type inviteResp struct {
 	orgs.Invitation
-	// EmailSent is false when the mailer failed: re-invite to send a new link.
+	// EmailSent is true: the email is queued with the invitation and
+	// delivered through mail server outages (kept for older clients).
 	EmailSent bool `json:"email_sent"`
 	// Replaced is the pending invitation this one replaced, if any.
 	Replaced string `json:"replaced_invitation_id,omitempty"`
@@ -75,35 +79,24 @@ func (h *handlers) invite(c *api.Ctx) error {
 			return httpapi.RateLimited()
 		}
 	}
-	inv, err := h.store.Invite(ctx, actor(c), c.OrgID(), strings.ToLower(req.Email), auth.Role(req.Role))
+	// The email is queued in the invitation's transaction: both commit or
+	// neither does, and the mail queue delivers it through any outage.
+	inv, err := h.store.Invite(ctx, actor(c), c.OrgID(), strings.ToLower(req.Email), auth.Role(req.Role),
+		func(ctx context.Context, tx pgx.Tx, inv orgs.NewInvitation) error {
+			_, err := mailqueue.Enqueue(ctx, tx, h.s.Box, invitationEmail(h.s.Cfg.PublicURL, c.OrgID(), inv))
+			return err
+		})
 	if err != nil {
 		return err
 	}
-	resp := inviteResp{Invitation: inv.Invitation, Replaced: inv.Replaced, EmailSent: true}
-	if err := h.s.Mailer.Send(ctx, invitationEmail(h.s.Cfg.PublicURL, inv)); err != nil {
-		// The invitation stands; an admin re-invites to send a new link.
-		c.Log().Warn("invitation email not sent", "invitation_id", inv.ID, "error", err.Error())
-		resp.EmailSent = false
-	}
-	return c.Reply(http.StatusCreated, resp)
+	return c.Reply(http.StatusCreated, inviteResp{Invitation: inv.Invitation, Replaced: inv.Replaced, EmailSent: true})
 }
 
-// invitationEmail is the message with the acceptance link.
-func invitationEmail(publicURL string, inv orgs.NewInvitation) mailer.Message {
+// invitationEmail is the queued email with the acceptance link.
+func invitationEmail(publicURL, orgID string, inv orgs.NewInvitation) mailqueue.Mail {
 	link := strings.TrimRight(publicURL, "/") + "/invitations/accept?token=" + url.QueryEscape(inv.Token)
-	inviter := inv.InviterName
-	if inviter == "" {
-		inviter = "A teammate"
-	}
-	return mailer.Message{
-		To:      inv.Email,
-		Kind:    "invitation",
-		Subject: fmt.Sprintf("You are invited to join %s on Proliferate", inv.OrgName),
-		Text: fmt.Sprintf("%s invited you to join the organization %q on Proliferate as %s.\n\n"+
-			"Accept the invitation (sign in or sign up with this email address):\n%s\n\n"+
-			"The link expires on %s. If you did not expect this invitation, ignore this email.\n",
-			inviter, inv.OrgName, inv.Role, link, inv.ExpiresAt.UTC().Format(time.RFC1123)),
-	}
+	return mailqueue.Mail{Kind: mailer.KindInvitation, To: inv.Email, OrgID: orgID, Data: mailer.Invitation{
+		InviterName: inv.InviterName, OrgName: inv.OrgName, Role: string(inv.Role), Link: link, ExpiresAt: inv.ExpiresAt}}
 }
 
 func (h *handlers) listInvitations(c *api.Ctx) error {

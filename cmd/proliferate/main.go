@@ -268,7 +268,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	case "outbox":
 		return outboxCmd(ctx, a, rest, stdout)
 	case "api":
-		return a.Serve(ctx, cmd, nil, a.APIRole)
+		return a.Serve(ctx, cmd, nil, a.APIRole, a.MailRole)
 	case "ingest":
 		return a.Serve(ctx, cmd, nil, a.IngestRole)
 	case "scheduler":

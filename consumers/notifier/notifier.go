@@ -1,5 +1,14 @@
 // Package notifier is the `notifier` consumer group: it tells people in Slack
-// when something they care about finished.
+// and by email when something they care about finished.
+//
+//   - runs.lifecycle, email: a run reaching succeeded, failed, needs_human or
+//     timed_out (from a live status) queues an email to every member who
+//     opted in (notification_preferences, internal/notifyprefs: runs of the
+//     automations they created, or every run, for the statuses they chose;
+//     verified addresses only). The emails are queued in mail_queue in one
+//     transaction, one per person with the key
+//     run:{id}:email:{to_status}:{user_id}, so a redelivered record queues
+//     nothing new; the mail queue's sender delivers them with retries.
 //
 //   - runs.lifecycle: a run that reaches succeeded, failed, needs_human or
 //     timed_out from a live status is announced (with the links of its
@@ -8,6 +17,7 @@
 //     (conversations.open + chat.postMessage); destination none posts
 //     nothing. A person resolving an already-ended run (terminal → terminal)
 //     is not announced again.
+//
 //   - sessions.events: a session that stopped (completed) is announced by DM
 //     to every person subscribed to its completion
 //     (session_notification_subscriptions, see internal/sessionnotify).
@@ -46,8 +56,12 @@ import (
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/mailer"
+	"github.com/proliferate/proliferate/internal/mailqueue"
+	"github.com/proliferate/proliferate/internal/notifyprefs"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/sessionnotify"
 	"github.com/proliferate/proliferate/internal/sideeffects"
 	"github.com/proliferate/proliferate/internal/slack"
@@ -70,6 +84,9 @@ type Deps struct {
 	// (WEB_APP_URL). Empty leaves the links out.
 	WebAppURL string
 	Log       *slog.Logger
+	// Box seals the run emails queued in mail_queue; nil sends no run
+	// emails.
+	Box *secretbox.Box
 }
 
 // Destination types (automations.notification_destination_type).
@@ -147,6 +164,9 @@ func (n *notifier) run(ctx context.Context, orgID string, ev *schemas.RunLifecyc
 	if err != nil {
 		return fmt.Errorf("notifier: load run %s: %w", ev.RunID, err)
 	}
+	if err := n.queueRunEmails(ctx, orgID, ev, ri); err != nil {
+		return err
+	}
 	if ri.Destination == DestinationNone || ri.Destination == "" {
 		return nil
 	}
@@ -220,6 +240,62 @@ func (n *notifier) session(ctx context.Context, orgID string, ev *schemas.Sessio
 		}
 	}
 	return retry
+}
+
+// queueRunEmails queues the run's email to every member who wants it, in
+// one transaction; the dedup key makes a redelivery queue nothing.
+func (n *notifier) queueRunEmails(ctx context.Context, orgID string, ev *schemas.RunLifecycle, ri runInfo) error {
+	if n.Box == nil {
+		return nil
+	}
+	recipients, err := notifyprefs.RunRecipients(ctx, n.Pool, orgID, ev.AutomationID, ev.ToStatus)
+	if err != nil || len(recipients) == 0 {
+		return err
+	}
+	summary := deref(ev.Summary)
+	if summary == "" {
+		summary = deref(ri.CompletionSummary)
+	}
+	if summary == "" && ev.ToStatus != runs.StatusSucceeded {
+		summary = firstNonEmpty(deref(ev.ErrorMessage), deref(ri.ErrorMessage), deref(ev.StatusReason), deref(ri.Reason))
+	}
+	data := mailer.RunNotification{AutomationName: ri.AutomationName, Status: ev.ToStatus,
+		Summary: truncate(summary, MaxSummary), TriggerTitle: truncate(strings.TrimSpace(ri.TriggerTitle), 150)}
+	if u := deref(ri.TriggerURL); isHTTP(u) {
+		data.TriggerURL = u
+	}
+	for _, u := range ri.PRURLs {
+		if isHTTP(u) && len(data.PRURLs) < MaxPRLinks {
+			data.PRURLs = append(data.PRURLs, u)
+		}
+	}
+	if n.web != "" {
+		data.RunURL = fmt.Sprintf("%s/automations/%s/runs/%s", n.web, ev.AutomationID, ev.RunID)
+	}
+	queued := 0
+	err = pgx.BeginFunc(ctx, n.Pool, func(tx pgx.Tx) error {
+		queued = 0
+		for _, r := range recipients {
+			d := data
+			d.Scope, d.OrgName = r.Scope, r.OrgName
+			added, err := mailqueue.Enqueue(ctx, tx, n.Box, mailqueue.Mail{Kind: mailer.KindRunNotification, To: r.Email,
+				OrgID: orgID, UserID: r.UserID, Data: d, DedupKey: "run:" + ev.RunID + ":email:" + ev.ToStatus + ":" + r.UserID})
+			if err != nil {
+				return err
+			}
+			if added {
+				queued++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notifier: queue run emails: %w", err)
+	}
+	if queued > 0 {
+		n.Log.Info("run emails queued", "run_id", ev.RunID, "to_status", ev.ToStatus, "emails", queued)
+	}
+	return nil
 }
 
 // tokenOnce returns a function that opens the bot token the first time it

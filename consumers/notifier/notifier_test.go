@@ -214,7 +214,7 @@ func (e *env) start(group string) {
 	e.t.Helper()
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	h := notifier.Handler(notifier.Deps{Pool: e.pool, Tokens: e.tokens, WebAppURL: webApp, Log: log,
-		Slack: slack.New(slack.Options{BaseURL: e.slack.URL()})})
+		Slack: slack.New(slack.Options{BaseURL: e.slack.URL()}), Box: e.box})
 	counted := func(ctx context.Context, m *consumers.Message) error {
 		err := h(ctx, m)
 		if err == nil {

@@ -12,6 +12,7 @@ import (
 	billingapi "github.com/proliferate/proliferate/api/billing"
 	"github.com/proliferate/proliferate/api/identity"
 	"github.com/proliferate/proliferate/api/integrations"
+	notificationsapi "github.com/proliferate/proliferate/api/notifications"
 	"github.com/proliferate/proliferate/api/orgs"
 	"github.com/proliferate/proliferate/api/repos"
 	runsapi "github.com/proliferate/proliferate/api/runs"
@@ -43,6 +44,7 @@ func (a *App) apiModules() []func(*api.Server) error {
 		sessionhistory.Register,
 		analyticsapi.Register,
 		auditapi.Register,
+		notificationsapi.Register,
 		billingapi.Register,
 		// The API role has no sandbox provider: storage of snapshots
 		// deleted here is removed by the gateway's cleaner.

@@ -283,7 +283,7 @@ func (a *App) Dev(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.BillingJobsRole, a.LLMProxyRole, a.GatewayRole, a.OpsRole("dev"))
+	more, err := BuildRoles(ctx, a.RelayRole, a.APIRole, a.MailRole, a.IngestRole, a.SchedulerRole, a.FinalizerRole, a.BillingJobsRole, a.LLMProxyRole, a.GatewayRole, a.OpsRole("dev"))
 	if err != nil {
 		return err
 	}

@@ -77,9 +77,13 @@ func (a *App) notifierHandler(ctx context.Context) (consumers.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	box, err := a.SecretBox() // seals the run emails it queues
+	if err != nil {
+		return nil, err
+	}
 	a.readyPostgres() // Slack, an outside service, is not checked
 	return notifier.Handler(notifier.Deps{Pool: a.Pool, Tokens: svc, Log: a.Log.With("group", notifier.Group.Name),
-		Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL)}), nil
+		Slack: slack.New(slack.Options{BaseURL: a.Cfg.SlackAPIURL}), WebAppURL: cmp.Or(a.Cfg.WebAppURL, a.Cfg.PublicURL), Box: box}), nil
 }
 
 func (a *App) runArtifactsHandler(ctx context.Context) (consumers.Handler, error) {

@@ -86,6 +86,10 @@ type Config struct {
 	SMTPFrom            string        `env:"SMTP_FROM" doc:"sender of the platform's emails, e.g. Proliferate <noreply@example.com>; required with MAILER=smtp"`
 	SMTPTLS             string        `env:"SMTP_TLS" default:"starttls" check:"oneof=starttls|tls|none" doc:"starttls: upgrade with STARTTLS when the server offers it, and refuse to authenticate or send without it unless the server is on loopback; tls: implicit TLS from the first byte (port 465); none: plain text (development only; refused in production)"`
 	SMTPTimeout         time.Duration `env:"SMTP_TIMEOUT" default:"15s" check:"positive" doc:"bound of one email's whole SMTP exchange (connect, TLS, AUTH, DATA)"`
+	MailMaxAttempts     int           `env:"MAIL_MAX_ATTEMPTS" default:"12" check:"min=1,max=1000" doc:"tries of one queued email (mail_queue) before it is set aside as failed; a permanent refusal (5xx to RCPT TO or DATA, e.g. 550 no such user) sets it aside at once"`
+	MailBackoffInitial  time.Duration `env:"MAIL_BACKOFF_INITIAL" default:"30s" check:"positive" doc:"wait before retrying an email the mail server did not take (connection refused, 421, 451…); doubled after each failure up to MAIL_BACKOFF_MAX, with jitter (a random 50–100 % of it)"`
+	MailBackoffMax      time.Duration `env:"MAIL_BACKOFF_MAX" default:"1h" check:"positive" doc:"longest wait between two tries of one email (12 tries at the defaults span about 5 hours of outage)"`
+	MailPollInterval    time.Duration `env:"MAIL_POLL_INTERVAL" default:"5s" check:"positive" doc:"how often the mail sender (in the api role) looks for emails whose retry came due; new emails wake it at once (LISTEN/NOTIFY)"`
 	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 	RateLimitNamespace  string        `env:"RATE_LIMIT_NAMESPACE" doc:"separates the sign-in, sign-up and reset rate-limit counters in Redis of deployments that share one Redis (e.g. two staging environments); empty: one shared set"`
 

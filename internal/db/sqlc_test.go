@@ -87,6 +87,8 @@ var owners = map[string]string{
 	"analytics_session_usage":  "internal/analytics",
 	"analytics_applied_events": "internal/analytics",
 	"audit_events":             "internal/audit",
+	"mail_queue":               "internal/mailqueue",
+	"notification_preferences": "internal/notifyprefs",
 	"user_identities":          "internal/identity",
 }
 

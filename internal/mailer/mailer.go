@@ -1,7 +1,10 @@
-// Package mailer sends the platform's emails (verification, invitations,
-// password reset) through a pluggable Mailer: SMTP (MAILER=smtp, required in
-// production) or the log (development: what a developer needs to click a
-// link locally).
+// Package mailer renders the platform's emails (verification, invitations,
+// password reset, run notifications: plain text and HTML from embedded
+// templates) and delivers them through a pluggable Mailer: SMTP
+// (MAILER=smtp, required in production) or the log (development: what a
+// developer needs to click a link locally). Callers do not send directly:
+// they queue mail in their transaction (internal/mailqueue), whose sender
+// calls the Mailer with retries.
 package mailer
 
 import (
@@ -16,9 +19,17 @@ import (
 type Message struct {
 	To      string
 	Subject string
-	Text    string
+	// Text is the plain-text body; HTML, when set, the HTML alternative
+	// (the message is then multipart/alternative).
+	Text string
+	HTML string
 	// Kind classifies the message ("verify_email", "invitation").
 	Kind string
+	// ID, when set, makes the Message-ID header stable: <ID@sender domain>
+	// (the mail queue passes the row's id, so a message sent again after a
+	// crash has the same Message-ID and receivers can tell it is one).
+	// Letters, digits, '.', '-' and '_' only.
+	ID string
 }
 
 // Mailer delivers messages.

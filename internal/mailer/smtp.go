@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"mime/multipart"
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"net/smtp"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -63,11 +65,11 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 	}
 	to, err := mail.ParseAddress(m.To)
 	if err != nil {
-		return fmt.Errorf("mailer: recipient: %w", err)
+		return &PermanentError{Err: fmt.Errorf("mailer: recipient: %w", err)}
 	}
 	raw, err := s.compose(from, to, m)
 	if err != nil {
-		return err
+		return &PermanentError{Err: err}
 	}
 	timeout := s.Timeout
 	if timeout <= 0 {
@@ -93,6 +95,10 @@ func (s *SMTP) Send(ctx context.Context, m Message) error {
 		var ne net.Error
 		if ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout() {
 			return fmt.Errorf("mailer: %s: timed out after %s: %w", addr, timeout, err)
+		}
+		var pe *PermanentError
+		if errors.As(err, &pe) {
+			return &PermanentError{Err: fmt.Errorf("mailer: %s: %w", addr, pe.Err)}
 		}
 		return fmt.Errorf("mailer: %s: %w", addr, err)
 	}
@@ -143,7 +149,7 @@ func (s *SMTP) deliver(c *smtp.Client, from, to string, raw []byte) error {
 		return fmt.Errorf("MAIL FROM: %w", err)
 	}
 	if err := c.Rcpt(to); err != nil {
-		return fmt.Errorf("RCPT TO: %w", err)
+		return permanentIf5xx(fmt.Errorf("RCPT TO: %w", err))
 	}
 	w, err := c.Data()
 	if err != nil {
@@ -153,14 +159,21 @@ func (s *SMTP) deliver(c *smtp.Client, from, to string, raw []byte) error {
 		return fmt.Errorf("DATA: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		return fmt.Errorf("DATA: %w", err)
+		// The server's verdict on this message (550 content rejected, 552
+		// too large) or a temporary 4xx.
+		return permanentIf5xx(fmt.Errorf("DATA: %w", err))
 	}
-	return c.Quit()
+	// The message is accepted once DATA ends with 250; a failing QUIT does
+	// not make it undelivered (retrying would send it twice).
+	_ = c.Quit()
+	return nil
 }
 
-// compose writes the RFC 5322 message: UTF-8 text, quoted-printable,
-// encoded subject; header values are checked for line breaks so a subject
-// or address cannot inject headers.
+// compose writes the RFC 5322 message: UTF-8, quoted-printable, an encoded
+// subject, a plain-text body or, with HTML, multipart/alternative (text
+// first, HTML second: clients show the last part they can); header values
+// are checked for line breaks so a subject or address cannot inject
+// headers.
 func (s *SMTP) compose(from, to *mail.Address, m Message) ([]byte, error) {
 	if strings.ContainsAny(m.Subject, "\r\n") {
 		return nil, errors.New("mailer: subject contains a line break")
@@ -169,34 +182,115 @@ func (s *SMTP) compose(from, to *mail.Address, m Message) ([]byte, error) {
 	if s.Now != nil {
 		now = s.Now
 	}
-	id := make([]byte, 12)
-	_, _ = rand.Read(id)
 	domain := from.Address[strings.LastIndexByte(from.Address, '@')+1:]
+	var msgID string
+	if m.ID != "" {
+		if !validID(m.ID) {
+			return nil, errors.New("mailer: message id has characters other than letters, digits, '.', '-' and '_'")
+		}
+		msgID = "<" + m.ID + "@" + domain + ">"
+	} else {
+		id := make([]byte, 12)
+		_, _ = rand.Read(id)
+		msgID = "<" + hex.EncodeToString(id) + "@" + domain + ">"
+	}
 	var b bytes.Buffer
 	hdr := func(k, v string) { fmt.Fprintf(&b, "%s: %s\r\n", k, v) }
 	hdr("From", from.String())
 	hdr("To", to.String())
 	hdr("Subject", mime.QEncoding.Encode("utf-8", m.Subject))
 	hdr("Date", now().UTC().Format(time.RFC1123Z))
-	hdr("Message-ID", "<"+hex.EncodeToString(id)+"@"+domain+">")
+	hdr("Message-ID", msgID)
 	hdr("MIME-Version", "1.0")
-	hdr("Content-Type", `text/plain; charset="utf-8"`)
-	hdr("Content-Transfer-Encoding", "quoted-printable")
 	if m.Kind != "" && !strings.ContainsAny(m.Kind, "\r\n") {
 		hdr("X-Proliferate-Kind", m.Kind)
 	}
+	if m.HTML == "" {
+		hdr("Content-Type", `text/plain; charset="utf-8"`)
+		hdr("Content-Transfer-Encoding", "quoted-printable")
+		b.WriteString("\r\n")
+		if err := writeQP(&b, m.Text); err != nil {
+			return nil, err
+		}
+		return b.Bytes(), nil
+	}
+	mw := multipart.NewWriter(&b)
+	hdr("Content-Type", `multipart/alternative; boundary="`+mw.Boundary()+`"`)
 	b.WriteString("\r\n")
-	qp := quotedprintable.NewWriter(&b)
-	if _, err := qp.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(m.Text, "\r\n", "\n"), "\n", "\r\n"))); err != nil {
+	for _, part := range []struct{ ctype, body string }{{"text/plain", m.Text}, {"text/html", m.HTML}} {
+		w, err := mw.CreatePart(textproto.MIMEHeader{
+			"Content-Type":              {part.ctype + `; charset="utf-8"`},
+			"Content-Transfer-Encoding": {"quoted-printable"},
+		})
+		if err != nil {
+			return nil, err
+		}
+		var pb bytes.Buffer
+		if err := writeQP(&pb, part.body); err != nil {
+			return nil, err
+		}
+		if _, err := w.Write(pb.Bytes()); err != nil {
+			return nil, err
+		}
+	}
+	if err := mw.Close(); err != nil {
 		return nil, err
 	}
+	b.WriteString("\r\n")
+	return b.Bytes(), nil
+}
+
+// writeQP writes body with CRLF line ends, quoted-printable, ending in CRLF.
+func writeQP(b *bytes.Buffer, body string) error {
+	qp := quotedprintable.NewWriter(b)
+	if _, err := qp.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(body, "\r\n", "\n"), "\n", "\r\n"))); err != nil {
+		return err
+	}
 	if err := qp.Close(); err != nil {
-		return nil, err
+		return err
 	}
 	if !bytes.HasSuffix(b.Bytes(), []byte("\r\n")) {
 		b.WriteString("\r\n")
 	}
-	return b.Bytes(), nil
+	return nil
+}
+
+func validID(id string) bool {
+	if len(id) > 100 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// PermanentError is a delivery failure that sending the same message again
+// cannot fix: the server refused the recipient or the message with a 5xx
+// reply (550 no such user, 552 too large, 554 rejected), or the message
+// itself is malformed. Failures of the server or the platform's settings
+// (connection refused, 421/451, AUTH refused, a 5xx to MAIL FROM) are not
+// permanent: an operator fixes them and the queue's retry delivers.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent reports whether err is a PermanentError.
+func Permanent(err error) bool {
+	var pe *PermanentError
+	return errors.As(err, &pe)
+}
+
+// permanentIf5xx marks err permanent when it carries a 5xx SMTP reply.
+func permanentIf5xx(err error) error {
+	var te *textproto.Error
+	if errors.As(err, &te) && te.Code >= 500 && te.Code < 600 {
+		return &PermanentError{Err: err}
+	}
+	return err
 }
 
 func localName() string {

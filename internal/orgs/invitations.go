@@ -75,7 +75,9 @@ type NewInvitation struct {
 // invitation to the same email is replaced (revoked, and a new token mailed):
 // re-inviting is how an admin resends a lost email. Inviting an existing
 // member is ErrAlreadyMember; personal organizations take no invitations.
-func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role auth.Role) (NewInvitation, error) {
+// then, when set, runs last in the invitation's transaction (the API queues
+// the email there, so an invitation and its email commit together).
+func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role auth.Role, then func(context.Context, pgx.Tx, NewInvitation) error) (NewInvitation, error) {
 	var out NewInvitation
 	now := s.now()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
@@ -141,8 +143,14 @@ func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role a
 			return err
 		}
 		out.Token = token
-		return tx.QueryRow(ctx, `SELECT o.name, u.name FROM organizations o, users u WHERE o.id = $1 AND u.id = $2`,
-			orgID, a.UserID).Scan(&out.OrgName, &out.InviterName)
+		if err := tx.QueryRow(ctx, `SELECT o.name, u.name FROM organizations o, users u WHERE o.id = $1 AND u.id = $2`,
+			orgID, a.UserID).Scan(&out.OrgName, &out.InviterName); err != nil {
+			return err
+		}
+		if then != nil {
+			return then(ctx, tx, out)
+		}
+		return nil
 	})
 	return out, err
 }

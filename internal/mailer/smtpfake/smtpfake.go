@@ -19,6 +19,7 @@ import (
 	"io"
 	"math/big"
 	"mime"
+	"mime/multipart"
 	"mime/quotedprintable"
 	"net"
 	"net/mail"
@@ -44,6 +45,10 @@ type Options struct {
 	// certificate names it. 127.0.0.2 is loopback too but not one of the
 	// names net/smtp lets authenticate without TLS.
 	ListenHost string
+	// RejectRecipient, when it returns true for an address, answers its
+	// RCPT TO with 550 5.1.1 (a mailbox that does not exist: a permanent
+	// failure).
+	RejectRecipient func(addr string) bool
 }
 
 // Message is one accepted message.
@@ -54,8 +59,11 @@ type Message struct {
 	TLS     bool     // the session was encrypted
 	AuthAs  string   // the authenticated user, if any
 	Subject string   // decoded
-	Body    string   // decoded text
-	Header  mail.Header
+	Body    string   // decoded text (of a multipart/alternative message: its text/plain part)
+	HTML    string   // decoded text/html part of a multipart/alternative message
+	// Parts are the Content-Types of a multipart message's parts, in order.
+	Parts  []string
+	Header mail.Header
 }
 
 // Server is a running fake.
@@ -74,6 +82,7 @@ type Server struct {
 	mu       sync.Mutex
 	msgs     []Message
 	failNext int // reply 451 to the next failNext DATA ends
+	down     bool
 	conns    map[net.Conn]bool
 	wg       sync.WaitGroup
 }
@@ -125,6 +134,15 @@ func (s *Server) FailNext(n int) {
 	s.mu.Unlock()
 }
 
+// SetDown makes the server greet every new connection with 421 (service
+// not available) and close it, as a provider in an outage does, until
+// SetDown(false).
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	s.down = down
+	s.mu.Unlock()
+}
+
 func (s *Server) serve() {
 	defer s.wg.Done()
 	var conns sync.WaitGroup
@@ -164,6 +182,13 @@ func (s *Server) serve() {
 func (s *Server) session(c net.Conn, encrypted bool) {
 	r := bufio.NewReader(c)
 	reply := func(lines ...string) { _, _ = io.WriteString(c, strings.Join(lines, "\r\n")+"\r\n") }
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		reply("421 4.3.2 smtpfake service not available, try again later")
+		return
+	}
 	reply("220 smtpfake ESMTP ready")
 	var from, authAs string
 	var to []string
@@ -242,6 +267,10 @@ func (s *Server) session(c net.Conn, encrypted bool) {
 			addr, ok := pathArg(arg, "TO:")
 			if from == "" || !ok || addr == "" {
 				reply("503 5.5.1 MAIL first, then RCPT TO:<address>")
+				continue
+			}
+			if s.opts.RejectRecipient != nil && s.opts.RejectRecipient(addr) {
+				reply("550 5.1.1 <" + addr + ">: recipient address rejected: user unknown")
 				continue
 			}
 			to = append(to, addr)
@@ -340,16 +369,39 @@ func (s *Server) record(m Message) {
 	if msg, err := mail.ReadMessage(bytes.NewReader(m.Raw)); err == nil {
 		m.Header = msg.Header
 		m.Subject, _ = new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
-		var body io.Reader = msg.Body
-		if strings.EqualFold(msg.Header.Get("Content-Transfer-Encoding"), "quoted-printable") {
-			body = quotedprintable.NewReader(body)
+		mt, params, _ := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+		if strings.HasPrefix(mt, "multipart/") {
+			mr := multipart.NewReader(msg.Body, params["boundary"])
+			for {
+				p, err := mr.NextRawPart()
+				if err != nil {
+					break
+				}
+				ct := p.Header.Get("Content-Type")
+				m.Parts = append(m.Parts, ct)
+				text := decodePart(p, p.Header.Get("Content-Transfer-Encoding"))
+				switch pt, _, _ := mime.ParseMediaType(ct); pt {
+				case "text/plain":
+					m.Body = text
+				case "text/html":
+					m.HTML = text
+				}
+			}
+		} else {
+			m.Body = decodePart(msg.Body, msg.Header.Get("Content-Transfer-Encoding"))
 		}
-		raw, _ := io.ReadAll(body)
-		m.Body = strings.ReplaceAll(string(raw), "\r\n", "\n")
 	}
 	s.mu.Lock()
 	s.msgs = append(s.msgs, m)
 	s.mu.Unlock()
+}
+
+func decodePart(r io.Reader, cte string) string {
+	if strings.EqualFold(cte, "quoted-printable") {
+		r = quotedprintable.NewReader(r)
+	}
+	raw, _ := io.ReadAll(r)
+	return strings.ReplaceAll(string(raw), "\r\n", "\n")
 }
 
 // selfSigned makes a certificate for host and localhost, and a pool

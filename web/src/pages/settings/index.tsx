@@ -1,5 +1,5 @@
-// Settings: a sub-navigation over the organization's members, keys,
-// integrations, configurations, secrets, connectors, action modes,
+// Settings: a sub-navigation over the organization's members, keys, my
+// email notifications, integrations, configurations, secrets, connectors, action modes,
 // billing, snapshots and the organization itself. Members see read-only
 // views where the API says a change is for admins.
 import type { FunctionComponent } from 'preact'
@@ -14,6 +14,7 @@ import { ConfigurationsPage } from './configurations'
 import { ConnectorsPage } from './connectors'
 import { IntegrationsPage } from './integrations'
 import { MembersPage } from './members'
+import { NotificationsPage } from './notifications'
 import { OrganizationPage } from './organization'
 import { SecretsPage } from './secrets'
 import { SnapshotsPage } from './snapshots'
@@ -24,6 +25,7 @@ import './settings.css'
 const sections: { id: string; label: string; page: FunctionComponent; admin?: boolean }[] = [
   { id: 'members', label: 'Members', page: MembersPage },
   { id: 'api-keys', label: 'API keys', page: ApiKeysPage },
+  { id: 'notifications', label: 'Notifications', page: NotificationsPage },
   { id: 'integrations', label: 'Integrations & repos', page: IntegrationsPage },
   { id: 'configurations', label: 'Configurations', page: ConfigurationsPage },
   { id: 'secrets', label: 'Secrets', page: SecretsPage },

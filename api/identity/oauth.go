@@ -316,9 +316,12 @@ func (h *handler) oauthSignIn(c *api.Ctx) (string, error) {
 	if u.Email == "" || !u.EmailVerified || len(u.Email) > 254 || !strings.Contains(u.Email, "@") || hasControl(u.Email) {
 		return "", errOAuthUnverified
 	}
-	userID, err := h.oauthAccount(ctx, p.ID(), u)
+	userID, created, err := h.oauthAccount(ctx, p.ID(), u)
 	if err != nil {
 		return "", err
+	}
+	if created && st.Next == "" {
+		st.Next = "/onboarding" // as after a password signup
 	}
 	loginCode := identity.NewSecret(LoginCodePrefix)
 	if err := h.s.Redis.Set(ctx, loginCodeKey(h.ns, loginCode), userID, OAuthLoginCodeTTL).Err(); err != nil {
@@ -333,10 +336,11 @@ func (h *handler) oauthSignIn(c *api.Ctx) (string, error) {
 
 // oauthAccount finds, links or creates the user a provider account signs in
 // as (see the top of this file).
-func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.OAuthUser) (string, error) {
+// created reports a new account.
+func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.OAuthUser) (userID string, created bool, err error) {
 	now := h.s.Now()
-	var userID string
-	err := pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		created = false
 		q := identitydb.New(tx)
 		id, err := q.IdentityUser(ctx, identitydb.IdentityUserParams{Provider: provider, Subject: u.Subject})
 		if err == nil {
@@ -384,6 +388,7 @@ func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.
 			if err := q.SetActiveOrg(ctx, identitydb.SetActiveOrgParams{ID: userID, ActiveOrgID: &orgID}); err != nil {
 				return err
 			}
+			created = true
 		default:
 			return err
 		}
@@ -397,7 +402,7 @@ func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.
 		}
 		return nil
 	})
-	return userID, err
+	return userID, created, err
 }
 
 // oauthName is the provider's name for the person, made safe (or the

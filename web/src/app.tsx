@@ -13,7 +13,7 @@ import { ErrorBoundary, RenderErrorProbe } from './lib/boundary'
 import { Dialog } from './lib/dialog'
 import { shortcuts, useShortcuts } from './lib/keys'
 import { markSeen, usePrefs } from './lib/prefs'
-import { Login, ResetPassword, Signup, VerifyEmail } from './pages/auth'
+import { Login, OAuthComplete, ResetPassword, Signup, VerifyEmail } from './pages/auth'
 import { Invite, Onboarding } from './pages/onboarding'
 import { routes } from './routes'
 
@@ -22,6 +22,7 @@ const publicRoutes: Partial<Record<string, () => preact.JSX.Element>> = {
   '/signup': Signup,
   '/reset-password': ResetPassword,
   '/verify-email': VerifyEmail,
+  '/oauth/complete': OAuthComplete,
 }
 
 export function App() {
@@ -29,7 +30,7 @@ export function App() {
   useEffect(() => onAuthChange(() => setAuthed(signedIn())), [])
   const { path } = useLocation()
   const Public = publicRoutes[path]
-  if (Public && (!authed || path === '/verify-email')) return <Public />
+  if (Public && (!authed || path === '/verify-email' || path === '/oauth/complete')) return <Public />
   if (!authed) {
     const next = path === '/' ? '' : '?next=' + encodeURIComponent(location.pathname + location.search)
     queueMicrotask(() => navigate('/login' + next, { replace: true }))

@@ -1,6 +1,6 @@
 // Sign up, log in, password reset, email verification and onboarding.
-import { useState } from 'preact/hooks'
-import { post, setAuth, type AuthResponse } from '../lib/api'
+import { useEffect, useState } from 'preact/hooks'
+import { get, post, setAuth, type AuthResponse } from '../lib/api'
 import { navigate, useLocation } from '../lib/router'
 import { ErrorBanner, Field, Link, useSubmit } from '../lib/ui'
 
@@ -16,6 +16,89 @@ function AuthCard(props: { title: string; children: preact.ComponentChildren }) 
   )
 }
 
+// OAuthProvider is a sign-in provider the deployment offers.
+type OAuthProvider = { id: string; name: string; start_url: string }
+
+// oauthMessages explain the ?oauth_error= codes the provider callback
+// redirects back with.
+const oauthMessages: Record<string, string> = {
+  oauth_state_invalid: 'That sign-in expired, was already used or was started in another browser. Please try again.',
+  oauth_denied: 'The sign-in was cancelled at the provider.',
+  oauth_code_invalid: 'The provider did not accept the sign-in. Please try again.',
+  oauth_email_unverified: 'Your email address at the provider is not verified. Verify it there (on GitHub: your primary email) and try again.',
+  oauth_account_conflict: 'The account with this email address is already linked to another account of this provider. Sign in with that one.',
+  oauth_provider_failed: 'The provider could not complete the sign-in. Please try again later.',
+  email_taken: 'An account with this email address was just created. Please try again.',
+}
+
+// OAuthButtons are the "Continue with …" buttons of the enabled providers
+// (none when the deployment has none), and the error of a failed attempt.
+function OAuthButtons() {
+  const { query } = useLocation()
+  const [providers, setProviders] = useState<OAuthProvider[]>([])
+  useEffect(() => {
+    const ctl = new AbortController()
+    get<{ providers: OAuthProvider[] }>('/auth/providers', { signal: ctl.signal })
+      .then((r) => setProviders(r.providers))
+      .catch(() => setProviders([]))
+    return () => ctl.abort()
+  }, [])
+  const err = query.get('oauth_error')
+  const next = query.get('next')
+  return (
+    <>
+      {err && (
+        <div class="banner error" role="alert" data-code={err}>
+          <span>{oauthMessages[err] ?? 'Signing in with the provider failed. Please try again.'}</span>
+        </div>
+      )}
+      {providers.length > 0 && (
+        <div class="oauth-buttons">
+          {providers.map((p) => (
+            <a key={p.id} class="button wide" data-provider={p.id} href={p.start_url + (next ? '?next=' + encodeURIComponent(next) : '')}>
+              Continue with {p.name}
+            </a>
+          ))}
+          <p class="muted center">or</p>
+        </div>
+      )}
+    </>
+  )
+}
+
+// OAuthComplete is where a provider sign-in lands (/oauth/complete#code=…):
+// it trades the one-time code for tokens like a password login.
+export function OAuthComplete() {
+  const [error, setError] = useState<unknown>(null)
+  useEffect(() => {
+    const frag = new URLSearchParams(location.hash.slice(1))
+    const code = frag.get('code') ?? ''
+    const next = frag.get('next')
+    // The code works once: keep it out of the history.
+    history.replaceState(null, '', location.pathname)
+    post<AuthResponse>('/auth/oauth/exchange', { code })
+      .then((r) => {
+        setAuth(r)
+        navigate(next && next.startsWith('/') && !next.startsWith('//') ? next : '/', { replace: true })
+      })
+      .catch(setError)
+  }, [])
+  return (
+    <AuthCard title="Signing in">
+      {error ? (
+        <>
+          <ErrorBanner error={error} />
+          <p class="muted">
+            <Link href="/login">Back to log in</Link>
+          </p>
+        </>
+      ) : (
+        <p role="status">Signing you in…</p>
+      )}
+    </AuthCard>
+  )
+}
+
 export function Login() {
   const { query } = useLocation()
   const [email, setEmail] = useState('')
@@ -27,6 +110,7 @@ export function Login() {
   })
   return (
     <AuthCard title="Log in">
+      <OAuthButtons />
       <form
         onSubmit={(e) => {
           e.preventDefault()
@@ -59,6 +143,7 @@ export function Signup() {
   })
   return (
     <AuthCard title="Create your account">
+      <OAuthButtons />
       <form
         onSubmit={(e) => {
           e.preventDefault()

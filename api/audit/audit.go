@@ -3,7 +3,9 @@
 // actions.invocations (internal/audit): GET /api/v1/audit, for the
 // organization's admins and owners only, newest first, filtered and
 // cursor-paged. It is org-scoped: another organization's entries are never
-// listed, whatever the filters.
+// listed, whatever the filters. GET /api/v1/me/audit is a person's own
+// trail: the security events of no organization they made (personal API
+// keys, password resets, reused refresh tokens), for them alone.
 package audit
 
 import (
@@ -35,6 +37,15 @@ func Register(s *api.Server) error {
 			{Name: "to", Description: "RFC 3339 time: entries before it"},
 			{Name: "limit", Description: "page size, 1–100 (default 50)"},
 			{Name: "cursor", Description: "next_cursor of the previous page (with the same filters)"},
+		}})
+	s.Handle(api.Route{Method: http.MethodGet, Path: "/me/audit", Tag: tag, Access: api.Person,
+		Summary: "The caller's own security events that belong to no organization, newest first: personal API keys " +
+			"created and revoked, password resets, refresh tokens presented again after rotation (their session revoked), " +
+			"organizations deleted. Each person sees only their own.",
+		Response: api.Page[audit.Entry]{}, Handler: h.listMine,
+		Query: []api.Param{
+			{Name: "limit", Description: "page size, 1–100 (default 50)"},
+			{Name: "cursor", Description: "next_cursor of the previous page"},
 		}})
 	return nil
 }
@@ -98,6 +109,19 @@ func (h *handlers) list(c *api.Ctx) error {
 	}
 	at, id := page.CursorArgs()
 	rows, err := audit.List(c.Request.Context(), h.s.Pool, c.OrgID(), f, at, id, page.Limit+1)
+	if err != nil {
+		return err
+	}
+	return c.Reply(http.StatusOK, api.Paginate(rows, page.Limit, func(e audit.Entry) (time.Time, string) { return e.OccurredAt, e.ID }))
+}
+
+func (h *handlers) listMine(c *api.Ctx) error {
+	page, err := c.Page()
+	if err != nil {
+		return err
+	}
+	at, id := page.CursorArgs()
+	rows, err := audit.ListPersonal(c.Request.Context(), h.s.Pool, c.UserID(), at, id, page.Limit+1)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
@@ -294,7 +295,13 @@ func (h *handler) refresh(c *api.Ctx) error {
 		reused = true
 		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor_id, action, target_type, target_id, request_id)
 			VALUES ($1, 'auth.refresh_token_reused', 'auth_session', $2, $3)`, userID, sessionID, c.RequestID())
-		return err
+		if err != nil {
+			return err
+		}
+		// The person's own trail (no organization: GET /me/audit); the
+		// actor is the person whose credential was presented.
+		return audit.Emit(ctx, tx, audit.Event{Action: "auth.refresh_token_reused", TargetType: "auth_session", TargetID: sessionID,
+			Details: map[string]any{"session_revoked": true}, Actor: audit.Actor{UserID: userID, RequestID: c.RequestID()}})
 	})
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/mailer"
@@ -163,7 +164,12 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 		revoked = tag.RowsAffected()
 		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor_id, action, target_type, target_id, request_id)
 			VALUES ($1, 'auth.password_reset', 'user', $2, $3)`, userID, userID, c.RequestID())
-		return err
+		if err != nil {
+			return err
+		}
+		// The person's own trail (no organization: GET /me/audit).
+		return audit.Emit(ctx, tx, audit.Event{Action: "auth.password_reset", TargetType: "user", TargetID: userID,
+			Details: map[string]any{"sessions_revoked": revoked}, Actor: audit.Actor{UserID: userID, RequestID: c.RequestID()}})
 	})
 	if err != nil {
 		return err

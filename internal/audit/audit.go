@@ -118,11 +118,20 @@ func eventCodec() (*schemas.Codec, error) {
 }
 
 // Emit adds e to the outbox in tx (topic audit.events, keyed by its org):
-// the event is published exactly when tx commits. An event of no
-// organization (an organization's deletion, a platform operator's
-// session) is not part of any organization's trail and is skipped.
+// the event is published exactly when tx commits.
+//
+// An event of no organization (a personal API key, a password reset, a
+// reused refresh token, an organization's deletion) is part of the trail
+// of the person who acted, Actor.UserID (GET /api/v1/me/audit): it is
+// published with an empty org id, keyed by that person's id. One of no
+// organization and no person (the platform's own) has no trail and is
+// skipped.
 func Emit(ctx context.Context, tx pgx.Tx, e Event) error {
-	if e.OrgID == "" {
+	key := e.OrgID
+	if key == "" {
+		key = e.Actor.UserID
+	}
+	if key == "" {
 		return nil
 	}
 	if e.Action == "" {
@@ -149,7 +158,7 @@ func Emit(ctx context.Context, tx pgx.Tx, e Event) error {
 		}
 		p.DetailsJSON = opt(string(b))
 	}
-	if err := outbox.AddEvent(ctx, tx, c, topics.AuditEvents, e.OrgID, schemas.New(e.OrgID, p)); err != nil {
+	if err := outbox.AddEvent(ctx, tx, c, topics.AuditEvents, key, schemas.New(e.OrgID, p)); err != nil {
 		return fmt.Errorf("audit: %s: %w", e.Action, err)
 	}
 	return nil
@@ -183,6 +192,8 @@ type Entry struct {
 
 // Row is an entry about to be materialized.
 type Row struct {
+	// OrgID is empty for a person's own event (no organization; the
+	// person is ActorID).
 	OrgID string
 	Entry
 }
@@ -194,7 +205,15 @@ var ErrNotAuditable = errors.New("audit: not an auditable event")
 // RowFromEvent turns an audit.events or actions.invocations event into its
 // row.
 func RowFromEvent(ev *schemas.Event) (Row, error) {
-	if !isUUID(ev.EventID) || !isUUID(ev.OrgID) {
+	// A person's own event has no organization, only an actor.
+	personal := false
+	if p, ok := ev.Payload.(*schemas.AuditEvent); ok && ev.OrgID == "" {
+		if p.ActorID == nil || !isUUID(*p.ActorID) {
+			return Row{}, fmt.Errorf("%w: event %q has neither an organization nor a person", ErrNotAuditable, ev.EventID)
+		}
+		personal = true
+	}
+	if !isUUID(ev.EventID) || (!personal && !isUUID(ev.OrgID)) {
 		return Row{}, fmt.Errorf("%w: event %q of org %q: ids must be UUIDs", ErrNotAuditable, ev.EventID, ev.OrgID)
 	}
 	r := Row{OrgID: ev.OrgID, Entry: Entry{ID: ev.EventID, OccurredAt: ev.OccurredAt, Source: ev.EventType}}
@@ -253,7 +272,7 @@ func Apply(ctx context.Context, db auditdb.DBTX, rows []Row) (int64, error) {
 	}
 	type jrow struct {
 		EventID        string          `json:"event_id"`
-		OrgID          string          `json:"org_id"`
+		OrgID          *string         `json:"org_id"`
 		OccurredAt     time.Time       `json:"occurred_at"`
 		Source         string          `json:"source"`
 		Action         string          `json:"action"`
@@ -272,7 +291,7 @@ func Apply(ctx context.Context, db auditdb.DBTX, rows []Row) (int64, error) {
 		if len(details) == 0 {
 			details = json.RawMessage("{}")
 		}
-		js[i] = jrow{EventID: r.ID, OrgID: r.OrgID, OccurredAt: r.OccurredAt, Source: r.Source, Action: r.Action,
+		js[i] = jrow{EventID: r.ID, OrgID: opt(r.OrgID), OccurredAt: r.OccurredAt, Source: r.Source, Action: r.Action,
 			ActorType: r.ActorType, ActorID: r.ActorID, APIKeyID: r.APIKeyID, ImpersonatorID: r.ImpersonatorID,
 			TargetType: r.TargetType, TargetID: r.TargetID, RequestID: r.RequestID, Details: details}
 	}
@@ -316,6 +335,24 @@ func List(ctx context.Context, db auditdb.DBTX, orgID string, f Filter, at time.
 		CursorAt: at, CursorID: id, Lim: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("audit: list: %w", err)
+	}
+	out := make([]Entry, len(rows))
+	for i, r := range rows {
+		out[i] = Entry{ID: r.EventID, OccurredAt: r.OccurredAt.UTC(), Source: r.Source, Action: r.Action, ActorType: r.ActorType,
+			ActorID: r.ActorID, APIKeyID: r.ApiKeyID, ImpersonatorID: r.ImpersonatorID, TargetType: r.TargetType,
+			TargetID: r.TargetID, RequestID: r.RequestID, Details: json.RawMessage(r.Details)}
+	}
+	return out, nil
+}
+
+// ListPersonal returns up to limit entries of userID's own trail (events
+// of no organization the person made: personal API keys, password resets,
+// reused refresh tokens), newest first, strictly after (at, id).
+func ListPersonal(ctx context.Context, db auditdb.DBTX, userID string, at time.Time, id string, limit int) ([]Entry, error) {
+	rows, err := auditdb.New(db).ListPersonalAuditEvents(ctx, auditdb.ListPersonalAuditEventsParams{UserID: userID,
+		CursorAt: at, CursorID: id, Lim: int32(limit)})
+	if err != nil {
+		return nil, fmt.Errorf("audit: list personal: %w", err)
 	}
 	out := make([]Entry, len(rows))
 	for i, r := range rows {

@@ -39,7 +39,7 @@ const listAuditEvents = `-- name: ListAuditEvents :many
 SELECT event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
     target_type, target_id, request_id, details
 FROM audit_events
-WHERE org_id = $1
+WHERE org_id = $1::uuid
     AND ($2::text = '' OR actor_id = $2::text OR api_key_id = $2::text)
     AND ($3::text = '' OR action = $3::text)
     AND ($4::text = '' OR split_part(action, '.', 1) = $4::text)
@@ -93,6 +93,79 @@ func (q *Queries) ListAuditEvents(ctx context.Context, arg ListAuditEventsParams
 		if err := rows.Scan(
 			&i.EventID,
 			&i.OrgID,
+			&i.OccurredAt,
+			&i.Source,
+			&i.Action,
+			&i.ActorType,
+			&i.ActorID,
+			&i.ApiKeyID,
+			&i.ImpersonatorID,
+			&i.TargetType,
+			&i.TargetID,
+			&i.RequestID,
+			&i.Details,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const listPersonalAuditEvents = `-- name: ListPersonalAuditEvents :many
+SELECT event_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
+    target_type, target_id, request_id, details
+FROM audit_events
+WHERE org_id IS NULL AND actor_id = $1::text
+    AND (occurred_at, event_id) < ($2::timestamptz, $3::uuid)
+ORDER BY occurred_at DESC, event_id DESC
+LIMIT $4
+`
+
+type ListPersonalAuditEventsParams struct {
+	UserID   string
+	CursorAt time.Time
+	CursorID string
+	Lim      int32
+}
+
+type ListPersonalAuditEventsRow struct {
+	EventID        string
+	OccurredAt     time.Time
+	Source         string
+	Action         string
+	ActorType      string
+	ActorID        *string
+	ApiKeyID       *string
+	ImpersonatorID *string
+	TargetType     string
+	TargetID       string
+	RequestID      *string
+	Details        []byte
+}
+
+// ListPersonalAuditEvents pages a person's own trail (events of no
+// organization whose actor is the person) newest first, strictly after the
+// cursor (cursor_at, cursor_id).
+func (q *Queries) ListPersonalAuditEvents(ctx context.Context, arg ListPersonalAuditEventsParams) ([]ListPersonalAuditEventsRow, error) {
+	rows, err := q.db.Query(ctx, listPersonalAuditEvents,
+		arg.UserID,
+		arg.CursorAt,
+		arg.CursorID,
+		arg.Lim,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []ListPersonalAuditEventsRow{}
+	for rows.Next() {
+		var i ListPersonalAuditEventsRow
+		if err := rows.Scan(
+			&i.EventID,
 			&i.OccurredAt,
 			&i.Source,
 			&i.Action,

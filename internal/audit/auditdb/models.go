@@ -10,7 +10,7 @@ import (
 
 type AuditEvent struct {
 	EventID        string
-	OrgID          string
+	OrgID          *string
 	OccurredAt     time.Time
 	Source         string
 	Action         string

@@ -22,13 +22,25 @@ ON CONFLICT (event_id) DO NOTHING;
 SELECT event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
     target_type, target_id, request_id, details
 FROM audit_events
-WHERE org_id = sqlc.arg(org_id)
+WHERE org_id = sqlc.arg(org_id)::uuid
     AND (sqlc.arg(actor)::text = '' OR actor_id = sqlc.arg(actor)::text OR api_key_id = sqlc.arg(actor)::text)
     AND (sqlc.arg(action)::text = '' OR action = sqlc.arg(action)::text)
     AND (sqlc.arg(type)::text = '' OR split_part(action, '.', 1) = sqlc.arg(type)::text)
     AND (sqlc.arg(target_type)::text = '' OR target_type = sqlc.arg(target_type)::text)
     AND (sqlc.arg(target)::text = '' OR target_id = sqlc.arg(target)::text)
     AND occurred_at >= sqlc.arg(from_at)::timestamptz AND occurred_at < sqlc.arg(to_at)::timestamptz
+    AND (occurred_at, event_id) < (sqlc.arg(cursor_at)::timestamptz, sqlc.arg(cursor_id)::uuid)
+ORDER BY occurred_at DESC, event_id DESC
+LIMIT sqlc.arg(lim);
+
+-- ListPersonalAuditEvents pages a person's own trail (events of no
+-- organization whose actor is the person) newest first, strictly after the
+-- cursor (cursor_at, cursor_id).
+-- name: ListPersonalAuditEvents :many
+SELECT event_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
+    target_type, target_id, request_id, details
+FROM audit_events
+WHERE org_id IS NULL AND actor_id = sqlc.arg(user_id)::text
     AND (occurred_at, event_id) < (sqlc.arg(cursor_at)::timestamptz, sqlc.arg(cursor_id)::uuid)
 ORDER BY occurred_at DESC, event_id DESC
 LIMIT sqlc.arg(lim);

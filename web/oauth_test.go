@@ -26,7 +26,8 @@ func TestContinueWithGitHub(t *testing.T) {
 	const clientID, secret = "Iv1.webtest", "gh-web-client-secret"
 	gh := oauthfake.NewGitHub(t, clientID, secret)
 	id := time.Now().UnixNano() % 1_000_000_000
-	email := fmt.Sprintf("octo-%d@example.com", id)
+	domain := fmt.Sprintf("acme-%d.test", id)
+	email := "octo@" + domain
 	gh.AddUser(oauthfake.GitHubUser{ID: id, Login: "octo", Name: "Octo Web",
 		Emails: []oauthfake.GitHubEmail{{Email: email, Primary: true, Verified: true}}})
 	gh.SignInAs(strconv.FormatInt(id, 10))
@@ -37,6 +38,13 @@ func TestContinueWithGitHub(t *testing.T) {
 		"GITHUB_OAUTH_CLIENT_ID", clientID, "GITHUB_OAUTH_CLIENT_SECRET", secret, "GITHUB_URL", gh.URL(), "GITHUB_API_URL", gh.URL())
 	platform := apptest.Start(t, cfg, nil)
 	testenv.Eventually(t, 30*time.Second, "the API to listen", func() bool { return platform.App.APIAddr() != "" })
+
+	// A team allows the domain: the new person is offered to join it.
+	var teamID string
+	if err := platform.App.Pool.QueryRow(t.Context(), `INSERT INTO organizations (name, slug, allowed_domains)
+		VALUES ('Acme Team', $1, ARRAY[$2]) RETURNING id::text`, "acme-team-"+strconv.FormatInt(id, 10), domain).Scan(&teamID); err != nil {
+		t.Fatal(err)
+	}
 
 	ctx := browser.New(t, browser.Options{})
 	const wait = 30 * time.Second
@@ -62,6 +70,19 @@ func TestContinueWithGitHub(t *testing.T) {
 	// Signed in like a password login: the access token is the dashboard's.
 	if tok := settingsToken(t, ctx); tok == "" {
 		t.Fatal("no access token after signing in with GitHub")
+	}
+	// Onboarding offers the team of the (verified) domain; joining it
+	// makes them a member and switches to it.
+	browser.Do(t, ctx, wait, chromedp.WaitVisible(chromedp.CSS(`button[data-join="`+teamID+`"]`)))
+	browser.Screenshot(t, ctx, "onboarding-team-suggestion")
+	browser.Do(t, ctx, wait,
+		chromedp.Click(chromedp.CSS(`button[data-join="`+teamID+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-action=new-session]`)),
+	)
+	var active string
+	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT u.active_org_id::text FROM users u JOIN members m
+		ON m.user_id = u.id AND m.org_id = $2 AND m.role = 'member' WHERE u.email = $1`, email, teamID).Scan(&active); err != nil || active != teamID {
+		t.Fatalf("after joining: active org %q (%v), want the team %s as member", active, err, teamID)
 	}
 
 	// Another GitHub account claiming the same address: refused, and the

@@ -1,7 +1,7 @@
 // Onboarding (create an organization, start the trial) and invitation
 // acceptance.
 import { useState } from 'preact/hooks'
-import { get, post } from '../lib/api'
+import { get, post, type Page } from '../lib/api'
 import { navigate, useLocation } from '../lib/router'
 import { useSession } from '../lib/session'
 import { ErrorBanner, Field, Loading, useData, useSubmit } from '../lib/ui'
@@ -9,12 +9,54 @@ import { ErrorBanner, Field, Loading, useData, useSubmit } from '../lib/ui'
 type Onboarding = { has_org: boolean; org_id?: string; onboarding_complete: boolean; trial_requested: boolean; billing_state: string; repo_count: number }
 type Plan = { id: string; name: string; monthly_cents: number; credits: number; max_concurrent_sessions: number }
 type Plans = { plans: Plan[]; trial_credits: number }
+type Suggestion = { id: string; name: string; slug: string }
 
 export function Onboarding() {
   const s = useSession()
   const ob = useData((signal) => get<Onboarding>('/onboarding', { signal }), [s.me.active_org_id])
   if (ob.error) return <ErrorBanner error={ob.error} onRetry={ob.reload} />
   if (!ob.data) return <Loading />
+  return (
+    <>
+      <TeamSuggestions />
+      <OnboardingStep ob={ob.data} />
+    </>
+  )
+}
+
+// TeamSuggestions offers the team organizations that allow the person's
+// (verified) email domain: one click joins as member and switches to it.
+function TeamSuggestions() {
+  const s = useSession()
+  const sug = useData((signal) => get<Page<Suggestion>>('/orgs/suggestions', { signal, query: { limit: 10 } }), [s.me.id])
+  const sub = useSubmit(async (id: string) => {
+    await post('/orgs/suggestions/' + id + '/join')
+    s.reload()
+    navigate('/sessions')
+  })
+  const items = sug.data?.items ?? []
+  if (!items.length) return null
+  return (
+    <div class="card team-suggestions">
+      <h2>Your team is already here</h2>
+      <p class="muted">These organizations allow everyone with your email domain to join.</p>
+      <ul class="plain">
+        {items.map((o) => (
+          <li key={o.id}>
+            <strong>{o.name}</strong>{' '}
+            <button data-join={o.id} disabled={sub.busy} onClick={() => sub.run(o.id)}>
+              Join
+            </button>
+          </li>
+        ))}
+      </ul>
+      <ErrorBanner error={sub.error} />
+    </div>
+  )
+}
+
+function OnboardingStep(props: { ob: Onboarding }) {
+  const ob = { data: props.ob }
   if (!ob.data.has_org) return <CreateOrg />
   if (ob.data.trial_requested || ob.data.billing_state !== 'unconfigured') {
     return (

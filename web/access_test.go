@@ -28,7 +28,7 @@ func TestAutomationConnectionsAndActionModes(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the API to listen", func() bool { return platform.App.APIAddr() != "" })
 	origin := "http://" + platform.App.APIAddr()
 	ctx := browser.New(t, browser.Options{})
-	token := autoSignUp(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Lin", "")
 
 	// Linear, connected in the settings through Nango's Connect UI.
 	browser.Do(t, ctx, autoWait,

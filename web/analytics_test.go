@@ -27,10 +27,10 @@ import (
 // analytics page shows them: the tools table (calls, failures, p50/p95)
 // and the usage chart by automation and by person.
 func TestAnalyticsToolsAndUsage(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("ada-%d@example.com", time.Now().UnixNano())
-	settingsSignUp(t, ctx, origin, "Ada Analyst", email)
+	signUp(t, ctx, origin, "Ada Analyst", email)
 	token := settingsToken(t, ctx)
 	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
 	var me struct {
@@ -118,7 +118,7 @@ func TestAnalyticsRealSessionToolCall(t *testing.T) {
 	// The first answer boots a sandbox and OpenCode: generous on a loaded
 	// machine.
 	const wait = 120 * time.Second
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	browser.Do(t, ctx, wait,
 		chromedp.Click(chromedp.CSS(`[data-action=new-session]`)),
 		chromedp.WaitVisible(chromedp.CSS(`form.new-session textarea[name=initial_prompt]`)),
@@ -152,10 +152,10 @@ func TestAnalyticsRealSessionToolCall(t *testing.T) {
 // once by the tool-materializer group, and the session page shows its
 // tokens next to its credits.
 func TestSessionPageShowsTokens(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("tia-%d@example.com", time.Now().UnixNano())
-	settingsSignUp(t, ctx, origin, "Tia Tokens", email)
+	signUp(t, ctx, origin, "Tia Tokens", email)
 	token := settingsToken(t, ctx)
 	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
 	var me struct {

@@ -37,10 +37,10 @@ func keys(t *testing.T, ctx context.Context, k string, opts ...chromedp.KeyOptio
 // fuzzy search; a screen that throws while rendering shows the error panel
 // with a reload button, never a blank page.
 func TestAppKeyboardPaletteUnreadAndErrorBoundary(t *testing.T) {
-	origin, platform := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
+	origin, platform := startPlatform(t)
 	ctx := tb.New(t, tb.Options{})
 	const wait = 30 * time.Second
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 
 	var ids []string
 	for _, title := range []string{"Alpha refactor", "Bravo flaky test", "Charlie docs"} {
@@ -327,7 +327,7 @@ func TestAppNotifiesWhenAWatchedSessionNeedsInputOrFinishes(t *testing.T) {
 	origin, platform := startPlatform(t, "RUN_SESSIONS", "gateway")
 	ctx := tb.New(t, tb.Options{})
 	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	grantNotifications(t, ctx, origin)
 	waitJS(t, ctx, wait, `Notification.permission === 'granted' && window.__activityPolls > 0`)
 

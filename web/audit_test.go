@@ -19,11 +19,11 @@ import (
 // secret's name and never its value; a kind filter lives in the URL; a
 // member of the organization cannot open the page (nor the API route).
 func TestSettingsAuditLog(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	ada := browser.New(t, browser.Options{})
 	stamp := time.Now().UnixNano()
 	adaEmail := fmt.Sprintf("ada-%d@example.com", stamp)
-	settingsSignUp(t, ada, origin, "Ada", adaEmail)
+	signUp(t, ada, origin, "Ada", adaEmail)
 
 	browser.Do(t, ada, settingsWait,
 		chromedp.Navigate(origin+"/settings/actions"),
@@ -80,7 +80,7 @@ func TestSettingsAuditLog(t *testing.T) {
 	// Bob, a member of Ada's organization, cannot open it.
 	bob := browser.New(t, browser.Options{})
 	bobEmail := fmt.Sprintf("bob-%d@example.com", stamp)
-	settingsSignUp(t, bob, origin, "Bob", bobEmail)
+	signUp(t, bob, origin, "Bob", bobEmail)
 	if _, err := platform.App.Pool.Exec(t.Context(), `WITH a AS (SELECT active_org_id AS org FROM users WHERE email = $1),
 			b AS (SELECT id FROM users WHERE email = $2),
 			m AS (INSERT INTO members (org_id, user_id, role) SELECT a.org, b.id, 'member' FROM a, b)

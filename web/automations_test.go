@@ -29,25 +29,6 @@ import (
 
 const autoWait = 30 * time.Second
 
-// autoSignUp signs a new person up in the browser and starts the trial;
-// it returns their access token.
-func autoSignUp(t *testing.T, ctx context.Context, origin string) string {
-	t.Helper()
-	email := fmt.Sprintf("automations-%d@example.com", time.Now().UnixNano())
-	browser.Do(t, ctx, autoWait,
-		chromedp.Navigate(origin+"/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=name]`), "Lin"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
-		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "mauve otter juggles kites"),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=plan][value=dev]`)),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`nav.sidenav a[href="/automations"]`)),
-	)
-	return browser.Get(t, ctx, autoWait, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem('proliferate.auth')).access`))
-}
-
 // autoWaitJS waits until the page's expression is true.
 func autoWaitJS(t *testing.T, ctx context.Context, timeout time.Duration, expr string) {
 	t.Helper()
@@ -214,7 +195,7 @@ func createAutomationInBrowser(t *testing.T, ctx context.Context, platform appte
 func TestAutomationWebhookRunAndInbox(t *testing.T) {
 	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
-	autoSignUp(t, ctx, origin)
+	signUp(t, ctx, origin, "Lin", "")
 	autoID, url, secret := createAutomationInBrowser(t, ctx, platform, origin, "Triage alerts", "Triage the alert and report.")
 
 	// An event matching the trigger's condition starts a run.
@@ -369,7 +350,7 @@ func TestAutomationActionApprovedInTheInbox(t *testing.T) {
 	}
 
 	ctx := browser.New(t, browser.Options{})
-	token := autoSignUp(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Lin", "")
 	var me struct {
 		ID          string `json:"id"`
 		ActiveOrgID string `json:"active_org_id"`

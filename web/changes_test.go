@@ -59,7 +59,7 @@ func TestSessionChangesTabCommitPushAndPullRequest(t *testing.T) {
 	pool := platform.App.Pool
 	ctx := browser.New(t, browser.Options{})
 	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	var me struct {
 		ID          string `json:"id"`
 		ActiveOrgID string `json:"active_org_id"`

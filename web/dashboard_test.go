@@ -6,35 +6,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
-	"github.com/proliferate/proliferate/web"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// startPlatform runs the whole platform and returns the dashboard's origin
-// (the API role's address).
-func startPlatform(t *testing.T, overrides ...string) (string, apptest.Running) {
-	t.Helper()
-	if !web.Built() {
-		t.Fatal("the dashboard is not built into this test binary: run `make web` (make test does)")
-	}
-	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), overrides...)
-	r := apptest.Start(t, cfg, nil)
-	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
-		return r.App.APIAddr() != "" && r.App.GatewayAddr() != ""
-	})
-	return "http://" + r.App.APIAddr(), r
-}
 
 // One origin: the app at every screen's path (index.html, never cached,
 // with a CSP), hashed assets cached forever, the REST API's JSON errors,

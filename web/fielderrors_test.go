@@ -20,10 +20,10 @@ import (
 // invitations, billing overage, the automation's deadline and trigger
 // conditions are refused in settings_test.go and automations_test.go).
 func TestFormsShowFieldErrorsAndSaveNothing(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("fe-%d@example.com", time.Now().UnixNano())
-	settingsSignUp(t, ctx, origin, "Fay", email)
+	signUp(t, ctx, origin, "Fay", email)
 	token := settingsToken(t, ctx)
 	var orgID string
 	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT active_org_id::text FROM users WHERE email = $1`, email).Scan(&orgID); err != nil {

@@ -55,7 +55,7 @@ func TestSettingsIntegrationsConnectFlows(t *testing.T) {
 
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("ida-%d@example.com", time.Now().UnixNano())
-	settingsSignUp(t, ctx, origin, "Ida", email)
+	signUp(t, ctx, origin, "Ida", email)
 	var orgID string
 	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT active_org_id::text FROM users WHERE email = $1`, email).Scan(&orgID); err != nil {
 		t.Fatal(err)

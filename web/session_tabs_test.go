@@ -17,10 +17,10 @@ import (
 // each tab controls its panel and only the selected panel is shown. (No
 // sandbox runs here: the terminal says so.)
 func TestSessionTabsAccessibleAndInTheURL(t *testing.T) {
-	origin, _ := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
+	origin, _ := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	const wait = 30 * time.Second
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	var s struct{ ID string }
 	if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": "Tabs", "initial_prompt": "Look around"}, &s); code != 201 {
 		t.Fatalf("create session: %d", code)

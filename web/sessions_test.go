@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,43 +13,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 )
-
-// signUpInBrowser signs a new person up in the dashboard and starts the
-// trial; it returns their access token (for setting up data over the API).
-func signUpInBrowser(t *testing.T, ctx context.Context, origin string) string {
-	t.Helper()
-	email := fmt.Sprintf("sessions-%d@example.com", time.Now().UnixNano())
-	const wait = 30 * time.Second
-	browser.Do(t, ctx, wait,
-		chromedp.Navigate(origin+"/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=name]`), "Grace"),
-		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
-		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "mauve otter juggles kites"),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=plan][value=dev]`)),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-action=new-session]`)),
-	)
-	// A failing test leaves the page's text and a screenshot behind.
-	t.Cleanup(func() {
-		if t.Failed() {
-			c, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if txt, err := chromedp.Run(c, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`)); err == nil {
-				t.Logf("the page when the test failed:\n%s", txt)
-			}
-			if png, err := chromedp.Run(c, chromedp.FullScreenshot(90)); err == nil {
-				_ = os.WriteFile(filepath.Join(t.TempDir(), "failure.png"), png, 0o644)
-			}
-		}
-	})
-	return browser.Get(t, ctx, wait, chromedp.Evaluate[string](`JSON.parse(localStorage.getItem('proliferate.auth')).access`))
-}
 
 // waitJS waits until the page's expression is true (polled in the page
 // on each animation frame).
@@ -100,7 +64,7 @@ func TestSessionChatStreamCancelAndPausedHistory(t *testing.T) {
 	// The first answer boots a sandbox and OpenCode: generous on a loaded
 	// machine (about 15 s when idle).
 	const wait = 120 * time.Second
-	signUpInBrowser(t, ctx, origin)
+	signUp(t, ctx, origin, "Grace", "")
 
 	browser.Do(t, ctx, wait,
 		chromedp.Click(chromedp.CSS(`[data-action=new-session]`)),
@@ -166,10 +130,10 @@ func TestSessionChatStreamCancelAndPausedHistory(t *testing.T) {
 // with Escape; the origin filter asks the API (no automation sessions
 // here: none match).
 func TestSessionsListPagingFiltersAndPeek(t *testing.T) {
-	origin, _ := startPlatform(t, "MAX_CONCURRENT_SESSIONS", "0")
+	origin, _ := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	const wait = 30 * time.Second
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 
 	var ids []string
 	for i := range 30 {
@@ -259,25 +223,19 @@ func TestSessionsListPagingFiltersAndPeek(t *testing.T) {
 // agent's next step sees the value (the timeline shows its check, never
 // the value). The conversation is then found by the sessions search.
 func TestSessionEnvRequestAnsweredInPageAndSearch(t *testing.T) {
-	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), "RUN_SESSIONS", "gateway")
-	var logs syncBuffer
-	platform := apptest.Start(t, cfg, &logs)
+	origin, platform := startPlatform(t, "RUN_SESSIONS", "gateway")
 	t.Cleanup(func() {
 		if t.Failed() {
-			for _, l := range strings.Split(logs.String(), "\n") {
+			for _, l := range strings.Split(platform.Logs.String(), "\n") {
 				if strings.Contains(l, "env") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
 					t.Log(l)
 				}
 			}
 		}
 	})
-	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
-		return platform.App.APIAddr() != "" && platform.App.GatewayAddr() != ""
-	})
-	origin := "http://" + platform.App.APIAddr()
 	ctx := browser.New(t, browser.Options{})
 	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	var s struct{ ID string }
 	if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": "Needs a token",
 		"initial_prompt": "Use the demo token. [[script:env]]", "sandbox_mode": "immediate"}, &s); code != 201 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,47 +15,12 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/internal/app/apptest"
 	"github.com/proliferate/proliferate/internal/mailer/smtpfake"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
-	"github.com/proliferate/proliferate/web"
 )
 
 const settingsWait = 30 * time.Second
-
-// settingsPlatform is startPlatform keeping the platform's log (the log
-// mailer writes invitation links there).
-func settingsPlatform(t *testing.T, overrides ...string) (string, apptest.Running, *testenv.LogBuffer) {
-	t.Helper()
-	if !web.Built() {
-		t.Fatal("the dashboard is not built into this test binary: run `make web` (make test does)")
-	}
-	logs := &testenv.LogBuffer{}
-	cfg := apptest.Config(t, filepath.Join(t.TempDir(), "kafka"), overrides...)
-	r := apptest.Start(t, cfg, logs)
-	testenv.Eventually(t, 30*time.Second, "the API and the gateway to listen", func() bool {
-		return r.App.APIAddr() != "" && r.App.GatewayAddr() != ""
-	})
-	return "http://" + r.App.APIAddr(), r, logs
-}
-
-// signUp signs a new person up in the browser and starts the trial; they
-// land on their (empty) sessions list.
-func settingsSignUp(t *testing.T, ctx context.Context, origin, name, email string) {
-	t.Helper()
-	browser.Do(t, ctx, settingsWait,
-		chromedp.Navigate(origin+"/signup"),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=name]`)),
-		chromedp.SendKeys(chromedp.CSS(`input[name=name]`), name),
-		chromedp.SendKeys(chromedp.CSS(`input[name=email]`), email),
-		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "mauve otter juggles kites"),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`input[name=plan][value=dev]`)),
-		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`.page-head h1`)),
-	)
-}
 
 // accessToken is the browser's API access token.
 func settingsToken(t *testing.T, ctx context.Context) string {
@@ -119,10 +83,10 @@ func settingsText(t *testing.T, ctx context.Context, sel string) string {
 // with the problem next to the field and nothing saved; an API key is
 // shown once; a member sees the settings read-only.
 func TestSettingsSecretsImportAPIKeyAndFieldErrors(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("ada-%d@example.com", time.Now().UnixNano())
-	settingsSignUp(t, ctx, origin, "Ada", email)
+	signUp(t, ctx, origin, "Ada", email)
 	token := settingsToken(t, ctx)
 
 	values := []string{"postgres://ada:hunter2-db@db.internal/app", "sk_live_51HsecretStripeValue", "multi line\nvalue with spaces"}
@@ -277,13 +241,13 @@ var settingsInviteLink = regexp.MustCompile(`/invitations/accept\?token=[A-Za-z0
 // changes their role; the member sees the settings read-only.
 func TestSettingsInvitationAccepted(t *testing.T) {
 	mail := smtpfake.New(t, smtpfake.Options{NoTLS: true})
-	origin, platform, _ := settingsPlatform(t, "MAILER", "smtp", "SMTP_HOST", mail.Host, "SMTP_PORT", strconv.Itoa(mail.Port),
+	origin, platform := ownPlatform(t, nil, "MAILER", "smtp", "SMTP_HOST", mail.Host, "SMTP_PORT", strconv.Itoa(mail.Port),
 		"SMTP_FROM", "Proliferate <noreply@example.com>")
 	ada := browser.New(t, browser.Options{})
 	stamp := time.Now().UnixNano()
 	adaEmail := fmt.Sprintf("ada-%d@example.com", stamp)
 	bobEmail := fmt.Sprintf("bob-%d@example.com", stamp)
-	settingsSignUp(t, ada, origin, "Ada", adaEmail)
+	signUp(t, ada, origin, "Ada", adaEmail)
 	// A personal organization cannot have members: Ada starts a team.
 	browser.Do(t, ada, settingsWait,
 		chromedp.Navigate(origin+"/settings/organization"),
@@ -383,11 +347,11 @@ func TestSettingsInvitationAccepted(t *testing.T) {
 // first's session and automation URLs are not found, in the browser and
 // in the API.
 func TestSettingsSecondOrgSeesNoneOfTheFirst(t *testing.T) {
-	origin, platform, _ := settingsPlatform(t)
+	origin, platform := startPlatform(t)
 	stamp := time.Now().UnixNano()
 	ada := browser.New(t, browser.Options{})
 	adaEmail := fmt.Sprintf("ada-%d@example.com", stamp)
-	settingsSignUp(t, ada, origin, "Ada", adaEmail)
+	signUp(t, ada, origin, "Ada", adaEmail)
 	adaToken := settingsToken(t, ada)
 
 	status, body := settingsCall(t, origin, adaToken, "POST", "/secrets/import", map[string]any{"text": "ADA_ONLY_SECRET=ada-value-1\n"})
@@ -412,7 +376,7 @@ func TestSettingsSecondOrgSeesNoneOfTheFirst(t *testing.T) {
 
 	bea := browser.New(t, browser.Options{})
 	beaEmail := fmt.Sprintf("bea-%d@example.com", stamp)
-	settingsSignUp(t, bea, origin, "Bea", beaEmail)
+	signUp(t, bea, origin, "Bea", beaEmail)
 	beaToken := settingsToken(t, bea)
 
 	noAda := func(where string) {

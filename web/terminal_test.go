@@ -97,7 +97,7 @@ func TestSessionTerminalPreviewAndShareLinks(t *testing.T) {
 	origin, platform := startPlatform(t, "RUN_SESSIONS", "gateway")
 	ctx := browser.New(t, browser.Options{})
 	const wait = 120 * time.Second // a sandbox and OpenCode boot on a loaded machine
-	token := signUpInBrowser(t, ctx, origin)
+	token := signUp(t, ctx, origin, "Grace", "")
 	var s struct{ ID string }
 	if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": "A shell",
 		"initial_prompt": "Make a file. [[script:bash]]", "sandbox_mode": "immediate"}, &s); code != 201 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
@@ -53,10 +54,11 @@ func (a *App) apiModules() []func(*api.Server) error {
 }
 
 // identityOptions are the defaults with the deployment's rate-limit
-// namespace.
+// namespace and sign-up limit.
 func (a *App) identityOptions() identity.Options {
 	o := identity.DefaultOptions()
 	o.RateLimitNamespace = a.Cfg.RateLimitNamespace
+	o.SignupPerIP = identity.Limit{N: a.Cfg.SignupRateLimit, Window: time.Hour}
 	return o
 }
 

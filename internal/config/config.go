@@ -92,6 +92,7 @@ type Config struct {
 	MailPollInterval    time.Duration `env:"MAIL_POLL_INTERVAL" default:"5s" check:"positive" doc:"how often the mail sender (in the api role) looks for emails whose retry came due; new emails wake it at once (LISTEN/NOTIFY)"`
 	APITrustedProxies   []string      `env:"API_TRUSTED_PROXIES" doc:"comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is believed; empty trusts none (client IP = TCP peer)"`
 	RateLimitNamespace  string        `env:"RATE_LIMIT_NAMESPACE" doc:"separates the sign-in, sign-up and reset rate-limit counters in Redis of deployments that share one Redis (e.g. two staging environments); empty: one shared set"`
+	SignupRateLimit     int           `env:"SIGNUP_RATE_LIMIT" default:"20" check:"min=1,max=1000000" doc:"accounts one IP address may create per hour (POST /auth/signup); more are refused with 429 until the hour has passed"`
 
 	// Sign-in with GitHub and Google (api/identity/oauth.go). A provider is
 	// offered when its client id and secret are both set. GitHub's endpoints
@@ -133,6 +134,8 @@ type Config struct {
 	TriggerLLMFailOpen      bool          `env:"TRIGGER_LLM_FAIL_OPEN" doc:"when the LLM filter has no usable answer (timeout, error, malformed answer): true queues the run anyway; false (default) skips the event with reason llm_filter_failed"`
 	TriggerLLMMaxEventBytes int           `env:"TRIGGER_LLM_MAX_EVENT_BYTES" default:"16384" check:"min=1024,max=1048576" doc:"the event JSON shown to the model is cut to this many bytes"`
 	SchedulerTick           time.Duration `env:"SCHEDULER_TICK" default:"1s" check:"positive" doc:"how often the cron scheduler and the poller look for due schedules and poll groups"`
+	OrgDeletionGrace        time.Duration `env:"ORG_DELETION_GRACE" default:"168h" check:"positive" doc:"how long an organization its owner deleted stays restorable (POST /api/v1/orgs/{id}/restore) before the scheduler deletes it for good"`
+	OrgDeletionSweep        time.Duration `env:"ORG_DELETION_SWEEP_INTERVAL" default:"15s" check:"positive" doc:"how often the scheduler pauses the sessions of organizations scheduled for deletion and deletes those whose grace period is over"`
 	WebAppURL               string        `env:"WEB_APP_URL" check:"url=http|https" doc:"base URL of the web app, for links in Slack notifications; empty uses PUBLIC_URL"`
 	S3Bucket                string        `env:"S3_BUCKET" doc:"bucket for run artifacts and webhook bodies over INGEST_INLINE_BODY_BYTES; empty stores them on the filesystem under BLOB_DIR (which every ingest and trigger-processor replica must then share)"`
 	S3Region                string        `env:"S3_REGION" default:"us-east-1" doc:"S3 region (request signing)"`

@@ -25,13 +25,15 @@ import (
 )
 
 var (
-	pgOnce  sync.Once
-	pgPool  *pgxpool.Pool
-	pgURL   string
-	pgName  string
-	pgErr   error
-	inMain  bool
-	cleanup []func()
+	pgOnce sync.Once
+	pgPool *pgxpool.Pool
+	pgURL  string
+	pgName string
+	pgErr  error
+	inMain bool
+
+	cleanupMu sync.Mutex
+	cleanup   []func()
 )
 
 // Main runs a package's tests and then drops the package's database. Every
@@ -41,10 +43,23 @@ var (
 func Main(m *testing.M) {
 	inMain = true
 	code := m.Run()
-	for i := len(cleanup) - 1; i >= 0; i-- {
-		cleanup[i]()
+	cleanupMu.Lock()
+	fs := cleanup
+	cleanupMu.Unlock()
+	for i := len(fs) - 1; i >= 0; i-- {
+		fs[i]()
 	}
 	os.Exit(code)
+}
+
+// AtExit registers f to run when Main has run the package's tests, before
+// the package's database is dropped (functions registered later run
+// first): the cleanup of what the package's tests share (a platform
+// started once for all of them).
+func AtExit(f func()) {
+	cleanupMu.Lock()
+	defer cleanupMu.Unlock()
+	cleanup = append(cleanup, f)
 }
 
 // DatabaseURL returns the URL of the package's database, creating and migrating
@@ -105,7 +120,7 @@ func createDatabase() error {
 	if _, err := migrations.Up(ctx, pgPool); err != nil {
 		return err
 	}
-	cleanup = append(cleanup, func() {
+	AtExit(func() {
 		pgPool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()

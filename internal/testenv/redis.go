@@ -69,7 +69,7 @@ func openRedis() error {
 	if err := redisClient.FlushDB(ctx).Err(); err != nil {
 		return fmt.Errorf("flush redis db %d: %w", opt.DB, err)
 	}
-	cleanup = append(cleanup, func() {
+	AtExit(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = redisClient.FlushDB(ctx).Err()

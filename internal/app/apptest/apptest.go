@@ -9,7 +9,9 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +100,9 @@ type Running struct {
 	App *app.App
 	// Stop stops it (once; the test's cleanup calls it too).
 	Stop func() error
+	// Logs holds a shared platform's warnings and errors (nil for Start's
+	// platforms: their logs go where the test said).
+	Logs *testenv.LogBuffer
 }
 
 // Start runs `dev` with cfg until the test ends; logs go to logs (nil:
@@ -108,6 +113,54 @@ func Start(t testing.TB, cfg *config.Config, logs io.Writer) Running {
 	if logs == nil {
 		logs, level = io.Discard, "error"
 	}
+	return start(t, cfg, logs, level)
+}
+
+var (
+	sharedMu sync.Mutex
+	shared   = map[string]Running{}
+)
+
+// Shared returns the platform configured by overrides (name, value pairs,
+// as for Config) that all of the package's tests asking for the same
+// overrides share: the first one starts it and it runs until the package's
+// tests end (testenv.Main stops it). Starting a platform is most of a
+// short test's time; tests on a shared one keep apart by tenant (each
+// signs up its own people and organizations) and give rows unique names.
+// A test that needs a setting of its own, or stops or restarts its
+// platform, uses Start. The package's browser tests sign up many people
+// from 127.0.0.1: a shared platform allows them (SIGNUP_RATE_LIMIT), and
+// its logs (warnings and errors) are in Running.Logs.
+func Shared(t testing.TB, overrides ...string) Running {
+	t.Helper()
+	key := strings.Join(overrides, "\x00")
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if r, ok := shared[key]; ok {
+		return r
+	}
+	dir, err := os.MkdirTemp("", "apptest-shared-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.AtExit(func() { _ = os.RemoveAll(dir) })
+	pt := packageTB{t}
+	cfg := Config(pt, filepath.Join(dir, "kafka"), append([]string{"SIGNUP_RATE_LIMIT", "100000"}, overrides...)...)
+	logs := &testenv.LogBuffer{}
+	r := start(pt, cfg, logs, "warn")
+	r.Logs = logs
+	shared[key] = r
+	return r
+}
+
+// packageTB is the test that starts a shared platform, with its cleanups
+// deferred to the end of the package's tests.
+type packageTB struct{ testing.TB }
+
+func (p packageTB) Cleanup(f func()) { testenv.AtExit(f) }
+
+func start(t testing.TB, cfg *config.Config, logs io.Writer, level string) Running {
+	t.Helper()
 	a := app.New(cfg, obs.NewLogger(logs, level, "text"))
 	if v, ok := prebound.LoadAndDelete(cfg); ok {
 		if ln := v.(net.Listener); ln.Addr().String() == cfg.GatewayAddr {

@@ -54,6 +54,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/identity/identitydb"
@@ -316,7 +317,7 @@ func (h *handler) oauthSignIn(c *api.Ctx) (string, error) {
 	if u.Email == "" || !u.EmailVerified || len(u.Email) > 254 || !strings.Contains(u.Email, "@") || hasControl(u.Email) {
 		return "", errOAuthUnverified
 	}
-	userID, created, err := h.oauthAccount(ctx, p.ID(), u)
+	userID, created, err := h.oauthAccount(ctx, p.ID(), u, c.RequestID())
 	if err != nil {
 		return "", err
 	}
@@ -337,10 +338,12 @@ func (h *handler) oauthSignIn(c *api.Ctx) (string, error) {
 // oauthAccount finds, links or creates the user a provider account signs in
 // as (see the top of this file).
 // created reports a new account.
-func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.OAuthUser) (userID string, created bool, err error) {
+// A new link is an event of the person's own audit trail (GET /me/audit).
+func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.OAuthUser, requestID string) (userID string, created bool, err error) {
 	now := h.s.Now()
 	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
 		created = false
+		passwordDropped := false
 		q := identitydb.New(tx)
 		id, err := q.IdentityUser(ctx, identitydb.IdentityUserParams{Provider: provider, Subject: u.Subject})
 		if err == nil {
@@ -363,6 +366,7 @@ func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.
 				if _, err := q.RevokeUserSessions(ctx, identitydb.RevokeUserSessionsParams{UserID: row.ID, RevokedAt: &now}); err != nil {
 					return err
 				}
+				passwordDropped = true
 			}
 			userID = row.ID
 		case errors.Is(err, pgx.ErrNoRows):
@@ -400,7 +404,9 @@ func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.
 		if n == 0 {
 			return errOAuthConflict
 		}
-		return nil
+		return audit.Emit(ctx, tx, audit.Event{Action: "auth.oauth_linked", TargetType: "user", TargetID: userID,
+			Details: map[string]any{"provider": provider, "new_account": created, "unverified_account_password_dropped": passwordDropped},
+			Actor:   audit.Actor{UserID: userID, RequestID: requestID}})
 	})
 	return userID, created, err
 }

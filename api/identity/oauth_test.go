@@ -272,6 +272,10 @@ func TestOAuthLinkingUnverifiedAccountDropsItsPassword(t *testing.T) {
 	env.Do(t, "POST", "/auth/login", "", map[string]string{"email": squatter.Email, "password": squatter.Password}).
 		ExpectError(t, http.StatusUnauthorized, "invalid_credentials")
 	env.Do(t, "GET", "/me", squatter.AccessToken, nil).ExpectError(t, http.StatusUnauthorized, "unauthenticated")
+	// The link is an event of the person's own audit trail.
+	if n := env.CountRows(t, "outbox", "topic = 'audit.events' AND key = $1 AND position('auth.oauth_linked'::bytea in value) > 0", squatter.User.ID); n != 1 {
+		t.Fatalf("%d auth.oauth_linked audit events, want 1", n)
+	}
 }
 
 func TestOAuthGoogleNewUserAndIDTokenChecks(t *testing.T) {

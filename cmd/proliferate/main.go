@@ -76,6 +76,8 @@ happens once across replicas.`},
 key. Any number of replicas.`},
 	{"outbox status|list|show ID|retry ID…|--all|discard ID…|--all", "the relay's backlog and the rows it set aside as\nunpublishable: inspect, retry or discard them",
 		afterFirstLine(outboxUsage)},
+	{"mail status|failed|retry ID…", "the mail queue: emails waiting, the ones set aside as\nundeliverable with their errors, and putting them back",
+		afterFirstLine(mailUsage)},
 	{"finalizer", "run the run finalizer (deadlines, inactivity, dead sessions)",
 		`Runs the run finalizer every RUN_FINALIZER_INTERVAL: deadlines, inactivity
 and dead sessions (one pass at a time across replicas).`},
@@ -267,6 +269,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return topicsCmd(ctx, a, rest, stdout)
 	case "outbox":
 		return outboxCmd(ctx, a, rest, stdout)
+	case "mail":
+		return mailCmd(ctx, a, rest, stdout)
 	case "api":
 		return a.Serve(ctx, cmd, nil, a.APIRole, a.MailRole)
 	case "ingest":

@@ -263,7 +263,7 @@ func (s *Sender) send(ctx context.Context, r mailqueuedb.ClaimDueRow) (string, e
 		if _, err := q.MarkFailed(context.WithoutCancel(ctx), mailqueuedb.MarkFailedParams{Now: now, LastError: &msg, ID: r.ID}); err != nil {
 			return "", fmt.Errorf("mailqueue: set %s aside: %w", r.ID, err)
 		}
-		log.Error("email set aside as undeliverable; not retried",
+		log.Error("email set aside as undeliverable; not retried (`proliferate mail failed` lists it, `proliferate mail retry` puts it back)",
 			"permanent", mailer.Permanent(sendErr), "error", msg)
 		return StatusFailed, nil
 	default:

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -22,22 +21,14 @@ import (
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// buildCLI builds the proliferate binary (the CLI the sandbox links).
-func buildCLI(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(t.TempDir(), "proliferate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/proliferate")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/proliferate: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildCLI is the proliferate binary (the CLI the sandbox links), built
+// once for the package's tests.
+var buildCLI = sandboxtest.CLI
 
 // localActionsGateway is a gateway over the real local sandbox provider
 // (with the real CLI linked in) and the real invocations service over

@@ -241,7 +241,19 @@ var settingsInviteLink = regexp.MustCompile(`/invitations/accept\?token=[A-Za-z0
 // changes their role; the member sees the settings read-only.
 func TestSettingsInvitationAccepted(t *testing.T) {
 	mail := smtpfake.New(t, smtpfake.Options{NoTLS: true})
-	origin, platform := ownPlatform(t, nil, "MAILER", "smtp", "SMTP_HOST", mail.Host, "SMTP_PORT", strconv.Itoa(mail.Port),
+	// The platform's log at debug level, as this test always had it (it
+	// failed twice without, on a loaded machine), shown if it fails.
+	logs := &testenv.LogBuffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "mail") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "level=WARN") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+	origin, platform := ownPlatform(t, logs, "MAILER", "smtp", "SMTP_HOST", mail.Host, "SMTP_PORT", strconv.Itoa(mail.Port),
 		"SMTP_FROM", "Proliferate <noreply@example.com>")
 	ada := browser.New(t, browser.Options{})
 	stamp := time.Now().UnixNano()

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -47,13 +44,7 @@ func TestServiceCommandsStartAtBootAndResume(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 	sh := sandboxtest.Shared(t)
 
-	_, file, _, _ := runtime.Caller(0)
-	cli := filepath.Join(t.TempDir(), "proliferate")
-	build := exec.Command("go", "build", "-o", cli, "./cmd/proliferate")
-	build.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	cli := sandboxtest.CLI(t)
 	prov, err := local.New(local.Options{DataDir: t.TempDir(), OpenCodeBin: sh.Tools.Binary, PluginDir: sh.Tools.PluginDir,
 		CLIPath: cli, Isolation: local.IsolationBwrap})
 	if err != nil {

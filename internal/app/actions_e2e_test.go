@@ -22,13 +22,15 @@ import (
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// buildCLI builds the proliferate binary once per test binary: the agent
-// runs it as `proliferate actions …` inside its sandbox.
+// buildCLI builds the proliferate binary once per test binary (removed
+// when the tests end): the agent runs it as `proliferate actions …`
+// inside its sandbox.
 var buildCLI = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "proliferate-cli-")
 	if err != nil {
 		return "", err
 	}
+	testenv.AtExit(func() { _ = os.RemoveAll(dir) }) // ~80 MB a run
 	bin := filepath.Join(dir, "proliferate")
 	goBin, err := exec.LookPath("go")
 	if err != nil {

@@ -14,15 +14,18 @@ import (
 
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// TestMain removes the benchmarks' generated workspace after the run.
+// TestMain removes the benchmarks' generated workspace and the CLI built
+// for the tests (sandboxtest.CLI) after the run.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if benchRoot != "" {
-		os.RemoveAll(benchRoot)
-	}
-	os.Exit(code)
+	testenv.AtExit(func() {
+		if benchRoot != "" {
+			os.RemoveAll(benchRoot)
+		}
+	})
+	testenv.Main(m)
 }
 
 // The benchmark workspace, generated once per run: a git repository of

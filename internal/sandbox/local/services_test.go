@@ -4,9 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -14,21 +11,12 @@ import (
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
-// buildCLI builds the real proliferate binary the sandbox links.
-func buildCLI(t testing.TB) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(t.TempDir(), "proliferate")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/proliferate")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "..")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/proliferate: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildCLI is the real proliferate binary the sandbox links.
+var buildCLI = sandboxtest.CLI
 
 func freePort(t testing.TB) int {
 	t.Helper()

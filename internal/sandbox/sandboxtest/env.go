@@ -3,7 +3,10 @@ package sandboxtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -13,6 +16,7 @@ import (
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // SimAPIKey is the API key the shared scripted LLM accepts.
@@ -35,7 +39,40 @@ var (
 	toolsOnce sync.Once
 	tools     opencode.Tools
 	toolsErr  error
+
+	cliOnce sync.Once
+	cliPath string
+	cliErr  error
 )
+
+// CLI returns the real proliferate binary (./cmd/proliferate) that
+// sandboxes link, built once per test binary (linking it takes seconds)
+// into a directory removed when the package's tests end (the package's
+// TestMain calls testenv.Main).
+func CLI(t testing.TB) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "proliferate-cli-")
+		if err != nil {
+			cliErr = err
+			return
+		}
+		testenv.AtExit(func() { _ = os.RemoveAll(dir) })
+		_, file, _, _ := runtime.Caller(0)
+		bin := filepath.Join(dir, "proliferate")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/proliferate")
+		cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..", "..")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			cliErr = fmt.Errorf("go build ./cmd/proliferate: %v\n%s", err, out)
+			return
+		}
+		cliPath = bin
+	})
+	if cliErr != nil {
+		t.Fatal(cliErr)
+	}
+	return cliPath
+}
 
 // Sim returns the scripted LLM shared by the test binary (started on first
 // use, it lives as long as the binary) and the sandbox.LLM that points at

@@ -2,13 +2,13 @@ package e2bfake
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"testing"
 
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sandbox/sandboxtest"
 )
 
 // TestAPIKey is the API key of StartForTest's fake.
@@ -37,13 +37,7 @@ func StartForTest(t testing.TB, forward []string, extra map[string]string) *Serv
 	if err != nil {
 		t.Fatalf("e2bfake: %v", err)
 	}
-	root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
-	cli := filepath.Join(dir, "proliferate")
-	build := exec.Command("go", "build", "-o", cli, "./cmd/proliferate")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("e2bfake: go build ./cmd/proliferate: %v\n%s", err, out)
-	}
+	cli := sandboxtest.CLI(t)
 	ro := map[string]string{"/opt/proliferate/bin/opencode": tools.Binary, "/opt/proliferate/opencode-plugin": tools.PluginDir,
 		"/opt/proliferate/bin/proliferate": cli}
 	for k, v := range extra {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -127,4 +129,38 @@ func (s *Server) fillPerson(p *auth.Principal, superAdmin bool, activeOrg, role 
 	if activeOrg != nil && role != nil {
 		p.OrgID, p.Role = *activeOrg, auth.Role(*role)
 	}
+}
+
+// CodeOrgPendingDeletion refuses work in an organization scheduled for
+// deletion (orgs.CodePendingDeletion).
+const CodeOrgPendingDeletion = "org_pending_deletion"
+
+// refusePendingDeletion keeps an organization scheduled for deletion
+// read-only until an owner restores it: on its organization routes API
+// keys are refused outright (403: suspended, they act again after a
+// restore) and people may read, leave (Route.WhilePendingDeletion) and
+// nothing else (409). Restoring is a person route on the organization's
+// id, so it is not affected.
+func (s *Server) refusePendingDeletion(c *Ctx, r Route) error {
+	if r.Access != OrgMember && r.Access != OrgAdmin && r.Access != OrgOwner {
+		return nil
+	}
+	p := c.Principal()
+	if p == nil || p.OrgID == "" {
+		return nil
+	}
+	apiKey := p.Kind == auth.KindAPIKey
+	read := r.Method == http.MethodGet || r.Method == http.MethodHead
+	if !apiKey && (read || r.WhilePendingDeletion) {
+		return nil
+	}
+	pending, err := orgsdb.New(s.Pool).OrgDeletionPending(c.Request.Context(), p.OrgID)
+	if err != nil || !pending {
+		return err
+	}
+	if apiKey {
+		return &httpapi.Error{Status: http.StatusForbidden, Code: CodeOrgPendingDeletion,
+			Message: "the organization is scheduled for deletion: API keys cannot act in it until an owner restores it"}
+	}
+	return httpapi.Conflict(CodeOrgPendingDeletion, "the organization is scheduled for deletion: it is read-only until an owner restores it")
 }

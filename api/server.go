@@ -166,8 +166,12 @@ type Route struct {
 	// Status is the success status (default 200).
 	Status int
 	// Query documents query parameters.
-	Query   []Param
-	Handler HandlerFunc
+	Query []Param
+	// WhilePendingDeletion lets people call a writing organization route
+	// while their organization is scheduled for deletion (leaving it);
+	// others answer 409 org_pending_deletion then (reads stay open).
+	WhilePendingDeletion bool
+	Handler              HandlerFunc
 }
 
 // Param documents a query parameter.
@@ -187,6 +191,10 @@ func (s *Server) Handle(r Route) {
 	s.v1.Handle(r.Method, r.Path, func(gc *gin.Context) {
 		c := &Ctx{Context: gc, s: s}
 		if err := s.authorize(c, r.Access); err != nil {
+			s.writeError(gc, err)
+			return
+		}
+		if err := s.refusePendingDeletion(c, r); err != nil {
 			s.writeError(gc, err)
 			return
 		}

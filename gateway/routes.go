@@ -177,6 +177,8 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	switch {
 	case errors.Is(err, sessions.ErrLimit):
 		return httpapi.Conflict("session_limit", "the organization has reached its concurrent session limit")
+	case errors.Is(err, sessions.ErrOrgPendingDeletion):
+		return httpapi.Conflict("org_pending_deletion", "the organization is scheduled for deletion; an owner can restore it")
 	case errors.Is(err, sessions.ErrConfigurationNotFound):
 		return invalid("configuration_id", "no such configuration in this organization")
 	case errors.Is(err, sessions.ErrInvalid):
@@ -427,7 +429,7 @@ func (s *Server) postStart(w http.ResponseWriter, r *http.Request) error {
 // pauseReasons are the pause reasons a service may ask for (people always
 // pause with "manual").
 var pauseReasons = map[string]bool{manualPause: true, sessions.PauseCreditLimit: true, sessions.PausePaymentFailed: true,
-	sessions.PauseOverageCap: true}
+	sessions.PauseOverageCap: true, sessions.PauseOrgDeletion: true}
 
 // manualPause is the pause reason of a person's pause.
 const manualPause = "manual"

@@ -193,8 +193,8 @@ func TestCredentialKinds(t *testing.T) {
 			t.Fatalf("%s %s is public", r.Method, r.Path)
 		}
 	}
-	if n != 30 { // 24 + the outbox's three admin routes + the two invitation declines + org deletion
-		t.Fatalf("%d routes checked, want 30", n)
+	if n != 31 { // 24 + the outbox's three admin routes + the two invitation declines + org deletion and restore
+		t.Fatalf("%d routes checked, want 31", n)
 	}
 	after := snapshot(t, env)
 	for k, v := range before {

@@ -24,7 +24,8 @@ func (h *handlers) registerMembers() {
 		Summary: "Remove a member (admins cannot remove owners; 409 last_owner); clears their active org if it was this one",
 		Handler: h.removeMember})
 	h.handle(api.Route{Method: "POST", Path: "/orgs/current/leave", Tag: TagOrgs, Access: api.OrgMember, Status: http.StatusNoContent,
-		Summary: "Leave the active organization (409 last_owner for its only owner)", Handler: h.leave})
+		Summary:              "Leave the active organization (409 last_owner for its only owner); allowed while it is scheduled for deletion",
+		WhilePendingDeletion: true, Handler: h.leave})
 }
 
 func (h *handlers) listMembers(c *api.Ctx) error {

@@ -10,6 +10,8 @@
 //	GET    /orgs                                   person     my orgs with my role
 //	GET    /orgs/current                           member     the active org
 //	PATCH  /orgs/current                           admin      name, logo; allowed_domains (owner)
+//	DELETE /orgs/:id                               owner      schedule the deletion (ORG_DELETION_GRACE)
+//	POST   /orgs/:id/restore                       owner      cancel it within the grace period
 //	GET    /orgs/suggestions                       person     team orgs allowing my email domain
 //	POST   /orgs/suggestions/:id/join              person     join one of them as member
 //	PUT    /me/active-org                          person     switch the active org
@@ -205,9 +207,12 @@ func (h *handlers) registerOrgs() {
 	h.handle(api.Route{Method: "PATCH", Path: "/orgs/current", Tag: TagOrgs, Access: api.OrgAdmin,
 		Summary: "Update the active organization (name and logo: admin; allowed_domains: owner, each the email domain of a verified owner)",
 		Request: patchOrgReq{}, Response: orgs.Membership{}, Handler: h.patchOrg})
-	h.handle(api.Route{Method: "DELETE", Path: "/orgs/current", Tag: TagOrgs, Access: api.OrgOwner,
-		Summary: "Delete the active organization for good with everything in it (owners only, confirmed by its exact name; 409 personal_org, org_has_live_sessions)",
-		Request: deleteOrgReq{}, Response: orgs.Deleted{}, Handler: h.deleteOrg})
+	h.handle(api.Route{Method: "DELETE", Path: "/orgs/:id", Tag: TagOrgs, Access: api.Person, Status: http.StatusAccepted,
+		Summary: "Schedule the organization's deletion ORG_DELETION_GRACE from now (owners only, confirmed by its exact name; 404 if not a member, 409 personal_org); meanwhile it is read-only and an owner may restore it. Repeating returns the schedule",
+		Request: deleteOrgReq{}, Response: orgs.Deletion{}, Handler: h.deleteOrg})
+	h.handle(api.Route{Method: "POST", Path: "/orgs/:id/restore", Tag: TagOrgs, Access: api.Person,
+		Summary:  "Cancel the organization's scheduled deletion within its grace period (owners only; 409 org_not_pending_deletion, org_deletion_grace_over)",
+		Response: orgs.Membership{}, Handler: h.restoreOrg})
 	h.handle(api.Route{Method: "GET", Path: "/orgs/suggestions", Tag: TagOrgs, Access: api.Person,
 		Summary: "Team organizations that allow my (verified) email domain and that I am not in", Query: api.PageQuery,
 		Response: api.Page[orgs.Suggestion]{}, Handler: h.suggestions})
@@ -314,10 +319,29 @@ func (h *handlers) deleteOrg(c *api.Ctx) error {
 	if err := c.Bind(&req); err != nil {
 		return err
 	}
-	out, err := h.store.Delete(c.Request.Context(), actor(c), c.OrgID(), req.ConfirmName)
+	id := c.Param("id")
+	if !api.IsUUID(id) {
+		return orgsNotFound()
+	}
+	out, err := h.store.ScheduleDeletion(c.Request.Context(), actor(c), id, req.ConfirmName, h.s.Cfg.OrgDeletionGrace)
 	if err != nil {
 		return err
 	}
-	c.Log().Info("organization deleted", "org_id", out.ID, "removed", out.Removed)
-	return c.Reply(http.StatusOK, out)
+	c.Log().Info("organization deletion scheduled", "org_id", out.ID, "delete_after", out.DeleteAfter)
+	return c.Reply(http.StatusAccepted, out)
 }
+
+func (h *handlers) restoreOrg(c *api.Ctx) error {
+	id := c.Param("id")
+	if !api.IsUUID(id) {
+		return orgsNotFound()
+	}
+	m, err := h.store.RestoreDeletion(c.Request.Context(), actor(c), id)
+	if err != nil {
+		return err
+	}
+	c.Log().Info("organization deletion canceled", "org_id", id)
+	return c.Reply(http.StatusOK, m)
+}
+
+func orgsNotFound() error { return httpapi.NotFound("organization") }

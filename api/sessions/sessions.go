@@ -326,6 +326,8 @@ func mapErr(err error) error {
 		return httpapi.NotFound("session")
 	case errors.Is(err, sessions.ErrLimit):
 		return httpapi.Conflict("session_limit", "the organization has reached its limit of concurrent sessions")
+	case errors.Is(err, sessions.ErrOrgPendingDeletion):
+		return httpapi.Conflict("org_pending_deletion", "the organization is scheduled for deletion; an owner can restore it")
 	case errors.Is(err, sessions.ErrInvalidTransition):
 		return httpapi.Conflict("invalid_transition", err.Error())
 	case errors.Is(err, sessions.ErrConfigurationNotFound):

@@ -112,12 +112,16 @@ func (a *App) SchedulerRole(ctx context.Context) (Role, error) {
 	sched := scheduler.New(scheduler.Deps{Pool: a.Pool, Codec: a.Codec, Log: a.Log.With("role", "scheduler"), Tick: a.Cfg.SchedulerTick})
 	poll := poller.New(poller.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Log: a.Log.With("role", "poller"),
 		Tokens: svc, LinearAPIURL: a.Cfg.LinearAPIURL, Tick: a.Cfg.SchedulerTick, LLM: gate})
+	reaper, err := a.orgReaper(ctx, svc)
+	if err != nil {
+		return Role{}, err
+	}
 	// Schedules and polls are claimed in Postgres (runs leave through the
 	// outbox); poll groups are locked in Redis.
 	a.readyPostgres()
 	a.readyRedis()
 	return Role{"scheduler", func(ctx context.Context) error {
-		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run})
+		return RunRoles(ctx, Role{"cron", sched.Run}, Role{"poller", poll.Run}, Role{"org-deletion", reaper.Run})
 	}}, nil
 }
 

@@ -32,7 +32,6 @@ var legacySQL = map[string][]string{
 	"internal/integrations/store.go":             {"integrations", "repo_connections", "repos", "users"},
 	"internal/integrations/tokens.go":            {"user_connections"},
 	"internal/orgs/admin.go":                     {"auth_sessions", "members", "organizations", "users"},
-	"internal/orgs/delete.go":                    {"organizations"},
 	"internal/orgs/invitations.go":               {"invitations", "members", "organizations", "users"},
 	"internal/orgs/members.go":                   {"members", "users"},
 	"internal/orgs/onboarding.go":                {"members", "organizations", "repos", "trial_requests"},

@@ -5,93 +5,147 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
-	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
-// CodeLiveSessions refuses deleting an organization while sessions of it
-// are starting or running (their sandboxes would outlive it).
-const CodeLiveSessions = "org_has_live_sessions"
+// Codes of the deletion lifecycle.
+const (
+	// CodePendingDeletion refuses what would start or change work in an
+	// organization scheduled for deletion (restore it first).
+	CodePendingDeletion = "org_pending_deletion"
+	// CodeNotPendingDeletion refuses restoring an organization that is not
+	// scheduled for deletion.
+	CodeNotPendingDeletion = "org_not_pending_deletion"
+	// CodeDeletionGraceOver refuses restoring an organization whose grace
+	// period is over (its deletion is under way).
+	CodeDeletionGraceOver = "org_deletion_grace_over"
+)
 
-// Deleted reports what deleting an organization removed.
-type Deleted struct {
-	ID      string         `json:"id"`
-	Name    string         `json:"name"`
-	Removed map[string]int `json:"removed" doc:"rows removed with it, by kind (members, invitations, sessions, repos, integrations, secrets, api_keys, automations)"`
+// ErrPendingDeletion is returned by the checks of work that would start in
+// an organization scheduled for deletion (PendingDeletion callers wrap it).
+var ErrPendingDeletion = errors.New("orgs: the organization is scheduled for deletion")
+
+// DefaultDeletionGrace is the grace period when none is configured.
+const DefaultDeletionGrace = 7 * 24 * time.Hour
+
+// Deletion is an organization's scheduled deletion.
+type Deletion struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// ScheduledAt is when its owner asked; DeleteAfter when the deletion
+	// happens (until then an owner may restore it).
+	ScheduledAt time.Time `json:"deletion_scheduled_at"`
+	DeleteAfter time.Time `json:"delete_after"`
+	ScheduledBy *string   `json:"deletion_scheduled_by"`
 }
 
-// deletionCounts are the kinds Deleted.Removed reports, with their tables.
-var deletionCounts = []struct{ kind, table string }{
-	{"members", "members"}, {"invitations", "invitations"}, {"sessions", "sessions"}, {"repos", "repos"},
-	{"integrations", "integrations"}, {"secrets", "secrets"}, {"api_keys", "api_keys"}, {"automations", "automations"},
+// PendingDeletion reports whether orgID is scheduled for deletion, holding
+// a key-share lock on its row in q's transaction: a schedule committing
+// meanwhile waits for it, so work admitted here is seen as live by the
+// org-deletion job. A missing organization is not pending.
+func PendingDeletion(ctx context.Context, q orgsdb.DBTX, orgID string) (bool, error) {
+	return orgsdb.New(q).OrgDeletionPending(ctx, orgID)
 }
 
-// Delete deletes an organization at once and for good, with everything
-// that belongs to it. Only an owner may, confirming with the
-// organization's exact name; personal organizations are not deleted (each
-// person keeps theirs); an organization with live (starting or running)
-// sessions is refused until they are stopped, so no sandbox outlives it.
+// ScheduleDeletion schedules the deletion of an organization grace from
+// now. Only an owner may, confirming with the organization's exact name;
+// personal organizations are not deleted (each person keeps theirs); a
+// caller who is not a member gets not found, as if it did not exist.
+// Scheduling an organization already scheduled returns its schedule
+// unchanged.
 //
-// In one transaction, holding the organization's row lock (a concurrent
-// session start waits on it and then fails): an audit row naming the
-// organization (kept, its org_id cleared by the foreign key), then the row
-// itself, whose ON DELETE CASCADE foreign keys remove its members,
-// invitations, sessions and their snapshot records, repos and
-// configurations, integrations (with their stored tokens), secrets (the
-// sealed values are destroyed), org-scoped API keys, triggers,
-// automations, runs and billing rows; members whose active organization it
-// was have none (as after leaving) until they pick one.
-func (s *Store) Delete(ctx context.Context, a Actor, orgID, confirmName string) (Deleted, error) {
-	out := Deleted{ID: orgID, Removed: map[string]int{}}
+// From the schedule on, its live sessions are paused by the org-deletion
+// job, nothing new starts (sessions, runs, trigger events), API keys cannot
+// act in it and its people may only read; DeleteAfter on, the job deletes
+// it for good (Reaper.Finalize).
+func (s *Store) ScheduleDeletion(ctx context.Context, a Actor, orgID, confirmName string, grace time.Duration) (Deletion, error) {
+	if grace <= 0 {
+		grace = DefaultDeletionGrace
+	}
+	var out Deletion
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var personal bool
-		err := tx.QueryRow(ctx, `SELECT name, is_personal FROM organizations WHERE id = $1 FOR UPDATE`, orgID).Scan(&out.Name, &personal)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return notFound("organization")
-		}
+		row, err := s.lockForOwner(ctx, tx, a, orgID, "delete")
 		if err != nil {
 			return err
 		}
-		role, err := actorRole(ctx, tx, orgID, a.UserID)
-		if err != nil {
-			return err
-		}
-		if role != auth.RoleOwner {
-			return forbidden("only owners can delete an organization")
-		}
-		if personal {
+		out = Deletion{ID: orgID, Name: row.Name}
+		if row.IsPersonal {
 			return conflict(CodePersonalOrg, "a personal organization cannot be deleted")
 		}
-		if strings.TrimSpace(confirmName) != out.Name {
+		if strings.TrimSpace(confirmName) != row.Name {
 			return invalid("confirm_name", "must be the organization's name exactly, to confirm the deletion")
 		}
-		live, err := sessionsdb.New(tx).CountLiveSessions(ctx, orgID)
+		if row.DeleteAfter != nil {
+			out.ScheduledAt, out.DeleteAfter, out.ScheduledBy = *row.DeletionScheduledAt, *row.DeleteAfter, row.DeletionScheduledBy
+			return nil
+		}
+		now := s.now().UTC().Truncate(time.Microsecond)
+		out.ScheduledAt, out.DeleteAfter, out.ScheduledBy = now, now.Add(grace), &a.UserID
+		if err := orgsdb.New(tx).ScheduleOrgDeletion(ctx, orgsdb.ScheduleOrgDeletionParams{ID: orgID, ScheduledAt: &now,
+			DeleteAfter: &out.DeleteAfter, ScheduledBy: &a.UserID}); err != nil {
+			return err
+		}
+		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "org.deletion_schedule", TargetType: "organization", TargetID: orgID,
+			Details: map[string]any{"name": row.Name, "delete_after": out.DeleteAfter.Format(time.RFC3339)}})
+	})
+	return out, err
+}
+
+// RestoreDeletion cancels an organization's scheduled deletion: owners
+// only, within the grace period. Its paused sessions resume on their next
+// connect, its API keys act again.
+func (s *Store) RestoreDeletion(ctx context.Context, a Actor, orgID string) (Membership, error) {
+	var out Membership
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		row, err := s.lockForOwner(ctx, tx, a, orgID, "restore")
 		if err != nil {
 			return err
 		}
-		if live > 0 {
-			return conflict(CodeLiveSessions, fmt.Sprintf("%d session(s) of this organization are starting or running; stop them first", live))
+		if row.DeleteAfter == nil {
+			return conflict(CodeNotPendingDeletion, "the organization is not scheduled for deletion")
 		}
-		for _, c := range deletionCounts {
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+c.table+` WHERE org_id = $1`, orgID).Scan(&n); err != nil {
-				return fmt.Errorf("count %s: %w", c.table, err)
-			}
-			out.Removed[c.kind] = n
+		if !s.now().Before(*row.DeleteAfter) {
+			return conflict(CodeDeletionGraceOver, "the grace period is over: the organization is being deleted")
 		}
-		removed := map[string]any{}
-		for k, v := range out.Removed {
-			removed[k] = v
-		}
-		if err := audit(ctx, tx, a, Audit{Action: "org.delete", TargetType: "organization", TargetID: orgID,
-			Details: map[string]any{"name": out.Name, "removed": removed}}); err != nil {
+		if err := orgsdb.New(tx).CancelOrgDeletion(ctx, orgID); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM organizations WHERE id = $1`, orgID)
+		if err := audit(ctx, tx, a, Audit{OrgID: orgID, Action: "org.deletion_cancel", TargetType: "organization", TargetID: orgID,
+			Details: map[string]any{"name": row.Name}}); err != nil {
+			return err
+		}
+		out, err = membership(ctx, tx, orgID, a.UserID)
 		return err
 	})
 	return out, err
+}
+
+// lockForOwner locks the organization's row for an owner's deletion or
+// restore: not found for a missing organization and for one the actor is
+// not a member of (its existence is not revealed), forbidden for members
+// and admins.
+func (s *Store) lockForOwner(ctx context.Context, tx pgx.Tx, a Actor, orgID, verb string) (orgsdb.LockOrgForDeletionRow, error) {
+	row, err := orgsdb.New(tx).LockOrgForDeletion(ctx, orgID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return row, notFound("organization")
+	}
+	if err != nil {
+		return row, fmt.Errorf("lock organization: %w", err)
+	}
+	role, err := roleIn(ctx, tx, orgID, a.UserID)
+	if err != nil {
+		return row, err
+	}
+	if role == "" {
+		return row, notFound("organization")
+	}
+	if role != auth.RoleOwner {
+		return row, forbidden("only owners can " + verb + " an organization")
+	}
+	return row, nil
 }

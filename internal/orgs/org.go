@@ -22,6 +22,11 @@ type Org struct {
 	AllowedDomains     []string  `json:"allowed_domains"`
 	OnboardingComplete bool      `json:"onboarding_complete"`
 	CreatedAt          time.Time `json:"created_at"`
+	// DeletionScheduledAt and DeleteAfter are set while the organization is
+	// scheduled for deletion: it is deleted for good at DeleteAfter unless
+	// an owner restores it first.
+	DeletionScheduledAt *time.Time `json:"deletion_scheduled_at"`
+	DeleteAfter         *time.Time `json:"delete_after"`
 }
 
 // Membership is an organization with the caller's place in it.
@@ -34,13 +39,13 @@ type Membership struct {
 }
 
 const membershipCols = `o.id::text, o.name, o.slug, o.logo, o.is_personal, o.allowed_domains, o.onboarding_complete,
-	o.created_at, m.role, m.created_at, coalesce(u.active_org_id = o.id, false)`
+	o.created_at, o.deletion_scheduled_at, o.delete_after, m.role, m.created_at, coalesce(u.active_org_id = o.id, false)`
 
 func scanMembership(row pgx.Row) (Membership, error) {
 	var m Membership
 	var role string
 	err := row.Scan(&m.ID, &m.Name, &m.Slug, &m.Logo, &m.IsPersonal, &m.AllowedDomains, &m.OnboardingComplete,
-		&m.CreatedAt, &role, &m.JoinedAt, &m.Active)
+		&m.CreatedAt, &m.DeletionScheduledAt, &m.DeleteAfter, &role, &m.JoinedAt, &m.Active)
 	m.Role = auth.Role(role)
 	if m.AllowedDomains == nil {
 		m.AllowedDomains = []string{}

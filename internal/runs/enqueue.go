@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -68,10 +69,20 @@ const (
 	// no usable answer.
 	SkipLLMFilterRejected = "llm_filter_rejected"
 	SkipLLMFilterFailed   = "llm_filter_failed"
+	// The organization is scheduled for deletion: nothing starts in it.
+	SkipOrgPendingDeletion = "org_pending_deletion"
 )
 
 // Enqueue records ev as queued and creates its run, in tx.
 func Enqueue(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, src Source, ev Event) (Outcome, error) {
+	// An organization scheduled for deletion starts nothing: the event is
+	// recorded as skipped (the key-share lock orders this against the
+	// schedule).
+	if pending, err := orgsdb.New(tx).OrgDeletionPending(ctx, src.OrgID); err != nil {
+		return Outcome{}, fmt.Errorf("runs: org deletion check: %w", err)
+	} else if pending {
+		return RecordSkipped(ctx, tx, codec, src, ev, SkipOrgPendingDeletion)
+	}
 	out, err := insertEvent(ctx, tx, src, ev, "queued", "", "")
 	if err != nil || out.Duplicate {
 		return out, err

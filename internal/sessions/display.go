@@ -9,6 +9,9 @@ const (
 	PausePaymentFailed = "payment_failed"
 	PauseOverageCap    = "overage_cap"
 	PauseOrphaned      = "orphaned"
+	// PauseOrgDeletion: the organization is scheduled for deletion
+	// (orgs.PauseReasonDeletion); resumable once an owner restores it.
+	PauseOrgDeletion = "org_deletion"
 )
 
 // DisplayStatus derives the display status:
@@ -16,7 +19,8 @@ const (
 //	starting | running  → active (idle when the agent is known not busy)
 //	paused, inactivity  → idle (sleeping; resumes on reconnect)
 //	paused, no reason   → paused (a person paused it)
-//	paused, billing     → blocked (credit_limit, payment_failed, overage_cap)
+//	paused, billing     → blocked (credit_limit, payment_failed, overage_cap;
+//	                      org_deletion: the organization is being deleted)
 //	paused, orphaned    → recovering
 //	stopped             → completed (failed when its outcome is failed)
 //	failed              → failed
@@ -40,7 +44,7 @@ func DisplayStatus(s Session, agentBusy *bool, now time.Time) string {
 		switch *s.PauseReason {
 		case PauseInactivity:
 			return DisplayIdle
-		case PauseCreditLimit, PausePaymentFailed, PauseOverageCap:
+		case PauseCreditLimit, PausePaymentFailed, PauseOverageCap, PauseOrgDeletion:
 			return DisplayBlocked
 		case PauseOrphaned:
 			return DisplayRecovering

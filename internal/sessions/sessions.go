@@ -94,6 +94,9 @@ var (
 	// ErrInvalid: the input is malformed (unknown session type, setup without
 	// configuration, title too long, ...). Wrapped with the detail.
 	ErrInvalid = errors.New("invalid session input")
+	// ErrOrgPendingDeletion: the organization is scheduled for deletion;
+	// nothing new starts in it until an owner restores it.
+	ErrOrgPendingDeletion = errors.New("the organization is scheduled for deletion")
 )
 
 // Session is a row of the sessions table.

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
@@ -128,6 +129,13 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 		// lookup and the live count below are then exact.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sessions.create:' || $1, 0))`, in.OrgID); err != nil {
 			return fmt.Errorf("lock org: %w", err)
+		}
+		// Nothing starts in an organization scheduled for deletion (the
+		// key-share lock orders this against the schedule).
+		if pending, err := orgsdb.New(tx).OrgDeletionPending(ctx, in.OrgID); err != nil {
+			return fmt.Errorf("org deletion check: %w", err)
+		} else if pending {
+			return ErrOrgPendingDeletion
 		}
 		if in.IdempotencyKey != nil {
 			existing, err := scan(tx.QueryRow(ctx, `SELECT `+cols+` FROM sessions WHERE org_id = $1 AND idempotency_key = $2`,

@@ -11,6 +11,7 @@ import { ErrorBanner, Link, Loading, useData } from './lib/ui'
 import { counts, start, stop, useActivity } from './lib/activity'
 import { ErrorBoundary, RenderErrorProbe } from './lib/boundary'
 import { Dialog } from './lib/dialog'
+import { DeletionBanner } from './lib/deletion'
 import { shortcuts, useShortcuts } from './lib/keys'
 import { markSeen, usePrefs } from './lib/prefs'
 import { Login, OAuthComplete, ResetPassword, Signup, VerifyEmail } from './pages/auth'
@@ -149,6 +150,7 @@ function Shell() {
         </button>
       </header>
       {s.me.impersonator_id && <ImpersonationBanner />}
+      <DeletionBanner />
       <div class="body">
         <nav id="main-nav" class={'sidenav' + (menuOpen ? ' open' : '')} aria-label="Main">
           {nav.map((n) => (

@@ -11,6 +11,9 @@ export type Membership = {
   onboarding_complete: boolean
   role: 'owner' | 'admin' | 'member'
   active: boolean
+  // Set while the organization is scheduled for deletion: it is deleted
+  // for good then, unless an owner restores it first.
+  delete_after?: string | null
 }
 
 export type AppSession = {

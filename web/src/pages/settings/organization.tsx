@@ -1,14 +1,24 @@
 // The organization itself: its name and allowed email domains (admins),
-// a new team organization, leaving it, and deleting it (owners, typing its
-// exact name).
+// a new team organization, invitations to other organizations (accept or
+// decline), leaving it, and deleting it (owners, typing its exact name;
+// restorable until the grace period ends).
 import { useState } from 'preact/hooks'
 import { call, get, patch, post, put } from '../../lib/api'
 import { navigate } from '../../lib/router'
 import { useSession } from '../../lib/session'
 import { ErrorBanner, Field, Loading, useData, useSubmit } from '../../lib/ui'
-import { Section, useAdmin } from './common'
+import { fmtDate, Section, useAdmin } from './common'
 
-type Org = { id: string; name: string; slug: string; is_personal: boolean; allowed_domains: string[] | null }
+type Org = {
+  id: string
+  name: string
+  slug: string
+  is_personal: boolean
+  allowed_domains: string[] | null
+  delete_after: string | null
+}
+
+type Received = { id: string; role: string; expires_at: string; organization: { id: string; name: string }; inviter: { name: string; email: string } | null }
 
 export function OrganizationPage() {
   const s = useSession()
@@ -23,8 +33,10 @@ export function OrganizationPage() {
         {admin ? <RenameForm org={o} onDone={() => { org.reload(); s.reload() }} /> : <p>{o.name}</p>}
       </Section>
       <NewOrgForm />
+      <ReceivedInvitations />
       {!o.is_personal && <LeaveForm name={o.name} />}
-      {s.me.role === 'owner' && !o.is_personal && <DeleteForm name={o.name} />}
+      {s.me.role === 'owner' && !o.is_personal && !o.delete_after && <DeleteForm id={o.id} name={o.name} onDone={() => { org.reload(); s.reload() }} />}
+      {o.delete_after && <PendingDeletion org={o} owner={s.me.role === 'owner'} onDone={() => { org.reload(); s.reload() }} />}
     </div>
   )
 }
@@ -130,13 +142,49 @@ function LeaveForm(props: { name: string }) {
   )
 }
 
-function DeleteForm(props: { name: string }) {
+// ReceivedInvitations are the pending invitations to the person's
+// (verified) email from other organizations: accept or decline each.
+function ReceivedInvitations() {
   const s = useSession()
+  const list = useData((signal) => get<{ items: Received[] }>('/invitations', { signal }), [])
+  const act = useSubmit(async (id: string, what: 'accept' | 'decline') => {
+    await post(`/invitations/${id}/${what}`)
+    list.reload()
+    if (what === 'accept') s.reload()
+  })
+  const items = list.data?.items ?? []
+  if (items.length === 0) return null
+  return (
+    <div class="card received-invitations">
+      <h2>Invitations</h2>
+      <ErrorBanner error={list.error ?? act.error} />
+      <div>
+        {items.map((i) => (
+          <div key={i.id} class="row">
+            <span>
+              <strong>{i.organization.name}</strong> as {i.role}
+              {i.inviter && <span class="muted small"> (from {i.inviter.name || i.inviter.email})</span>}
+            </span>
+            <div class="spacer" />
+            <button type="button" class="primary" disabled={act.busy} onClick={() => act.run(i.id, 'accept')}>
+              Accept
+            </button>
+            <button type="button" data-action="decline" disabled={act.busy} onClick={() => act.run(i.id, 'decline')}>
+              Decline
+            </button>
+          </div>
+        ))}
+      </div>
+    </div>
+  )
+}
+
+function DeleteForm(props: { id: string; name: string; onDone: () => void }) {
   const [confirm, setConfirm] = useState('')
   const sub = useSubmit(async () => {
-    await call('DELETE', '/orgs/current', { confirm_name: confirm })
-    s.reload()
-    navigate('/')
+    await call('DELETE', `/orgs/${props.id}`, { confirm_name: confirm })
+    setConfirm('')
+    props.onDone()
   })
   return (
     <form
@@ -148,8 +196,9 @@ function DeleteForm(props: { name: string }) {
     >
       <h2>Delete {props.name}</h2>
       <p class="small">
-        Deletion is immediate and permanent: members, invitations, sessions, repositories, integrations, secrets, keys, automations and runs. Stop
-        running sessions first.
+        Its sessions are paused at once, API keys stop working and the organization becomes read-only. After the grace period (7 days unless
+        your operator changed it) it is deleted for good: members, invitations, sessions and snapshots, repositories, integrations, secrets,
+        keys, automations and runs. Until then an owner can restore it.
       </p>
       <Field
         label={`Type "${props.name}" to confirm`}
@@ -164,5 +213,27 @@ function DeleteForm(props: { name: string }) {
         Delete organization
       </button>
     </form>
+  )
+}
+
+function PendingDeletion(props: { org: Org; owner: boolean; onDone: () => void }) {
+  const sub = useSubmit(async () => {
+    await post(`/orgs/${props.org.id}/restore`)
+    props.onDone()
+  })
+  return (
+    <div class="card danger-zone pending-deletion">
+      <h2>Deletion scheduled</h2>
+      <p class="small">
+        {props.org.name} will be deleted for good on {fmtDate(props.org.delete_after)}.{' '}
+        {props.owner ? 'Restore it to bring it back as it was; paused sessions resume when opened.' : 'An owner can restore it until then.'}
+      </p>
+      <ErrorBanner error={sub.error} />
+      {props.owner && (
+        <button type="button" class="primary" data-action="restore-org" disabled={sub.busy} onClick={() => sub.run()}>
+          Restore organization
+        </button>
+      )}
+    </div>
   )
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/integrations"
 	domain "github.com/proliferate/proliferate/internal/orgs"
@@ -214,7 +215,7 @@ func newDeletionWorld(t *testing.T) *deletionWorld {
 	url := "http://" + hs.Listener.Addr().String()
 	log := slog.New(slog.DiscardHandler)
 	w.hubs = hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: env.Deps.Redis, InstanceID: "gw-" + uuid.NewString(),
-		Log: log, GatewayURL: url, Snapshots: book})
+		Log: log, GatewayURL: url, Snapshots: book, Gate: domain.BootGate(env.Deps.Pool, nil)})
 	srv, err := gateway.New(gateway.Deps{Cfg: env.Deps.Cfg, Log: log, Pool: env.Deps.Pool, Redis: env.Deps.Redis,
 		Codec: codec, Hubs: w.hubs, Sessions: w.store, Authenticator: env.Server.Authenticator()})
 	if err != nil {
@@ -304,6 +305,19 @@ func TestFinalizeDeletion(t *testing.T) {
 	s, err := w.store.Get(ctx, "", sid)
 	if err != nil || s.Status != sessions.StatusPaused || s.PauseReason == nil || *s.PauseReason != sessions.PauseOrgDeletion || s.SnapshotID == nil {
 		t.Fatalf("session %+v %v", s, err)
+	}
+	// Resuming it is refused while the deletion is pending.
+	h, err := w.hubs.Hub(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.EnsureRuntimeReady(ctx); err == nil {
+		t.Fatal("a paused session resumed while its organization is pending deletion")
+	} else if d, ok := billing.AsDenial(err); !ok || d.Code != domain.CodePendingDeletion {
+		t.Fatalf("resume refused with %v", err)
+	}
+	if s, _ := w.store.Get(ctx, "", sid); s.Status != sessions.StatusPaused {
+		t.Fatalf("session %s after a refused resume", s.Status)
 	}
 	if f, err := r.Finalize(ctx, tm.OrgID); err != nil || f.Deleted || deletionState(t, env, tm.OrgID) == "gone" {
 		t.Fatalf("finalized within the grace period: %+v %v", f, err)

@@ -226,7 +226,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
 		LLM: llm, Repos: a.repoResolver(), SystemPrompt: a.sessionPrompt,
 		Git:       hub.GitDeps{GitHub: &gitops.GitHub{BaseURL: a.Cfg.GitHubAPIURL, Tokens: a.githubTokens()}},
-		Snapshots: book, Gate: a.billingGate().Allow, LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
+		Snapshots: book, Gate: a.bootGate(), LLMKeys: keys, GitFreshness: a.gitFreshness(), Prebuilt: prebuilt,
 		Env: hub.SecretsEnv{DB: a.Pool, Box: box}, EnvRequestTimeout: a.Cfg.EnvRequestTimeout,
 		Transcript: tpub, History: a.Pool,
 		Services: hub.RepoServices{Store: &repos.Store{Pool: a.Pool}}, // reads only

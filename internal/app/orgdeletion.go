@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/proliferate/proliferate/consumers/enforcer"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/orgs"
 )
@@ -38,4 +39,10 @@ func (g gonePaused) Pause(ctx context.Context, orgID, sessionID, reason string) 
 		return err
 	}
 	return nil
+}
+
+// bootGate is the gateway's gate of resumes and CLI connects: nothing
+// boots in an organization scheduled for deletion, then the billing gate.
+func (a *App) bootGate() func(ctx context.Context, orgID string, op billing.Operation) error {
+	return orgs.BootGate(a.Pool, a.billingGate().Allow)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
@@ -148,4 +149,25 @@ func (s *Store) lockForOwner(ctx context.Context, tx pgx.Tx, a Actor, orgID, ver
 		return row, forbidden("only owners can " + verb + " an organization")
 	}
 	return row, nil
+}
+
+// BootGate gates the gateway's resumes and CLI connects (hub.Deps.Gate):
+// an organization scheduled for deletion boots nothing (its sessions were
+// paused for it and resume after a restore), refused as a gate denial with
+// code org_pending_deletion; otherwise next decides (the billing gate).
+func BootGate(q orgsdb.DBTX, next func(ctx context.Context, orgID string, op billing.Operation) error) func(ctx context.Context, orgID string, op billing.Operation) error {
+	return func(ctx context.Context, orgID string, op billing.Operation) error {
+		pending, err := PendingDeletion(ctx, q, orgID)
+		if err != nil {
+			return err
+		}
+		if pending {
+			return &billing.Denial{Code: CodePendingDeletion, Action: "restore_org",
+				Message: "the organization is scheduled for deletion; an owner can restore it"}
+		}
+		if next == nil {
+			return nil
+		}
+		return next(ctx, orgID, op)
+	}
 }

@@ -152,11 +152,11 @@ var topics = []Topic{
 	},
 	{
 		Name:        AuditEvents,
-		Description: "Security-relevant changes in an organization: secrets created, updated or deleted (names only, never values), members invited, joined, changed role or removed, API keys created or revoked (ids and prefixes only), integrations connected or disconnected, action modes set or cleared for the organization or an automation. Each names its actor (user, API key or system), target and request id. Written through the transactional outbox in the same transaction as the change, so a committed change always has its event. With actions.invocations (who approved or denied what) it is the organization's audit trail.",
+		Description: "Security-relevant changes in an organization: secrets created, updated or deleted (names only, never values), members invited, joined, changed role or removed, API keys created or revoked (ids and prefixes only), integrations connected or disconnected, action modes set or cleared for the organization or an automation, the organization's deletion scheduled or canceled by an owner and its final deletion by the platform (org.delete: the last event of the organization, with its name and the counts of what went, never secrets). Each names its actor (user, API key or system), target and request id. Written through the transactional outbox in the same transaction as the change, so a committed change always has its event. With actions.invocations (who approved or denied what) it is the organization's audit trail.",
 		Key:         "org id",
 		Partitions:  12, Cleanup: Delete, Retention: 365 * day,
 		EventTypes: []string{schemas.TypeAuditEvent},
-		Producers:  []string{"api"},
+		Producers:  []string{"api", "scheduler"},
 	},
 	{
 		Name:        LLMSpend,

@@ -8,7 +8,6 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/catalog"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/actions/providers"
-	"github.com/proliferate/proliferate/internal/actions/redaction"
 )
 
 // ActionCatalog is the action sources of sessions (provider integrations,
@@ -38,13 +37,11 @@ func (a *App) ActionCatalog(ctx context.Context) (*catalog.Catalog, error) {
 // the API role, which lists and decides but never executes) and notifier.
 func (a *App) actionService(sources invocations.Sources, n invocations.Notifier) *invocations.Svc {
 	log := a.Log.With("component", "actions")
-	// The org's secret values and marked patterns are redacted too. The
-	// box is nil only without ENCRYPTION_KEYS, when no secret can exist.
-	box, _ := a.SecretBox()
+	// The org's secret values and marked patterns are redacted too.
 	return invocations.New(invocations.Deps{Pool: a.Pool, Redis: a.Redis, Codec: a.Codec, Sources: sources,
 		Validator: actions.NewValidator(0), Notifier: n, RunHooks: invocations.NewRunHooks(a.Codec),
 		PendingTTL: a.Cfg.ActionsPendingTTL, UnattendedPendingTTL: a.Cfg.ActionsPendingTTLAutomation,
-		Redactors: redaction.NewCache(a.Pool, box, log), Log: log})
+		Redactors: a.Redactors(), Log: log})
 }
 
 // sweepInvocations expires overdue pending invocations and fails those

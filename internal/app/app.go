@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/proliferate/proliferate/consumers"
+	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/db"
@@ -53,6 +54,9 @@ type App struct {
 	Redis *redis.Client
 	Codec *schemas.Codec
 	box   *secretbox.Box
+
+	redactorsOnce sync.Once
+	redactors     *redaction.Cache
 
 	sessionsOnce sync.Once
 	sessions     runs.Sessions

@@ -3,10 +3,8 @@ package app
 import (
 	"github.com/proliferate/proliferate/gateway/builds"
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/repos"
-	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -14,12 +12,12 @@ import (
 // gateway's POST /configuration-builds/{id}/run or its periodic pass
 // (CONFIGURATION_BUILD_INTERVAL) claims and runs it as a headless setup
 // session; builds past CONFIGURATION_BUILD_TIMEOUT are failed.
-func (a *App) configBuilder(hubs *hub.Manager, store *sessions.Store, prebuilt *prebuilds.Resolver, box *secretbox.Box) *builds.Builder {
+func (a *App) configBuilder(hubs *hub.Manager, store *sessions.Store, prebuilt *prebuilds.Resolver) *builds.Builder {
 	log := a.Log.With("component", "configuration-builds")
 	return builds.New(builds.Deps{
 		Builds: &prebuilds.Builds{Pool: a.Pool}, Sessions: store, Hubs: hubs,
 		Services: hub.RepoServices{Store: &repos.Store{Pool: a.Pool}}, Prebuilt: prebuilt,
-		Redactors: redaction.NewCache(a.Pool, box, log), InstanceID: hubs.InstanceID(),
+		Redactors: a.Redactors(), InstanceID: hubs.InstanceID(),
 		Log: log, Every: a.Cfg.ConfigBuildInterval,
 	})
 }

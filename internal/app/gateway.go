@@ -17,7 +17,6 @@ import (
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/sweeper"
-	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/integrations"
@@ -219,8 +218,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Log: a.Log.With("component", "snapshots")})
 	cleaner := snapshots.NewCleaner(book, snapshots.CleanerOptions{Every: a.Cfg.SnapshotCleanupInterval})
 	prebuilt := a.prebuilt()
-	redactors := redaction.NewCache(a.Pool, box, a.Log.With("component", "redaction"))
-	tpub := a.transcriptPublisher(redactors)
+	tpub := a.transcriptPublisher()
 	hubs := hub.NewManager(hub.Deps{
 		Sessions: store, Provider: prov, Redis: a.Redis, InstanceID: host + "/" + uuid.NewString(),
 		Log: a.Log.With("component", "hub"), GatewayURL: a.Cfg.GatewayPublicURL,
@@ -236,7 +234,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 		Previews: hub.PreviewDeps{PollEvery: a.Cfg.PreviewPollInterval, PortMin: a.Cfg.PreviewPortMin, PortMax: a.Cfg.PreviewPortMax,
 			URL: gateway.PreviewLinks{Redis: a.Redis, PublicURL: a.Cfg.GatewayPublicURL, TTL: a.Cfg.PreviewLinkTTL}.URL},
 	})
-	builder := a.configBuilder(hubs, store, prebuilt, box)
+	builder := a.configBuilder(hubs, store, prebuilt)
 	sw := sweeper.New(sweeper.Deps{Sessions: store, Pool: a.Pool, Redis: a.Redis, Provider: prov, Snapshots: book, LLMKeys: keys,
 		Log: a.Log.With("component", "orphan-sweeper"), Every: a.Cfg.OrphanSweepInterval, Grace: a.Cfg.OrphanSweepGrace})
 	apiServer, err := a.APIServer(ctx)
@@ -265,7 +263,7 @@ func (a *App) GatewayRole(ctx context.Context) (Role, error) {
 	gw, err := gateway.New(gateway.Deps{Cfg: a.Cfg, Log: a.Log.With("role", "gateway"), Pool: a.Pool, Redis: a.Redis,
 		Codec: a.Codec, Hubs: hubs, Sessions: store, Authenticator: apiServer.Authenticator(), Actions: actionsSvc, AdvertiseURL: advertise,
 		Repos: repoAccess{a}, Prebuilt: prebuilt, Builds: builder, Evidence: &evidence.Store{Pool: a.Pool, Blobs: blobs},
-		Redactors: redactors})
+		Redactors: a.Redactors()})
 	if err != nil {
 		_ = ln.Close()
 		return Role{}, err

@@ -5,16 +5,16 @@ import (
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
-	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/transcript"
 )
 
 // transcriptPublisher is the gateway's writer of sessions.transcript
 // (through the outbox), redacting with the organizations' secrets and
-// patterns. The gateway role closes it after its hubs shut down.
-func (a *App) transcriptPublisher(redactors *redaction.Cache) *transcript.Publisher {
+// patterns (the process's one cache, Redactors). The gateway role closes it
+// after its hubs shut down.
+func (a *App) transcriptPublisher() *transcript.Publisher {
 	return transcript.NewPublisher(transcript.PublisherOptions{Pool: a.Pool, Codec: a.Codec,
-		Redactors: redactors, Log: a.Log.With("component", "transcript")})
+		Redactors: a.Redactors(), Log: a.Log.With("component", "transcript")})
 }
 
 // sessionMaterializerHandler applies one statement per fetched batch of a

@@ -94,7 +94,7 @@ function Shell() {
   // the signed-in person in the active organization.
   useEffect(() => {
     if (!s.me.active_org_id) return
-    start(s.me.id)
+    start(s.me.id, s.me.active_org_id)
     return stop
   }, [s.me.id, s.me.active_org_id])
   // Opening a run marks it seen (the inbox's unread markers).

@@ -12,6 +12,20 @@
 // The session page reports its live socket state (reportLive), which is
 // fresher than a poll.
 //
+// One tab polls. The tabs of the app for one person and organization
+// elect a leader with the Web Locks API: a tab that becomes visible takes
+// the lead (steal) and polls at once, the others wait in the lock's queue
+// (the next takes over when the leader closes or hides and another shows).
+// The leader hands each snapshot and its attention states to the others
+// through a BroadcastChannel, so their counts stay current and a new
+// leader notifies only what changed; a follower's "Watch" click asks the
+// leader to poll (refresh), and each follower tells the leader which
+// session it shows, so no tab notifies about a session a person looks at
+// elsewhere. The leader polls every POLL_MS while it is visible and every
+// HIDDEN_POLL_MS while it is hidden (no tab of the app is then visible).
+// Without Web Locks or BroadcastChannel every tab polls, at the same two
+// rates.
+//
 // Every notification decision is also appended to window.__notifications
 // (title, body, session, kind, shown, reason): the browser tests read it,
 // and it helps a person who wonders why nothing appeared.
@@ -59,12 +73,21 @@ export type NotificationRecord = {
 declare global {
   interface Window {
     __notifications: NotificationRecord[]
-    // __activityPolls counts the watcher's completed polls.
+    // __activityPolls counts the watcher's completed polls (in this tab).
     __activityPolls: number
+    // __activityRole is this tab's part: 'leader' polls, 'follower'
+    // receives the leader's snapshots (__activitySnaps counts them).
+    __activityRole: '' | 'leader' | 'follower'
+    __activitySnaps: number
+    // __activityDelay is the wait before the leader's next poll (ms).
+    __activityDelay: number
   }
 }
 window.__notifications = window.__notifications ?? []
 window.__activityPolls = 0
+window.__activityRole = ''
+window.__activitySnaps = 0
+window.__activityDelay = 0
 
 export type Live = { agent: string; env: boolean; approval: boolean }
 
@@ -76,13 +99,32 @@ export type Snapshot = {
 }
 
 const POLL_MS = 3000
+const HIDDEN_POLL_MS = 15000
 const empty: Snapshot = { sessions: [], approvals: [], runs: [], loaded: false }
 
 let uid = ''
+// scope is the person and organization watched; tabs of another scope
+// neither share a leader nor snapshots.
+let scope = ''
 let snap: Snapshot = empty
 let timer: number | undefined
 let polling = false
 let generation = 0
+
+// Leadership across tabs (see the top).
+type Msg =
+  | { type: 'snap'; scope: string; snap: Snapshot; kinds: [string, Kind][]; busy: string[] }
+  | { type: 'view'; scope: string; tab: string; session: string }
+  | { type: 'hello'; scope: string }
+  | { type: 'refresh'; scope: string }
+const tab = Math.random().toString(36).slice(2)
+let channel: BroadcastChannel | null = null
+let leader = false
+let term = 0 // campaigns for the lead; a superseded one lets the lock go at once
+let queued: AbortController | undefined
+let releaseLock: (() => void) | undefined
+// views are the sessions other tabs show (visible), by tab.
+const views = new Map<string, { session: string; at: number }>()
 const kinds = new Map<string, Kind>()
 const live = new Map<string, Live>()
 const rows = new Map<string, SessionLite>()
@@ -93,17 +135,33 @@ const subscribers = new Set<(s: Snapshot) => void>()
 
 // start begins watching for the signed-in person (again after a switch of
 // user or organization: the previous states are forgotten).
-export function start(user: string) {
+export function start(user: string, org = '') {
   stop()
   uid = user
+  scope = user + ':' + org
   baseline(user) // the first visit starts the unread markers' clock
-  generation++
-  void poll(generation)
+  if (typeof BroadcastChannel === 'undefined' || !('locks' in navigator)) {
+    lead(generation) // every tab polls
+    return
+  }
+  channel = new BroadcastChannel('proliferate-activity')
+  channel.onmessage = (e: MessageEvent) => onMessage(e.data as Msg)
+  campaign(!document.hidden)
 }
 
 export function stop() {
+  generation++ // a poll in flight publishes nothing
   window.clearTimeout(timer)
   timer = undefined
+  queued?.abort()
+  queued = undefined
+  releaseLock?.()
+  releaseLock = undefined
+  leader = false
+  window.__activityRole = ''
+  channel?.close()
+  channel = null
+  views.clear()
   kinds.clear()
   rows.clear()
   busySeen.clear()
@@ -111,10 +169,118 @@ export function stop() {
   publish()
 }
 
-// refresh polls now (after the person changed something).
+// refresh polls now (after the person changed something); a follower asks
+// the leader.
 export function refresh() {
-  if (uid) void poll(generation)
+  if (!uid) return
+  if (leader) void poll(generation)
+  else post({ type: 'refresh', scope })
 }
+
+function post(m: Msg) {
+  channel?.postMessage(m)
+}
+
+// campaign asks for the lead: steal takes it now (a tab the person looks
+// at), else the tab waits in the lock's queue.
+function campaign(steal: boolean) {
+  const gen = generation
+  const t = ++term
+  queued?.abort()
+  queued = undefined
+  let opts: LockOptions = { steal: true }
+  if (!steal) {
+    queued = new AbortController()
+    opts = { signal: queued.signal }
+    window.__activityRole = 'follower'
+  }
+  navigator.locks
+    .request('proliferate-activity:' + scope, opts, () => {
+      if (gen !== generation || t !== term) return undefined // superseded: let it go
+      queued = undefined
+      return new Promise<void>((resolve) => {
+        releaseLock = resolve
+        lead(gen)
+      })
+    })
+    .then(
+      () => undefined,
+      () => {
+        // Another tab stole the lead (or this tab's own wait was
+        // cancelled by a newer campaign or stop, which the term tells).
+        if (gen === generation && t === term && leader) follow()
+      },
+    )
+}
+
+function lead(gen: number) {
+  if (gen !== generation) return
+  leader = true
+  window.__activityRole = 'leader'
+  post({ type: 'hello', scope }) // the others say what they show
+  window.clearTimeout(timer)
+  void poll(gen)
+}
+
+function follow() {
+  leader = false
+  releaseLock = undefined
+  window.clearTimeout(timer)
+  timer = undefined
+  campaign(false)
+}
+
+function onMessage(m: Msg) {
+  if (!m || m.scope !== scope || !uid) return
+  switch (m.type) {
+    case 'snap':
+      if (leader) return
+      snap = m.snap
+      kinds.clear()
+      for (const [id, k] of m.kinds) kinds.set(id, k)
+      busySeen.clear()
+      for (const id of m.busy) busySeen.add(id)
+      window.__activitySnaps++
+      publish()
+      postView()
+      return
+    case 'view':
+      if (m.session) views.set(m.tab, { session: m.session, at: Date.now() })
+      else views.delete(m.tab)
+      return
+    case 'hello':
+      postView()
+      return
+    case 'refresh':
+      if (leader) void poll(generation)
+  }
+}
+
+// shown is the session this tab shows to the person ('' for none).
+function shown(): string {
+  if (document.visibilityState !== 'visible') return ''
+  const m = /^\/sessions\/([^/]+)$/.exec(location.pathname)
+  return m ? decodeURIComponent(m[1]) : ''
+}
+
+function postView() {
+  post({ type: 'view', scope, tab, session: shown() })
+}
+
+// A tab that shows itself polls at once: it takes the lead, or (leading)
+// stops waiting out the hidden period.
+document.addEventListener('visibilitychange', () => {
+  if (!uid) return
+  postView()
+  if (document.hidden) return
+  if (leader) {
+    window.clearTimeout(timer)
+    void poll(generation)
+  } else if (channel) campaign(true)
+})
+window.addEventListener('pagehide', () => {
+  if (uid) post({ type: 'view', scope, tab, session: '' })
+})
 
 function publish() {
   subscribers.forEach((f) => f(snap))
@@ -139,11 +305,11 @@ export function reportLive(row: SessionLite, l: Live | null) {
   if (l) live.set(row.id, l)
   else live.delete(row.id)
   rows.set(row.id, row)
-  if (l && isWatched(uid, row)) evaluate(row, null, false)
+  if (l && leader && isWatched(uid, row)) evaluate(row, null, false)
 }
 
 async function poll(gen: number) {
-  if (polling) return
+  if (polling || !leader || gen !== generation) return
   polling = true
   try {
     const opt = <T>(p: Promise<Page<T>>) => p.then((r) => r.items ?? [], () => null)
@@ -170,7 +336,7 @@ async function poll(gen: number) {
         ),
       ),
     )
-    if (gen !== generation) return
+    if (gen !== generation || !leader) return
     const first = !snap.loaded
     for (const s of watched) {
       rows.set(s.id, s)
@@ -184,11 +350,13 @@ async function poll(gen: number) {
     }
     window.__activityPolls++
     publish()
+    post({ type: 'snap', scope, snap, kinds: [...kinds], busy: [...busySeen] })
   } finally {
     polling = false
-    if (gen === generation) {
+    if (gen === generation && leader) {
       window.clearTimeout(timer)
-      timer = window.setTimeout(() => void poll(gen), POLL_MS)
+      window.__activityDelay = document.hidden ? HIDDEN_POLL_MS : POLL_MS
+      timer = window.setTimeout(() => void poll(gen), window.__activityDelay)
     }
   }
 }
@@ -234,8 +402,11 @@ const texts: Record<string, [string, string]> = {
   blocked: ['Session blocked', 'It is out of credits or over a limit.'],
 }
 
+// viewing: this tab or another (that said so lately) shows the session.
 function viewing(id: string): boolean {
-  return location.pathname === '/sessions/' + id && document.visibilityState === 'visible'
+  if (shown() === id) return true
+  const v = [...views.values()].find((x) => x.session === id)
+  return !!v && Date.now() - v.at < 3 * HIDDEN_POLL_MS
 }
 
 function notify(s: SessionLite, k: Kind) {

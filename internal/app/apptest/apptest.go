@@ -107,8 +107,15 @@ type Running struct {
 
 // Start runs `dev` with cfg until the test ends; logs go to logs (nil:
 // discarded, errors only).
+//
+// The package's shared platforms (Shared) are stopped first: platforms of
+// one test package share its database, and two running at once would
+// drain each other's queues (the outbox relay publishing one platform's
+// events to the other's broker, the mail sender sending its mail). The
+// next test that asks for a shared platform starts it again.
 func Start(t testing.TB, cfg *config.Config, logs io.Writer) Running {
 	t.Helper()
+	stopShared()
 	level := "debug"
 	if logs == nil {
 		logs, level = io.Discard, "error"
@@ -124,7 +131,8 @@ var (
 // Shared returns the platform configured by overrides (name, value pairs,
 // as for Config) that all of the package's tests asking for the same
 // overrides share: the first one starts it and it runs until the package's
-// tests end (testenv.Main stops it). Starting a platform is most of a
+// tests end (testenv.Main stops it) or a test starts a platform of its own
+// (Start). Starting a platform is most of a
 // short test's time; tests on a shared one keep apart by tenant (each
 // signs up its own people and organizations) and give rows unique names.
 // A test that needs a setting of its own, or stops or restarts its
@@ -151,6 +159,16 @@ func Shared(t testing.TB, overrides ...string) Running {
 	r.Logs = logs
 	shared[key] = r
 	return r
+}
+
+// stopShared stops the package's running shared platforms.
+func stopShared() {
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	for key, r := range shared {
+		_ = r.Stop()
+		delete(shared, key)
+	}
 }
 
 // packageTB is the test that starts a shared platform, with its cleanups

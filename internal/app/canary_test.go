@@ -16,7 +16,8 @@ import (
 // ignored), the access-token signing key and the encryption key (their
 // base64 text and their bytes), the service token, and the credentials of
 // the third parties the stack is configured for or could be (SMTP, Nango,
-// Slack, GitHub's webhook secret, S3, E2B, the LLM proxy's master key).
+// Slack, GitHub's webhook secret, S3, E2B, the LLM proxy's master key, the
+// GitHub and Google sign-in clients).
 // It returns what a whole-stack test must find in no log line, Kafka
 // record or API response (name → value), and the configuration overrides
 // (name, value pairs) that set them.
@@ -50,8 +51,11 @@ func canarySettings(t *testing.T) (map[string]string, []string) {
 		"S3_SECRET_KEY":              canary("s3"),
 		"E2B_API_KEY":                canary("e2b"),
 		"LLM_PROXY_MASTER_KEY":       canary("litellm"),
+		"GITHUB_OAUTH_CLIENT_SECRET": canary("ghoauth"),
+		"GOOGLE_OAUTH_CLIENT_SECRET": canary("googleoauth"),
 	}
-	overrides := []string{"DATABASE_URL", db.String(), "AUTH_SIGNING_KEYS", signKey, "ENCRYPTION_KEYS", encKey}
+	overrides := []string{"DATABASE_URL", db.String(), "AUTH_SIGNING_KEYS", signKey, "ENCRYPTION_KEYS", encKey,
+		"GITHUB_OAUTH_CLIENT_ID", "canary-client", "GOOGLE_OAUTH_CLIENT_ID", "canary-client.apps.googleusercontent.com"}
 	for name, v := range values {
 		if !strings.Contains(name, " ") {
 			overrides = append(overrides, name, v)

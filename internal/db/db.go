@@ -1,4 +1,5 @@
-// Package db opens the Postgres pool every role uses.
+// Package db opens the Postgres pool every role uses and keeps the LISTEN
+// connections that wake the roles draining a table (Listen).
 package db
 
 import (

@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/mailqueue/mailqueuedb"
 	"github.com/proliferate/proliferate/internal/secretbox"
@@ -306,7 +307,7 @@ func (s *Sender) Backoff(attempt int) time.Duration {
 // notification (a new email) or the poll interval (retries coming due).
 func (s *Sender) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	go s.listen(ctx, wake)
+	go db.Listen(ctx, s.pool, Channel, wake, s.log, nil)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	purge := time.NewTicker(time.Hour)
@@ -336,41 +337,5 @@ func (s *Sender) Run(ctx context.Context) error {
 		}
 		failures = 0
 		poll.Reset(s.opt.PollInterval)
-	}
-}
-
-func (s *Sender) listen(ctx context.Context, wake chan<- struct{}) {
-	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, wake)
-		if ctx.Err() != nil {
-			return
-		}
-		s.log.Warn("mail queue listener lost; polling until it reconnects", "error", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (s *Sender) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{Channel}.Sanitize()); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
 	}
 }

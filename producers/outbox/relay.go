@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -114,7 +115,7 @@ func NewRelay(pool *pgxpool.Pool, cl *kgo.Client, opt RelayOptions) *Relay {
 // waits for a notification or the poll interval.
 func (r *Relay) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
-	go r.listen(ctx, wake)
+	go db.Listen(ctx, r.pool, outbox.Channel, wake, r.log, nil)
 	purge := time.NewTicker(time.Minute)
 	defer purge.Stop()
 	observe := time.NewTicker(5 * time.Second)
@@ -368,45 +369,6 @@ func poisonError(err error) bool {
 	return errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) ||
 		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.InvalidTopicException) ||
 		errors.Is(err, kerr.InvalidRecord) || errors.Is(err, kerr.CorruptMessage)
-}
-
-// listen forwards notifications to wake, reconnecting on failure. A missed
-// notification only delays publishing until the next poll.
-func (r *Relay) listen(ctx context.Context, wake chan<- struct{}) {
-	for ctx.Err() == nil {
-		err := r.listenOnce(ctx, wake)
-		if ctx.Err() != nil {
-			return
-		}
-		r.log.Warn("outbox listener lost; polling until it reconnects", "error", err)
-		select {
-		case <-time.After(time.Second):
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (r *Relay) listenOnce(ctx context.Context, wake chan<- struct{}) error {
-	pc, err := r.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// The connection carries LISTEN state; take it out of the pool for good.
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{outbox.Channel}.Sanitize()); err != nil {
-		return err
-	}
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
 }
 
 // DefaultMaxPendingAge is the default of RelayOptions.MaxPendingAge.

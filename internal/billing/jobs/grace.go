@@ -5,9 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/db"
 )
 
 // GraceClock exhausts organizations when their grace ends, on time: it
@@ -40,7 +39,7 @@ func (g *GraceClock) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		g.listen(ctx, wake)
+		db.Listen(ctx, g.Pool, billing.GraceChannel, wake, g.log(), g.listening.Store)
 	}()
 	defer func() { <-done }()
 	timer := time.NewTimer(0)
@@ -91,54 +90,4 @@ func (g *GraceClock) tick(ctx context.Context, safety time.Duration) time.Durati
 	}
 	d := next.Sub(now)
 	return min(max(d, 0)+time.Millisecond, safety)
-}
-
-// listen keeps a dedicated connection LISTENing on the grace channel,
-// reconnecting with backoff, and signals wake on every notification (and
-// after each reconnect, since notifications may have been missed).
-func (g *GraceClock) listen(ctx context.Context, wake chan<- struct{}) {
-	signal := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := g.listenOnce(ctx, signal)
-		g.listening.Store(false)
-		if ctx.Err() != nil {
-			return
-		}
-		g.log().Warn("grace clock: listen connection lost; reconnecting", "error", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 30*time.Second)
-	}
-}
-
-func (g *GraceClock) listenOnce(ctx context.Context, signal func()) error {
-	conn, err := pgx.ConnectConfig(ctx, g.Pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, `LISTEN `+pgx.Identifier{billing.GraceChannel}.Sanitize()); err != nil {
-		return err
-	}
-	g.listening.Store(true)
-	signal()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		signal()
-	}
 }

@@ -336,13 +336,7 @@ func List(ctx context.Context, db auditdb.DBTX, orgID string, f Filter, at time.
 	if err != nil {
 		return nil, fmt.Errorf("audit: list: %w", err)
 	}
-	out := make([]Entry, len(rows))
-	for i, r := range rows {
-		out[i] = Entry{ID: r.EventID, OccurredAt: r.OccurredAt.UTC(), Source: r.Source, Action: r.Action, ActorType: r.ActorType,
-			ActorID: r.ActorID, APIKeyID: r.ApiKeyID, ImpersonatorID: r.ImpersonatorID, TargetType: r.TargetType,
-			TargetID: r.TargetID, RequestID: r.RequestID, Details: json.RawMessage(r.Details)}
-	}
-	return out, nil
+	return entries(rows), nil
 }
 
 // ListPersonal returns up to limit entries of userID's own trail (events
@@ -354,13 +348,18 @@ func ListPersonal(ctx context.Context, db auditdb.DBTX, userID string, at time.T
 	if err != nil {
 		return nil, fmt.Errorf("audit: list personal: %w", err)
 	}
+	return entries(rows), nil
+}
+
+// entries are the trail's rows as entries.
+func entries(rows []auditdb.AuditEvent) []Entry {
 	out := make([]Entry, len(rows))
 	for i, r := range rows {
 		out[i] = Entry{ID: r.EventID, OccurredAt: r.OccurredAt.UTC(), Source: r.Source, Action: r.Action, ActorType: r.ActorType,
 			ActorID: r.ActorID, APIKeyID: r.ApiKeyID, ImpersonatorID: r.ImpersonatorID, TargetType: r.TargetType,
 			TargetID: r.TargetID, RequestID: r.RequestID, Details: json.RawMessage(r.Details)}
 	}
-	return out, nil
+	return out
 }
 
 func isUUID(s string) bool {

@@ -116,7 +116,7 @@ func (q *Queries) ListAuditEvents(ctx context.Context, arg ListAuditEventsParams
 }
 
 const listPersonalAuditEvents = `-- name: ListPersonalAuditEvents :many
-SELECT event_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
+SELECT event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
     target_type, target_id, request_id, details
 FROM audit_events
 WHERE org_id IS NULL AND actor_id = $1::text
@@ -132,25 +132,10 @@ type ListPersonalAuditEventsParams struct {
 	Lim      int32
 }
 
-type ListPersonalAuditEventsRow struct {
-	EventID        string
-	OccurredAt     time.Time
-	Source         string
-	Action         string
-	ActorType      string
-	ActorID        *string
-	ApiKeyID       *string
-	ImpersonatorID *string
-	TargetType     string
-	TargetID       string
-	RequestID      *string
-	Details        []byte
-}
-
 // ListPersonalAuditEvents pages a person's own trail (events of no
 // organization whose actor is the person) newest first, strictly after the
 // cursor (cursor_at, cursor_id).
-func (q *Queries) ListPersonalAuditEvents(ctx context.Context, arg ListPersonalAuditEventsParams) ([]ListPersonalAuditEventsRow, error) {
+func (q *Queries) ListPersonalAuditEvents(ctx context.Context, arg ListPersonalAuditEventsParams) ([]AuditEvent, error) {
 	rows, err := q.db.Query(ctx, listPersonalAuditEvents,
 		arg.UserID,
 		arg.CursorAt,
@@ -161,11 +146,12 @@ func (q *Queries) ListPersonalAuditEvents(ctx context.Context, arg ListPersonalA
 		return nil, err
 	}
 	defer rows.Close()
-	items := []ListPersonalAuditEventsRow{}
+	items := []AuditEvent{}
 	for rows.Next() {
-		var i ListPersonalAuditEventsRow
+		var i AuditEvent
 		if err := rows.Scan(
 			&i.EventID,
+			&i.OrgID,
 			&i.OccurredAt,
 			&i.Source,
 			&i.Action,

@@ -37,7 +37,7 @@ LIMIT sqlc.arg(lim);
 -- organization whose actor is the person) newest first, strictly after the
 -- cursor (cursor_at, cursor_id).
 -- name: ListPersonalAuditEvents :many
-SELECT event_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
+SELECT event_id, org_id, occurred_at, source, action, actor_type, actor_id, api_key_id, impersonator_id,
     target_type, target_id, request_id, details
 FROM audit_events
 WHERE org_id IS NULL AND actor_id = sqlc.arg(user_id)::text

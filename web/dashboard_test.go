@@ -41,7 +41,7 @@ func TestFrontDoorServesTheAppTheAPIAndTheGateway(t *testing.T) {
 	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
 		t.Fatalf("CSP %q", csp)
 	}
-	if cc := resp.Header.Get("Cache-Control"); cc != "no-cache" {
+	if cc := resp.Header.Get("Cache-Control"); cc != "no-store" {
 		t.Fatalf("index.html Cache-Control %q", cc)
 	}
 	i := strings.Index(body, `src="/assets/`)
@@ -88,6 +88,36 @@ func TestFrontDoorServesTheAppTheAPIAndTheGateway(t *testing.T) {
 // A new person signs up in the browser (a weak password first: the API's
 // problem is shown next to the field and no account exists), starts the
 // trial and lands on an empty sessions list; the layout fits 375 px.
+// The dashboard stays out of the browser's back/forward cache (its shell
+// is no-store): leaving a screen discards it, and going back loads it
+// afresh. Kept, the frozen page was evicted when the next page's activity
+// watcher posted on their BroadcastChannel, and Chromium (156) could hang
+// the tab's renderer in that next page: the browser tests timed out about
+// one run in three.
+func TestDashboardIsNotKeptInTheBackForwardCache(t *testing.T) {
+	origin, _ := startPlatform(t)
+	ctx := browser.New(t, browser.Options{})
+	const wait = 30 * time.Second
+	signUp(t, ctx, origin, "Grace", "")
+	browser.Do(t, ctx, wait,
+		chromedp.Navigate(origin+"/sessions"),
+		chromedp.WaitVisible(chromedp.CSS(`.sessions-page`)),
+		chromedp.Evaluate[chromedp.Void](`window.__left = true`),
+		chromedp.Navigate(origin+"/inbox"),
+		chromedp.WaitVisible(chromedp.CSS(`h1`)),
+		chromedp.NavigateBack(),
+		chromedp.WaitVisible(chromedp.CSS(`.sessions-page`)),
+	)
+	if browser.Get(t, ctx, wait, chromedp.Evaluate[bool](`window.__left === true`)) {
+		t.Fatal("going back thawed the page that was left instead of loading it")
+	}
+	// Chromium says why the page was not restored: it was never stored.
+	why := browser.Get(t, ctx, wait, chromedp.Evaluate[string](`JSON.stringify(performance.getEntriesByType('navigation')[0].notRestoredReasons)`))
+	if !strings.Contains(why, `"response-cache-control-no-store"`) {
+		t.Fatalf("not restored for other reasons (was it kept?): %s", why)
+	}
+}
+
 func TestDashboardSignupOnboardingAndPhoneLayout(t *testing.T) {
 	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})

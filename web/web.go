@@ -87,9 +87,12 @@ func Handler(frameOrigins ...string) http.Handler {
 				return
 			}
 		}
-		// A screen of the app: index.html, never cached (it names the
-		// current assets).
-		w.Header().Set("Cache-Control", "no-cache")
+		// A screen of the app: index.html, never stored (it names the
+		// current assets). no-store also keeps the page out of the
+		// back/forward cache: a live dashboard is loaded afresh, not
+		// thawed with the polls, requests, lock and channel it had when
+		// it was left (Chromium could hang the next page's renderer).
+		w.Header().Set("Cache-Control", "no-store")
 		http.ServeFileFS(w, r, sub, "index.html")
 	})
 }

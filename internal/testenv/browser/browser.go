@@ -6,6 +6,7 @@ package browser
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -40,7 +41,9 @@ type Options struct {
 
 // New starts a headless Chromium with a fresh profile and returns a
 // context of its first tab; the browser is closed when the test ends.
-// Console errors and uncaught exceptions of the page are logged to t.
+// A failed step (Do, Get) reports what the page was doing: its address
+// and text, its recent console output, exceptions and failed requests,
+// and the requests still in flight.
 func New(t testing.TB, o Options) context.Context {
 	t.Helper()
 	if o.Width == 0 {
@@ -78,6 +81,13 @@ func New(t testing.TB, o Options) context.Context {
 		cancelAlloc()
 		t.Fatalf("start chromium: %v", err)
 	}
+	rec := newRecorder()
+	if err := chromedp.Listen(ctx, rec.event); err != nil {
+		cancel()
+		cancelAlloc()
+		t.Fatalf("listen to chromium: %v", err)
+	}
+	ctx = context.WithValue(ctx, recorderKey{}, rec)
 	t.Cleanup(func() {
 		cancel()
 		cancelAlloc()
@@ -91,8 +101,35 @@ func Do(t testing.TB, ctx context.Context, timeout time.Duration, actions ...chr
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := chromedp.Do(c, actions...); err != nil {
-		t.Fatalf("browser: %v", err)
+	if _, err := bounded(c, func() (struct{}, error) { return struct{}{}, chromedp.Do(c, actions...) }); err != nil {
+		t.Fatalf("browser: %v\n%s", err, report(ctx))
+	}
+}
+
+// bounded runs f but returns by ctx's deadline (and a grace period) even
+// when f does not: chromedp waits for a page whose renderer hangs without
+// looking at the deadline, and the suite would stall until its timeout.
+func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		v, err := f()
+		done <- result{v, err}
+	}()
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		select {
+		case r := <-done:
+			return r.v, r.err
+		case <-time.After(5 * time.Second):
+			var zero T
+			return zero, fmt.Errorf("%w (the page does not answer)", ctx.Err())
+		}
 	}
 }
 
@@ -101,9 +138,9 @@ func Get[T any](t testing.TB, ctx context.Context, timeout time.Duration, action
 	t.Helper()
 	c, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	v, err := chromedp.Run(c, action)
+	v, err := bounded(c, func() (T, error) { return chromedp.Run(c, action) })
 	if err != nil {
-		t.Fatalf("browser: %v", err)
+		t.Fatalf("browser: %v\n%s", err, report(ctx))
 	}
 	return v
 }

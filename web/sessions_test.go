@@ -207,6 +207,16 @@ func TestSessionsListPagingFiltersAndPeek(t *testing.T) {
 		chromedp.WaitNotPresent(chromedp.CSS(`aside.drawer`)),
 	)
 
+	// What a person types in the search box survives the list's refresh
+	// (its poll, or the window regaining focus, re-renders the page).
+	browser.Do(t, ctx, wait,
+		chromedp.SendKeys(chromedp.CSS(`#session-search`), "flaky te"),
+		chromedp.Evaluate[chromedp.Void](`window.dispatchEvent(new Event('focus'))`),
+	)
+	if v := browser.Get(t, ctx, wait, chromedp.Value(chromedp.CSS(`#session-search`))); v != "flaky te" {
+		t.Fatalf("a refresh changed the search being typed to %q", v)
+	}
+
 	// Origin: no session here comes from an automation.
 	browser.Do(t, ctx, wait,
 		chromedp.Navigate(origin+"/sessions?origin=automation"),

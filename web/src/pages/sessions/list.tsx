@@ -106,7 +106,7 @@ export function SessionsPage() {
           <label class="sr-only" for="session-search">
             Search sessions
           </label>
-          <input id="session-search" name="q" type="search" placeholder="Search conversations…" value={q} key={q} />
+          <input id="session-search" name="q" type="search" placeholder="Search conversations…" defaultValue={q} key={q} />
         </form>
         <label class="check">
           <input type="checkbox" name="mine" checked={mine} onChange={(e) => setQuery({ mine: e.currentTarget.checked ? 'true' : null, cursor: null })} /> Mine

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -418,3 +419,45 @@ const a11yProblems = `(() => {
 	}
 	return out
 })()`
+
+// The activity watcher asks the gateway for the live status of each
+// watched session that starts or runs, but never more than three at a
+// time: the browser has few connections per host, and the page's own
+// requests must not queue behind a poll.
+func TestActivityPollBoundsItsStatusRequests(t *testing.T) {
+	origin, _ := startPlatform(t)
+	ctx := tb.New(t, tb.Options{})
+	const wait = 30 * time.Second
+	token := signUp(t, ctx, origin, "Grace", "")
+	for i := range 12 {
+		if code := apiDo(t, origin, "POST", "/sessions", token, map[string]any{"title": fmt.Sprintf("Session %02d", i),
+			"initial_prompt": "Look at issue " + fmt.Sprint(i)}, nil); code != 201 {
+			t.Fatalf("create session %d: %d", i, code)
+		}
+	}
+	// Count the status requests in flight, from the page's first script on.
+	tb.Do(t, ctx, wait, chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tgt, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+			window.__status = {now: 0, max: 0, total: 0}
+			const f = window.fetch
+			window.fetch = async (...a) => {
+				const s = String(a[0] instanceof Request ? a[0].url : a[0]).endsWith('/status') ? window.__status : null
+				if (s) { s.total++; s.max = Math.max(s.max, ++s.now) }
+				try { return await f(...a) } finally { if (s) s.now-- }
+			}`})
+		return err
+	}))
+	tb.Do(t, ctx, wait, chromedp.Navigate(origin+"/sessions"))
+	waitJS(t, ctx, wait, `window.__activityPolls >= 2`)
+	var st struct{ Max, Total int }
+	raw := tb.Get(t, ctx, wait, chromedp.Evaluate[string](`JSON.stringify(window.__status)`))
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Total < 24 { // 12 starting sessions, two polls
+		t.Fatalf("%d status requests in two polls of 12 starting sessions (%s)", st.Total, raw)
+	}
+	if st.Max > 3 {
+		t.Fatalf("%d status requests in flight at once, want at most 3", st.Max)
+	}
+}

@@ -100,6 +100,8 @@ export type Snapshot = {
 
 const POLL_MS = 3000
 const HIDDEN_POLL_MS = 15000
+// STATUS_CONCURRENCY bounds the gateway status requests of one poll.
+const STATUS_CONCURRENCY = 3
 const empty: Snapshot = { sessions: [], approvals: [], runs: [], loaded: false }
 
 let uid = ''
@@ -328,12 +330,10 @@ async function poll(gen: number) {
     const watched = [...all.values()].filter((s) => isWatched(uid, s))
     const running = watched.filter((s) => (s.status === 'running' || s.status === 'starting') && !live.has(s.id))
     const statuses = new Map<string, RuntimeStatus | null>()
-    await Promise.all(
-      running.map((s) =>
-        get<RuntimeStatus>('/' + encodeURIComponent(s.id) + '/status', { base: GATEWAY }).then(
-          (st) => statuses.set(s.id, st),
-          () => statuses.set(s.id, null),
-        ),
+    await eachLimited(running, STATUS_CONCURRENCY, (s) =>
+      get<RuntimeStatus>('/' + encodeURIComponent(s.id) + '/status', { base: GATEWAY }).then(
+        (st) => statuses.set(s.id, st),
+        () => statuses.set(s.id, null),
       ),
     )
     if (gen !== generation || !leader) return
@@ -359,6 +359,18 @@ async function poll(gen: number) {
       timer = window.setTimeout(() => void poll(gen), window.__activityDelay)
     }
   }
+}
+
+// eachLimited runs f over items with at most n calls in flight: the
+// browser opens few connections per host (6 over HTTP/1.1), and a poll of
+// many running sessions would otherwise queue the page's own requests
+// behind it.
+async function eachLimited<T>(items: T[], n: number, f: (x: T) => Promise<unknown>) {
+  let next = 0
+  const worker = async () => {
+    while (next < items.length) await f(items[next++])
+  }
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker))
 }
 
 function kindOf(s: SessionLite, needs: boolean, st: RuntimeStatus | null, l: Live | undefined): Kind {

@@ -19,7 +19,7 @@ import (
 )
 
 // startGated runs a gateway whose session creation and resumes pass the
-// billing gate (as internal/app wires it with BILLING_ENABLED=true).
+// billing gate (as app wires it with BILLING_ENABLED=true).
 func (w *world) startGated(t *testing.T) string {
 	t.Helper()
 	pool := w.api.Deps.Pool

@@ -40,7 +40,7 @@ import (
 // completion and the run's notification.
 
 // RepoAccess gives the sandbox git routes the session's repositories and
-// tokens; internal/app implements it. Nil answers the routes with 503.
+// tokens; app implements it. Nil answers the routes with 503.
 type RepoAccess interface {
 	// SessionRepos lists the session's repositories.
 	SessionRepos(ctx context.Context, sess sessions.Session) ([]SessionRepo, error)

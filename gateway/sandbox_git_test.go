@@ -12,7 +12,7 @@ import (
 // The sandbox git routes answer the session's own sandbox only, and bad
 // input is a 400 with the field before anything is looked up. (The happy
 // path, the refusal of another repository and the real token are tested
-// end to end in internal/app: TestAgentPushesAndOpensAPullRequestFromTheSandbox.)
+// end to end in app: TestAgentPushesAndOpensAPullRequestFromTheSandbox.)
 func TestSandboxGitRoutesAuthAndBadInput(t *testing.T) {
 	w := newWorld(t)
 	g := w.start(t, "a")

@@ -2,7 +2,7 @@ package topics_test
 
 // The catalog's consumer groups are the ones the consumers/<group>
 // packages linked into a binary define. These tests link every one, as the
-// proliferate binary does (internal/app wires them all), so that the
+// proliferate binary does (app wires them all), so that the
 // catalog checks and docs/topics.md see every group.
 import (
 	_ "github.com/proliferate/proliferate/consumers/actionmaterializer"

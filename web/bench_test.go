@@ -21,7 +21,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/internal/app/apptest"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 	"github.com/proliferate/proliferate/web"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/internal/app/apptest"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/identity/oauthfake"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"

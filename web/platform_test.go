@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/internal/app/apptest"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 	"github.com/proliferate/proliferate/web"

@@ -89,7 +89,7 @@ func TestSettingsSecretsImportAPIKeyAndFieldErrors(t *testing.T) {
 	signUp(t, ctx, origin, "Ada", email)
 	token := settingsToken(t, ctx)
 
-	values := []string{"postgres://ada:hunter2-db@db.internal/app", "sk_live_51HsecretStripeValue", "multi line\nvalue with spaces"}
+	values := []string{"postgres://ada:hunter2-db@db.app", "sk_live_51HsecretStripeValue", "multi line\nvalue with spaces"}
 	dotenv := "# pasted from .env\nexport DATABASE_URL=" + values[0] + "\nSTRIPE_KEY=\"" + values[1] + "\"\nNOTES=\"multi line\nvalue with spaces\"\n"
 
 	browser.Do(t, ctx, settingsWait,

@@ -13,7 +13,7 @@ import (
 )
 
 // POST /configurations/:id/rebuild and GET /configurations/:id/builds
-// (the build itself runs in a gateway: internal/app's end-to-end test): a
+// (the build itself runs in a gateway: app's end-to-end test): a
 // member starts one (202, building, the configuration building too);
 // concurrent rebuilds get exactly one 202 and 409 build_running for the
 // rest; another organization's configuration, a malformed id and no

@@ -19,7 +19,7 @@ import (
 // through the gateway) becomes its configuration's ready snapshot; other
 // sessions, other states, other people and other organizations are refused
 // with nothing changed. (The boot from the finalized snapshot is tested in
-// internal/app with the isolated provider.)
+// app with the isolated provider.)
 func TestFinalizeSetupSession(t *testing.T) {
 	pool := testenv.Postgres(t)
 	gw := &gateway{store: &sessions.Store{Pool: pool, Codec: codec}}

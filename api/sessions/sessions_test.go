@@ -488,7 +488,7 @@ func TestNotifications(t *testing.T) {
 
 // A session's custom system prompt is set at creation, stored (the
 // gateway resolves it with the mode's critical instructions when the
-// sandbox boots, internal/app's sessionPrompt) and shown on the session.
+// sandbox boots, app's sessionPrompt) and shown on the session.
 func TestCreateWithCustomSystemPrompt(t *testing.T) {
 	e := newEnv(t, false, 0)
 	o := newOrg(t, e)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/llmsim"

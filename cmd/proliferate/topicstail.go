@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/schemas"
 )
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/topics"
@@ -25,7 +25,7 @@ func TestCatalogListsOnlyRunningGroups(t *testing.T) {
 	running := a.RunnableGroups()
 	for _, name := range catalog {
 		if !slices.Contains(running, name) {
-			t.Errorf("catalog group %q is run by no code (a ghost): wire it in internal/app/groups.go or stop linking its package", name)
+			t.Errorf("catalog group %q is run by no code (a ghost): wire it in app/groups.go or stop linking its package", name)
 		}
 	}
 	for _, name := range running {

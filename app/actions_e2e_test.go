@@ -17,7 +17,7 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/internal/app/apptest"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"
 )

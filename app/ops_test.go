@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
 )

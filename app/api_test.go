@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/obs"
 )
 

@@ -1,7 +1,7 @@
 // Package apptest starts the whole platform (`proliferate dev`) in a test:
 // every listener on a free loopback port, the test's Postgres database and
 // Redis, an embedded broker under a temporary directory. Tests outside
-// internal/app (the dashboard's browser tests) and inside it share it.
+// app (the dashboard's browser tests) and inside it share it.
 package apptest
 
 import (
@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/testenv"

@@ -19,7 +19,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/notifier"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
-	"github.com/proliferate/proliferate/internal/app"
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"

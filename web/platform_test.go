@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -86,18 +85,7 @@ func signUp(t *testing.T, ctx context.Context, origin, name, email string) strin
 		chromedp.WaitVisible(chromedp.CSS(`[data-action=new-session]`)),
 		chromedp.WaitVisible(chromedp.CSS(`nav.sidenav a[href="/automations"]`)),
 	)
-	// A failing test leaves the page's text and a screenshot behind.
-	t.Cleanup(func() {
-		if t.Failed() {
-			c, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			if txt, err := chromedp.Run(c, chromedp.Evaluate[string](`location.href + '\n' + document.body.innerText`)); err == nil {
-				t.Logf("the page when the test failed:\n%s", txt)
-			}
-			if png, err := chromedp.Run(c, chromedp.FullScreenshot(90)); err == nil {
-				_ = os.WriteFile(filepath.Join(t.TempDir(), "failure.png"), png, 0o644)
-			}
-		}
-	})
+	// A failing test logs the page's state and recent history.
+	browser.ReportOnFailure(t, ctx)
 	return settingsToken(t, ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/cdp"
@@ -24,6 +25,9 @@ type recorder struct {
 	start   time.Time
 	lines   []string
 	pending map[network.RequestID]string
+	// reported is set once a failed step has printed the report, so a
+	// test's own failure dump (ReportOnFailure) does not print it again.
+	reported bool
 }
 
 const maxLines = 60
@@ -102,6 +106,7 @@ func report(ctx context.Context) string {
 	if r, ok := ctx.Value(recorderKey{}).(*recorder); ok {
 		r.mu.Lock()
 		defer r.mu.Unlock()
+		r.reported = true
 		b.WriteString("recent page events:\n")
 		for _, l := range r.lines {
 			b.WriteString("  " + l + "\n")
@@ -116,4 +121,25 @@ func report(ctx context.Context) string {
 		}
 	}
 	return b.String()
+}
+
+// ReportOnFailure logs the page's state and recent history when the test
+// fails for a reason other than a browser step (an API check, say); a
+// failed Do or Get has printed it already. Like the steps' own report, it
+// asks the page with a deadline, so a hung renderer cannot hold the test.
+func ReportOnFailure(t testing.TB, ctx context.Context) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		if r, ok := ctx.Value(recorderKey{}).(*recorder); ok {
+			r.mu.Lock()
+			done := r.reported
+			r.mu.Unlock()
+			if done {
+				return
+			}
+		}
+		t.Logf("the page when the test failed:\n%s", report(ctx))
+	})
 }

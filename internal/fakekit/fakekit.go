@@ -2,7 +2,8 @@
 // (linearfake, sentryfake, slackfake, fakes, mcptest) need from their
 // caller: the part of testing.TB they use. Tests pass their *testing.T;
 // `proliferate dev-fakes` passes a Standalone, so the platform's binary
-// does not link package testing.
+// does not link package testing. Faults is the failure injection
+// (FailNext, Hang) the fakes share.
 package fakekit
 
 import (

@@ -100,8 +100,10 @@ type Server struct {
 	counters map[string]int
 	seq      int
 	requests []Request
-	failures []int
-	hang     chan struct{} // non-nil: requests wait until closed
+
+	// Faults: FailNext answers HTTP status with an INTERNAL_SERVER_ERROR
+	// body, before authentication; Hang holds requests until released.
+	fakekit.Faults
 }
 
 // New starts a fake closed when the test ends.
@@ -110,7 +112,7 @@ func New(t fakekit.TB) *Server {
 		states: map[string]State{}, users: map[string]User{}, counters: map[string]int{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
-		s.release()
+		s.Release()
 		s.srv.Close()
 	})
 	return s
@@ -204,36 +206,6 @@ func (s *Server) Mutations() []Request {
 // MutationCount is len(Mutations()).
 func (s *Server) MutationCount() int { return len(s.Mutations()) }
 
-// FailNext makes the next n requests answer HTTP status (e.g. 500, 503)
-// with an INTERNAL_SERVER_ERROR body, before authentication.
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.failures = append(s.failures, status)
-	}
-}
-
-// Hang makes every following request wait, unanswered, until the client
-// gives up or release is called (it is also called when the test ends).
-func (s *Server) Hang() (release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hang == nil {
-		s.hang = make(chan struct{})
-	}
-	return s.release
-}
-
-func (s *Server) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hang != nil {
-		close(s.hang)
-		s.hang = nil
-	}
-}
-
 // --- serving -----------------------------------------------------------------
 
 type gqlError struct {
@@ -301,21 +273,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests = append(s.requests, rec)
-	hang := s.hang
 	s.mu.Unlock()
-	if hang != nil {
-		select {
-		case <-hang:
-		case <-r.Context().Done():
-			return
-		}
+	if !s.Wait(r.Context()) {
+		return
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.failures) > 0 {
-		status := s.failures[0]
-		s.failures = s.failures[1:]
+	if status, fail := s.Next(); fail {
 		(&gqlError{status: status, code: "INTERNAL_SERVER_ERROR", typ: "internal error", message: "Internal server error"}).write(w)
 		return
 	}

@@ -93,8 +93,10 @@ type Server struct {
 	events   []*Event
 	seq      int
 	requests []Request
-	failures []int
-	hang     chan struct{}
+
+	// Faults: FailNext answers HTTP status with Sentry's error body, before
+	// authentication; Hang holds requests until released.
+	fakekit.Faults
 }
 
 // New starts a fake closed when the test ends.
@@ -102,7 +104,7 @@ func New(t fakekit.TB) *Server {
 	s := &Server{tokens: map[string][]string{}, projects: map[string]bool{}, members: map[string][]Member{}, seq: 4504312000}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(func() {
-		s.release()
+		s.Release()
 		s.srv.Close()
 	})
 	return s
@@ -217,35 +219,6 @@ func (s *Server) Writes() []Request {
 	return out
 }
 
-// FailNext makes the next n requests answer HTTP status.
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for range n {
-		s.failures = append(s.failures, status)
-	}
-}
-
-// Hang makes every following request wait, unanswered, until the client
-// gives up or release is called (it is also called when the test ends).
-func (s *Server) Hang() (release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hang == nil {
-		s.hang = make(chan struct{})
-	}
-	return s.release
-}
-
-func (s *Server) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hang != nil {
-		close(s.hang)
-		s.hang = nil
-	}
-}
-
 // --- serving -----------------------------------------------------------------
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -268,21 +241,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		Authorization: r.Header.Get("Authorization"), Body: body}
 	s.mu.Lock()
 	s.requests = append(s.requests, rec)
-	hang := s.hang
 	s.mu.Unlock()
-	if hang != nil {
-		select {
-		case <-hang:
-		case <-r.Context().Done():
-			return
-		}
+	if !s.Wait(r.Context()) {
+		return
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.failures) > 0 {
-		status := s.failures[0]
-		s.failures = s.failures[1:]
+	if status, fail := s.Next(); fail {
 		detail(w, status, "Internal Error")
 		return
 	}

@@ -37,8 +37,6 @@ var legacySQL = map[string][]string{
 	"internal/orgs/onboarding.go":                {"members", "organizations", "repos", "trial_requests"},
 	"internal/orgs/org.go":                       {"audit_log", "members", "organizations", "users"},
 	"internal/orgs/orgs.go":                      {"audit_log", "members", "organizations"},
-	"internal/outbox/deadletters.go":             {"outbox", "outbox_dead_letters"},
-	"internal/outbox/outbox.go":                  {"outbox"},
 	"internal/repos/store.go":                    {"configuration_repos", "configurations", "repos"},
 	"internal/runs/complete.go":                  {"automation_runs"},
 	"internal/runs/enqueue.go":                   {"automation_run_events", "automation_runs", "automations", "trigger_events"},
@@ -68,5 +66,4 @@ var legacySQL = map[string][]string{
 	"internal/triggers/store/schedules.go":       {"schedules", "triggers"},
 	"internal/triggers/store/store.go":           {"audit_log"},
 	"internal/triggers/store/triggers.go":        {"integrations", "schedules", "trigger_events", "triggers"},
-	"producers/outbox/relay.go":                  {"outbox", "outbox_dead_letters"},
 }

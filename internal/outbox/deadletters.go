@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/internal/outbox/outboxdb"
 )
 
 // DeadLetter is an outbox row the relay set aside because it can never be
@@ -46,7 +48,7 @@ func ReadStatus(ctx context.Context, pool *pgxpool.Pool) (Status, error) {
 		return st, err
 	}
 	st.OldestPending, st.OldestSeconds, st.DeadLetters = age, age.Seconds(), dead
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&st.Pending); err != nil {
+	if st.Pending, err = outboxdb.New(pool).CountPending(ctx); err != nil {
 		return st, fmt.Errorf("count pending outbox rows: %w", err)
 	}
 	return st, nil
@@ -55,42 +57,29 @@ func ReadStatus(ctx context.Context, pool *pgxpool.Pool) (Status, error) {
 // ListDeadLetters returns up to limit dead letters with ids above afterID,
 // oldest first, without their values.
 func ListDeadLetters(ctx context.Context, pool *pgxpool.Pool, afterID int64, limit int) ([]DeadLetter, error) {
-	rows, err := pool.Query(ctx, `SELECT `+deadLetterCols+` FROM outbox_dead_letters WHERE id > $1 ORDER BY id LIMIT $2`, afterID, limit)
+	rows, err := outboxdb.New(pool).ListDeadLetters(ctx, outboxdb.ListDeadLettersParams{AfterID: afterID, Max: int64(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list outbox dead letters: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanDeadLetter)
-	if err != nil {
-		return nil, fmt.Errorf("list outbox dead letters: %w", err)
+	out := make([]DeadLetter, len(rows))
+	for i, r := range rows {
+		out[i] = DeadLetter{ID: r.ID, Topic: r.Topic, Key: r.Key, Headers: headersOf(r.Headers), Size: int(r.Size),
+			CreatedAt: r.CreatedAt, FailedAt: r.FailedAt, Error: r.Error}
 	}
 	return out, nil
 }
 
 // GetDeadLetter returns one dead letter with its value.
 func GetDeadLetter(ctx context.Context, pool *pgxpool.Pool, id int64) (DeadLetter, error) {
-	var d DeadLetter
-	var h []byte
-	err := pool.QueryRow(ctx, `SELECT `+deadLetterCols+`, value FROM outbox_dead_letters WHERE id = $1`, id).
-		Scan(&d.ID, &d.Topic, &d.Key, &h, &d.Size, &d.CreatedAt, &d.FailedAt, &d.Error, &d.Value)
+	r, err := outboxdb.New(pool).GetDeadLetter(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeadLetter{}, ErrNoDeadLetter
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("read outbox dead letter %d: %w", id, err)
 	}
-	d.Headers = headersOf(h)
-	return d, nil
-}
-
-// deadLetterCols are the columns scanDeadLetter reads, in its order.
-const deadLetterCols = `id, topic, key, headers, length(key) + length(value), created_at, failed_at, error`
-
-func scanDeadLetter(row pgx.CollectableRow) (DeadLetter, error) {
-	var d DeadLetter
-	var h []byte
-	err := row.Scan(&d.ID, &d.Topic, &d.Key, &h, &d.Size, &d.CreatedAt, &d.FailedAt, &d.Error)
-	d.Headers = headersOf(h)
-	return d, err
+	return DeadLetter{ID: r.ID, Topic: r.Topic, Key: r.Key, Headers: headersOf(r.Headers), Size: int(r.Size),
+		CreatedAt: r.CreatedAt, FailedAt: r.FailedAt, Error: r.Error, Value: r.Value}, nil
 }
 
 // headersOf renders stored headers for people; headers that are not an object
@@ -110,23 +99,15 @@ func headersOf(raw []byte) map[string]string {
 func RetryDeadLetters(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]int64, error) {
 	var out []int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `WITH moved AS (
-				DELETE FROM outbox_dead_letters WHERE $1::bigint[] IS NULL OR id = ANY($1)
-				RETURNING id, topic, key, value, headers)
-			INSERT INTO outbox (topic, key, value, headers)
-			SELECT topic, key, value, headers FROM moved ORDER BY id
-			RETURNING id`, ids)
-		if err != nil {
-			return err
-		}
-		if out, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil {
+		q := outboxdb.New(tx)
+		var err error
+		if out, err = q.RetryDeadLetters(ctx, ids); err != nil {
 			return err
 		}
 		if ids != nil && len(out) != len(ids) {
 			return ErrNoDeadLetter
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel)
-		return err
+		return q.Notify(ctx, Channel)
 	})
 	if err != nil {
 		if errors.Is(err, ErrNoDeadLetter) {
@@ -143,11 +124,10 @@ func RetryDeadLetters(ctx context.Context, pool *pgxpool.Pool, ids []int64) ([]i
 func DiscardDeadLetters(ctx context.Context, pool *pgxpool.Pool, ids []int64) (int64, error) {
 	var n int64
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `DELETE FROM outbox_dead_letters WHERE $1::bigint[] IS NULL OR id = ANY($1)`, ids)
-		if err != nil {
+		var err error
+		if n, err = outboxdb.New(tx).DiscardDeadLetters(ctx, ids); err != nil {
 			return err
 		}
-		n = tag.RowsAffected()
 		if ids != nil && n != int64(len(ids)) {
 			return ErrNoDeadLetter
 		}
@@ -168,12 +148,9 @@ func DiscardDeadLetters(ctx context.Context, pool *pgxpool.Pool, ids []int64) (i
 // backlog); rows are created in id order, so it is the oldest but for
 // transactions that committed out of order.
 func OldestPending(ctx context.Context, pool *pgxpool.Pool) (age time.Duration, deadLetters int64, err error) {
-	var secs float64
-	err = pool.QueryRow(ctx, `SELECT
-			COALESCE(EXTRACT(EPOCH FROM now() - (SELECT created_at FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT 1)), 0)::float8,
-			(SELECT count(*) FROM outbox_dead_letters)`).Scan(&secs, &deadLetters)
+	r, err := outboxdb.New(pool).OldestPending(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("read outbox age: %w", err)
 	}
-	return time.Duration(secs * float64(time.Second)), deadLetters, nil
+	return time.Duration(r.AgeSeconds * float64(time.Second)), r.DeadLetters, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/outbox/outboxdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -45,7 +46,7 @@ func Add(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 	topicsCol := make([]string, len(msgs))
 	keys := make([]string, len(msgs))
 	values := make([][]byte, len(msgs))
-	headers := make([]string, len(msgs))
+	headers := make([][]byte, len(msgs))
 	for i, m := range msgs {
 		if m.Topic == "" {
 			return fmt.Errorf("outbox: message %d has no topic", i)
@@ -64,15 +65,14 @@ func Add(ctx context.Context, tx pgx.Tx, msgs ...Message) error {
 		if m.Headers == nil {
 			h = []byte("{}")
 		}
-		topicsCol[i], keys[i], values[i], headers[i] = m.Topic, m.Key, m.Value, string(h)
+		topicsCol[i], keys[i], values[i], headers[i] = m.Topic, m.Key, m.Value, h
 	}
 	// One round trip for the rows and the notification (delivered at commit,
 	// once per transaction however many rows it added).
-	batch := &pgx.Batch{}
-	batch.Queue(`INSERT INTO outbox (topic, key, value, headers)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::jsonb[])`, topicsCol, keys, values, headers)
-	batch.Queue(`SELECT pg_notify($1, '')`, Channel)
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+	err := outboxdb.New(tx).Insert(ctx, outboxdb.InsertParams{
+		Channel: Channel, Topics: topicsCol, Keys: keys, Vals: values, Headers: headers,
+	})
+	if err != nil {
 		return fmt.Errorf("outbox: insert %d messages: %w", len(msgs), err)
 	}
 	return nil

@@ -21,7 +21,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/db"
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/outbox/outboxdb"
 	"github.com/proliferate/proliferate/topics"
 )
 
@@ -177,41 +177,27 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	var locked bool
-	if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1)", relayLock).Scan(&locked); err != nil {
+	q := outboxdb.New(tx)
+	locked, err := q.TryRelayLock(ctx, relayLock)
+	if err != nil {
 		return 0, fmt.Errorf("take relay lock: %w", err)
 	}
 	if !locked {
 		return 0, nil
 	}
-	rows, err := tx.Query(ctx, `SELECT id, topic, key, value, headers FROM outbox
-		WHERE published_at IS NULL ORDER BY id LIMIT $1`, r.opt.BatchSize)
+	rows, err := q.Pending(ctx, int64(r.opt.BatchSize))
 	if err != nil {
 		return 0, fmt.Errorf("read pending rows: %w", err)
 	}
 	var b batch
-	for rows.Next() {
-		var (
-			id      int64
-			rec     kgo.Record
-			key     string
-			headers []byte
-		)
-		if err := rows.Scan(&id, &rec.Topic, &key, &rec.Value, &headers); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan outbox row: %w", err)
-		}
-		rec.Key = []byte(key)
-		if perr := toRecord(&rec, headers); perr != nil {
-			b.setAside(id, rec.Topic, perr)
+	for _, row := range rows {
+		rec := &kgo.Record{Topic: row.Topic, Key: []byte(row.Key), Value: row.Value}
+		if perr := toRecord(rec, row.Headers); perr != nil {
+			b.setAside(row.ID, rec.Topic, perr)
 			continue
 		}
-		b.ids = append(b.ids, id)
-		b.recs = append(b.recs, &rec)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("read pending rows: %w", err)
+		b.ids = append(b.ids, row.ID)
+		b.recs = append(b.recs, rec)
 	}
 	if len(b.recs) == 0 && len(b.dead) == 0 {
 		return 0, nil
@@ -228,7 +214,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	// otherwise it would be published again.
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := b.record(mctx, tx); err != nil {
+	if err := b.record(mctx, q); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(mctx); err != nil {
@@ -311,10 +297,11 @@ func (b *batch) produce(ctx context.Context, cl *kgo.Client) (stuck int, pending
 	return stuck, pending
 }
 
-// record marks published rows and moves dead ones aside, in tx.
-func (b *batch) record(ctx context.Context, tx pgx.Tx) error {
+// record marks published rows and moves dead ones aside, with q (the
+// batch's transaction).
+func (b *batch) record(ctx context.Context, q *outboxdb.Queries) error {
 	if len(b.published) > 0 {
-		if _, err := tx.Exec(ctx, "UPDATE outbox SET published_at = now() WHERE id = ANY($1)", b.published); err != nil {
+		if err := q.MarkPublished(ctx, b.published); err != nil {
 			return fmt.Errorf("mark %d rows published: %w", len(b.published), err)
 		}
 	}
@@ -326,14 +313,7 @@ func (b *batch) record(ctx context.Context, tx pgx.Tx) error {
 	for i, d := range b.dead {
 		ids[i], errs[i] = d.id, d.err
 	}
-	_, err := tx.Exec(ctx, `WITH moved AS (
-			DELETE FROM outbox o USING unnest($1::bigint[], $2::text[]) AS d(id, error)
-			WHERE o.id = d.id
-			RETURNING o.id, o.topic, o.key, o.value, o.headers, o.created_at, d.error)
-		INSERT INTO outbox_dead_letters (id, topic, key, value, headers, created_at, error)
-		SELECT id, topic, key, value, headers, created_at, error FROM moved
-		ON CONFLICT (id) DO UPDATE SET failed_at = now(), error = EXCLUDED.error`, ids, errs)
-	if err != nil {
+	if err := q.SetAside(ctx, outboxdb.SetAsideParams{Ids: ids, Errors: errs}); err != nil {
 		return fmt.Errorf("set aside %d rows: %w", len(ids), err)
 	}
 	return nil
@@ -398,22 +378,25 @@ func (r *Relay) Ready(ctx context.Context) error {
 	return nil
 }
 
+// purgeChunk is how many published rows purge deletes per statement.
+const purgeChunk = 5000
+
 // purge deletes published rows older than the retention, in bounded chunks so
 // it never holds long locks.
 func (r *Relay) purge(ctx context.Context) {
 	if r.opt.Retention <= 0 {
 		return
 	}
+	q := outboxdb.New(r.pool)
 	for ctx.Err() == nil {
-		tag, err := r.pool.Exec(ctx, `DELETE FROM outbox WHERE id IN (
-			SELECT id FROM outbox WHERE published_at < now() - make_interval(secs => $1) LIMIT 5000)`, r.opt.Retention.Seconds())
+		n, err := q.PurgePublished(ctx, outboxdb.PurgePublishedParams{RetentionSecs: r.opt.Retention.Seconds(), Max: purgeChunk})
 		if err != nil {
 			if !errors.Is(err, context.Canceled) {
 				r.log.Warn("outbox purge failed", "error", err)
 			}
 			return
 		}
-		if tag.RowsAffected() < 5000 {
+		if n < purgeChunk {
 			return
 		}
 	}

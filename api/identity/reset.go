@@ -12,8 +12,10 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/mailqueue"
 )
@@ -75,8 +77,7 @@ func (h *handler) requestPasswordReset(c *api.Ctx) error {
 // sendPasswordReset stores a new token for the account with email (if any)
 // and emails the link; sent reports whether there was an account to mail.
 func (h *handler) sendPasswordReset(ctx context.Context, email string) (sent bool, err error) {
-	var userID, current string
-	err = h.s.Pool.QueryRow(ctx, `SELECT id::text, email FROM users WHERE lower(email) = lower($1)`, email).Scan(&userID, &current)
+	u, err := identitydb.New(h.s.Pool).ResetUserByEmail(ctx, email)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -85,18 +86,19 @@ func (h *handler) sendPasswordReset(ctx context.Context, email string) (sent boo
 	}
 	token := identity.NewSecret(identity.ResetTokenPrefix)
 	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		q := identitydb.New(tx)
 		// Only the newest link works.
-		if _, err := tx.Exec(ctx, `DELETE FROM password_reset_tokens WHERE user_id = $1 AND used_at IS NULL`, userID); err != nil {
+		if err := q.WithdrawResetTokens(ctx, u.ID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO password_reset_tokens (user_id, email, token_hash, expires_at)
-			VALUES ($1, $2, $3, $4)`, userID, current, identity.HashSecret(token), h.s.Now().Add(PasswordResetTTL)); err != nil {
+		if err := q.InsertResetToken(ctx, identitydb.InsertResetTokenParams{UserID: u.ID, Email: u.Email,
+			TokenHash: identity.HashSecret(token), ExpiresAt: h.s.Now().Add(PasswordResetTTL)}); err != nil {
 			return err
 		}
 		// Queued with the token: the mail queue delivers it through mail
 		// server outages.
 		link := strings.TrimRight(h.s.Cfg.PublicURL, "/") + "/reset-password?token=" + url.QueryEscape(token)
-		_, err := mailqueue.Enqueue(ctx, tx, h.s.Box, mailqueue.Mail{Kind: mailer.KindPasswordReset, To: current, UserID: userID,
+		_, err := mailqueue.Enqueue(ctx, tx, h.s.Box, mailqueue.Mail{Kind: mailer.KindPasswordReset, To: u.Email, UserID: u.ID,
 			Data: mailer.PasswordReset{Link: link}})
 		return err
 	})
@@ -122,48 +124,45 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 	tokenHash := identity.HashSecret(req.Token)
 	// Check the token and the policy before hashing (argon2 is slow) and
 	// without using the token up: a refused password leaves the link working.
-	var userID, email, name string
-	err := h.s.Pool.QueryRow(ctx, `SELECT u.id::text, u.email, u.name FROM password_reset_tokens t
-		JOIN users u ON u.id = t.user_id AND lower(u.email) = lower(t.email)
-		WHERE t.token_hash = $1 AND t.used_at IS NULL AND t.expires_at > $2`, tokenHash, now).Scan(&userID, &email, &name)
+	u, err := identitydb.New(h.s.Pool).ResetTokenUser(ctx, identitydb.ResetTokenUserParams{TokenHash: tokenHash, Now: now})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return errBadResetToken
 	}
 	if err != nil {
 		return err
 	}
-	if problem := identity.CheckPassword(req.Password, email, name); problem != "" {
+	if problem := identity.CheckPassword(req.Password, u.Email, u.Name); problem != "" {
 		return httpapi.Invalid(httpapi.FieldError{Field: "password", Problem: problem})
 	}
+	userID := u.ID
 	hash, err := identity.HashPassword(ctx, req.Password)
 	if err != nil {
 		return err
 	}
 	var revoked int64
 	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		q := identitydb.New(tx)
 		// The compare-and-swap: of two concurrent resets with one link,
 		// exactly one uses it.
-		tag, err := tx.Exec(ctx, `UPDATE password_reset_tokens SET used_at = $2
-			WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2`, tokenHash, now)
+		n, err := q.UseResetToken(ctx, identitydb.UseResetTokenParams{TokenHash: tokenHash, Now: now})
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return errBadResetToken
 		}
-		if _, err := tx.Exec(ctx, `UPDATE password_reset_tokens SET used_at = $2 WHERE user_id = $1 AND used_at IS NULL`, userID, now); err != nil {
+		if err := q.UseUserResetTokens(ctx, identitydb.UseUserResetTokensParams{UserID: userID, Now: now}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE users SET password_hash = $1, updated_at = now() WHERE id = $2`, hash, userID); err != nil {
+		if err := q.SetPasswordHash(ctx, identitydb.SetPasswordHashParams{ID: userID, PasswordHash: hash}); err != nil {
 			return err
 		}
-		tag, err = tx.Exec(ctx, `UPDATE auth_sessions SET revoked_at = $2 WHERE user_id = $1 AND revoked_at IS NULL`, userID, now)
+		revoked, err = q.RevokeUserSessions(ctx, identitydb.RevokeUserSessionsParams{UserID: userID, RevokedAt: &now})
 		if err != nil {
 			return err
 		}
-		revoked = tag.RowsAffected()
-		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor_id, action, target_type, target_id, request_id)
-			VALUES ($1, 'auth.password_reset', 'user', $2, $3)`, userID, userID, c.RequestID())
+		err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{ActorID: &userID, Action: "auth.password_reset",
+			TargetType: "user", TargetID: userID, Details: []byte("{}"), RequestID: c.RequestID()})
 		if err != nil {
 			return err
 		}
@@ -175,7 +174,7 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 		return err
 	}
 	// Earlier failed guesses no longer matter.
-	if err := h.loginAccount.Reset(ctx, identity.HashSecret(strings.ToLower(email))); err != nil {
+	if err := h.loginAccount.Reset(ctx, identity.HashSecret(strings.ToLower(u.Email))); err != nil {
 		c.Log().Warn("identity: clearing login failures failed", "user_id", userID, "error", err)
 	}
 	c.Log().Info("identity: password reset", "user_id", userID, "sessions_revoked", revoked)

@@ -12,6 +12,7 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
 	"github.com/proliferate/proliferate/internal/mailer"
 	"github.com/proliferate/proliferate/internal/mailqueue"
 )
@@ -43,24 +44,22 @@ func (h *handler) verifyEmail(c *api.Ctx) error {
 	now := h.s.Now()
 	var email string
 	err := pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
-		var userID string
-		err := tx.QueryRow(ctx, `UPDATE verification_tokens SET used_at = $2
-			WHERE token_hash = $1 AND purpose = 'verify_email' AND used_at IS NULL AND expires_at > $2
-			RETURNING user_id::text, email`, identity.HashSecret(req.Token), now).Scan(&userID, &email)
+		q := identitydb.New(tx)
+		tok, err := q.UseVerificationToken(ctx, identitydb.UseVerificationTokenParams{TokenHash: identity.HashSecret(req.Token), Now: now})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errBadVerifyToken
 		}
 		if err != nil {
 			return err
 		}
+		email = tok.Email
 		// The token proves control of the address it was sent to; if the
 		// account's email changed since, it proves nothing about the new one.
-		tag, err := tx.Exec(ctx, `UPDATE users SET email_verified = true, updated_at = now()
-			WHERE id = $1 AND lower(email) = lower($2)`, userID, email)
+		n, err := q.MarkEmailVerified(ctx, identitydb.MarkEmailVerifiedParams{ID: tok.UserID, Email: tok.Email})
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return errBadVerifyToken
 		}
 		return nil
@@ -74,13 +73,11 @@ func (h *handler) verifyEmail(c *api.Ctx) error {
 func (h *handler) resendVerification(c *api.Ctx) error {
 	p := c.Principal()
 	ctx := c.Request.Context()
-	var email string
-	var verified bool
-	err := h.s.Pool.QueryRow(ctx, `SELECT email, email_verified FROM users WHERE id = $1`, p.UserID).Scan(&email, &verified)
+	u, err := identitydb.New(h.s.Pool).UserVerification(ctx, p.UserID)
 	if err != nil {
 		return err
 	}
-	if verified {
+	if u.EmailVerified {
 		return httpapi.Conflict("already_verified", "this email address is already verified")
 	}
 	if err := allow(c, h.resendUser, p.UserID); err != nil {
@@ -88,16 +85,16 @@ func (h *handler) resendVerification(c *api.Ctx) error {
 	}
 	token := identity.NewSecret(identity.VerifyTokenPrefix)
 	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		q := identitydb.New(tx)
 		// Only the newest link works: earlier unused ones are withdrawn.
-		if _, err := tx.Exec(ctx, `DELETE FROM verification_tokens WHERE user_id = $1 AND purpose = 'verify_email'
-			AND used_at IS NULL`, p.UserID); err != nil {
+		if err := q.WithdrawVerificationTokens(ctx, p.UserID); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO verification_tokens (user_id, email, token_hash, expires_at)
-			VALUES ($1, $2, $3, $4)`, p.UserID, email, identity.HashSecret(token), h.s.Now().Add(h.verifyTTL)); err != nil {
+		if err := q.InsertVerificationToken(ctx, identitydb.InsertVerificationTokenParams{UserID: p.UserID, Email: u.Email,
+			TokenHash: identity.HashSecret(token), ExpiresAt: h.s.Now().Add(h.verifyTTL)}); err != nil {
 			return err
 		}
-		return h.queueVerification(ctx, tx, p.UserID, email, token)
+		return h.queueVerification(ctx, tx, p.UserID, u.Email, token)
 	})
 	if err != nil {
 		return err

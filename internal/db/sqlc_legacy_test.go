@@ -9,8 +9,6 @@ var legacySQL = map[string][]string{
 	"api/authz.go":                               {"members", "users"},
 	"api/identity/apikeys.go":                    {"api_keys", "audit_log", "members", "users"},
 	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
-	"api/identity/reset.go":                      {"audit_log", "auth_sessions", "password_reset_tokens", "users"},
-	"api/identity/verify.go":                     {"users", "verification_tokens"},
 	"gateway/preview.go":                         {"members", "preview_shares"},
 	"gateway/terminal_tokens.go":                 {"members", "users"},
 	"gateway/tools/platform.go":                  {"configurations"},

@@ -12,7 +12,6 @@ import (
 	"github.com/proliferate/proliferate/api"
 	actionsapi "github.com/proliferate/proliferate/api/actions"
 	"github.com/proliferate/proliferate/api/apitest"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/secrets"
@@ -30,19 +29,14 @@ func newEnv(t *testing.T) *apitest.Env {
 // org is an organization with an owner, an admin, a member and an
 // automation.
 type org struct {
-	ID                   string
-	Owner, Admin, Member *apitest.User
-	AutomationID         string
+	*apitest.Org
+	AutomationID string
 }
 
 func newOrg(t *testing.T, e *apitest.Env) *org {
 	t.Helper()
-	owner := e.NewUser(t)
-	admin, member := e.NewUser(t), e.NewUser(t)
-	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	return &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member,
-		AutomationID: runstest.Automation(t, e.Deps.Pool, owner.OrgID)}
+	o := e.NewOrg(t)
+	return &org{Org: o, AutomationID: runstest.Automation(t, e.Deps.Pool, o.ID)}
 }
 
 func exec(t *testing.T, e *apitest.Env, sql string, args ...any) {

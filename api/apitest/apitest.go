@@ -230,6 +230,23 @@ func (e *Env) AddMember(t testing.TB, u *User, orgID string, role auth.Role) {
 	u.OrgID = orgID
 }
 
+// Org is an organization with an owner (whose personal organization it
+// is), an admin and a member, each logged in.
+type Org struct {
+	ID                   string
+	Owner, Admin, Member *User
+}
+
+// NewOrg creates an organization with an owner, an admin and a member.
+func (e *Env) NewOrg(t testing.TB) *Org {
+	t.Helper()
+	owner := e.NewUser(t)
+	admin, member := e.NewUser(t), e.NewUser(t)
+	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
+	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
+	return &Org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member}
+}
+
 // SandboxToken creates a running session of orgID and returns its sandbox
 // token, minted as a gateway's boot does (sessionstest.SandboxToken).
 func (e *Env) SandboxToken(t testing.TB, orgID string) (sessionID, token string) {

@@ -20,7 +20,7 @@ import (
 // credentials are refused with the stable error shape and change nothing.
 func TestRebuildRoutes(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	repo := createRepo(t, env, o.Admin.Token, "acme/app", nil)
 	cfg := createConfig(t, env, o.Admin.Token, map[string]any{"name": "app", "repos": refs(repo.ID)})
 	theirs := createConfig(t, env, other.Admin.Token, map[string]any{"name": "theirs",

@@ -14,7 +14,7 @@ import (
 
 func TestConfigurationLifecycle(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	web := createRepo(t, env, o.Admin.Token, "acme/web", nil)
 	api_ := createRepo(t, env, o.Admin.Token, "other/api", nil)
 
@@ -124,7 +124,7 @@ func TestConfigurationLifecycle(t *testing.T) {
 
 func TestConfigurationWorkspacePaths(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createRepo(t, env, o.Admin.Token, "one/app", nil)
 	b := createRepo(t, env, o.Admin.Token, "two/app", nil)
 	c := createRepo(t, env, o.Admin.Token, "two/lib", nil)
@@ -171,7 +171,7 @@ func TestConfigurationWorkspacePaths(t *testing.T) {
 
 func TestConfigurationIsolation(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	myRepo := createRepo(t, env, a.Admin.Token, "acme/mine", nil)
 	theirRepo := createRepo(t, env, b.Admin.Token, "acme/theirs", nil)
 	mine := createConfig(t, env, a.Admin.Token, map[string]any{"name": "mine", "repos": refs(myRepo.ID)})
@@ -234,7 +234,7 @@ func TestConfigurationIsolation(t *testing.T) {
 
 func TestConfigurationRoleMatrix(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	r1 := createRepo(t, env, o.Owner.Token, "acme/one", nil)
 	r2 := createRepo(t, env, o.Owner.Token, "acme/two", nil)
 	target := createConfig(t, env, o.Owner.Token, map[string]any{"name": "t", "repos": refs(r1.ID)})
@@ -277,7 +277,7 @@ func TestConfigurationRoleMatrix(t *testing.T) {
 
 func TestConfigurationInvalidInput(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	r1 := createRepo(t, env, o.Admin.Token, "acme/one", nil)
 	r2 := createRepo(t, env, o.Admin.Token, "acme/two", nil)
 	target := createConfig(t, env, o.Admin.Token, map[string]any{"name": "t", "repos": refs(r1.ID, r2.ID)})
@@ -443,7 +443,7 @@ func TestConfigurationInvalidInput(t *testing.T) {
 
 func TestConfigurationReplaceRepos(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createRepo(t, env, o.Admin.Token, "acme/a", nil)
 	b := createRepo(t, env, o.Admin.Token, "acme/b", nil)
 	c := createRepo(t, env, o.Admin.Token, "acme/c", nil)
@@ -477,7 +477,7 @@ func TestConfigurationReplaceRepos(t *testing.T) {
 
 func TestDeleteRepoCascades(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createRepo(t, env, o.Admin.Token, "acme/a", nil)
 	b := createRepo(t, env, o.Admin.Token, "acme/b", nil)
 	only := createConfig(t, env, o.Admin.Token, map[string]any{"name": "only a", "repos": refs(a.ID)})
@@ -513,7 +513,7 @@ func TestDeleteRepoCascades(t *testing.T) {
 // retries. Nobody sees a 500 and no configuration is left without repos.
 func TestConcurrentRepoDeleteAndReplace(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	for round := range 5 {
 		x := createRepo(t, env, o.Admin.Token, fmt.Sprintf("acme/x%d", round), nil)
 		var cfgs []string

@@ -9,7 +9,7 @@ import (
 
 func TestEffectiveServiceCommands(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	web := createRepo(t, env, o.Admin.Token, "acme/web", nil)
 	apiRepo := createRepo(t, env, o.Admin.Token, "acme/api", nil)
 	docs := createRepo(t, env, o.Admin.Token, "acme/docs", nil)

@@ -38,21 +38,6 @@ func newEnv(t *testing.T) *apitest.Env {
 	return apitest.New(t, []func(*api.Server) error{reposapi.Register, builderVerifier})
 }
 
-// org is an organization with an owner, an admin and a member.
-type org struct {
-	ID                   string
-	Owner, Admin, Member *apitest.User
-}
-
-func newOrg(t *testing.T, env *apitest.Env) *org {
-	t.Helper()
-	owner := env.NewUser(t)
-	admin, member := env.NewUser(t), env.NewUser(t)
-	env.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	env.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	return &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member}
-}
-
 func createRepo(t *testing.T, env *apitest.Env, token, name string, extra map[string]any) reposapi.CreatedRepo {
 	t.Helper()
 	body := map[string]any{"github_repo_name": name, "create_configuration": false}

@@ -15,7 +15,7 @@ import (
 
 func TestRepoLifecycle(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 
 	// Defaults: URL from the name, branch main, and the single-repo
 	// configuration the original always creates.
@@ -103,7 +103,7 @@ func TestRepoLifecycle(t *testing.T) {
 
 func TestRepoDuplicates(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	first := createRepo(t, env, a.Admin.Token, "acme/app", map[string]any{"github_repo_id": "777"})
 	second := createRepo(t, env, a.Admin.Token, "acme/lib", nil)
 	before := env.CountRows(t, "repos", "org_id = $1", a.ID)
@@ -140,8 +140,8 @@ func TestRepoDuplicates(t *testing.T) {
 
 func TestRepoSearchIsLiteral(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
-	other := newOrg(t, env)
+	o := env.NewOrg(t)
+	other := env.NewOrg(t)
 	for _, n := range []string{"acme/my_app", "acme/myxapp", "acme/Web-App", "acme/web.site", "acme/100-percent"} {
 		createRepo(t, env, o.Admin.Token, n, nil)
 	}
@@ -181,7 +181,7 @@ func TestRepoSearchIsLiteral(t *testing.T) {
 
 func TestRepoPagination(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	var ids []string
 	for i := range 5 {
 		ids = append([]string{createRepo(t, env, o.Admin.Token, "acme/r"+string(rune('a'+i)), nil).ID}, ids...)
@@ -214,7 +214,7 @@ func TestRepoPagination(t *testing.T) {
 
 func TestRepoIsolation(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	theirs := createRepo(t, env, b.Admin.Token, "acme/secret-project", map[string]any{"create_configuration": true})
 	mine := createRepo(t, env, a.Admin.Token, "acme/mine", nil)
 	row := rowJSON(t, env, "repos", theirs.ID)
@@ -256,7 +256,7 @@ func TestRepoIsolation(t *testing.T) {
 
 func TestRepoRoleMatrix(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	target := createRepo(t, env, o.Owner.Token, "acme/target", nil)
 
 	type call struct {
@@ -306,7 +306,7 @@ func TestRepoRoleMatrix(t *testing.T) {
 
 func TestRepoInvalidInput(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	target := createRepo(t, env, o.Admin.Token, "acme/target", nil)
 	long := func(n int) string { return strings.Repeat("a", n) }
 	cmd := func(kv ...string) map[string]any {
@@ -427,7 +427,7 @@ func TestRepoInvalidInput(t *testing.T) {
 
 func TestPersonRoutesRefuseOtherCredentials(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	repo := createRepo(t, env, o.Admin.Token, "acme/x", map[string]any{"create_configuration": true})
 	cfg := *repo.ConfigurationID
 	_, sandbox := env.SandboxToken(t, o.ID)

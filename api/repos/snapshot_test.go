@@ -12,7 +12,7 @@ import (
 
 func TestSnapshotTransitionMatrix(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	repo := createRepo(t, env, o.Admin.Token, "acme/app", nil)
 	cfg := createConfig(t, env, o.Admin.Token, map[string]any{"name": "x", "repos": refs(repo.ID)})
 
@@ -85,7 +85,7 @@ func TestSnapshotTransitionMatrix(t *testing.T) {
 
 func TestSnapshotReportValidation(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	repo := createRepo(t, env, o.Admin.Token, "acme/app", nil)
 	cfg := createConfig(t, env, o.Admin.Token, map[string]any{"name": "x", "repos": refs(repo.ID)})
 	exec(t, env, `UPDATE configurations SET snapshot_status = 'building' WHERE id = $1`, cfg.ID)
@@ -126,7 +126,7 @@ func TestSnapshotReportValidation(t *testing.T) {
 
 func TestSnapshotLifecycleAndStaleness(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createRepo(t, env, o.Admin.Token, "acme/a", nil)
 	b := createRepo(t, env, o.Admin.Token, "acme/b", nil)
 	cfg := createConfig(t, env, o.Admin.Token, map[string]any{"name": "x", "repos": refs(a.ID)})

@@ -13,7 +13,7 @@ import (
 
 func TestBundles(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	repo := e.newRepo(t, o.ID)
 
 	web := e.createBundle(t, o.Admin.Token, map[string]any{"name": "Web app", "description": "frontend", "target_path": "apps/web/.env.local"})
@@ -121,7 +121,7 @@ func TestBundles(t *testing.T) {
 
 func TestTargetPathValidation(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	for _, p := range []string{"/etc/passwd", "../.env", "apps/../../.env", "a/./b", "C:\\x\\.env", "C:.env", "apps\\web\\.env",
 		"apps//.env", "apps/", "~/.env", "a\x00b", "line\nbreak", string(make([]byte, 256))} {
 		before := e.CountRows(t, "secret_bundles", "org_id = $1", o.ID)

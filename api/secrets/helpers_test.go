@@ -11,7 +11,6 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	secretsapi "github.com/proliferate/proliferate/api/secrets"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/secrets"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -87,22 +86,6 @@ func (e *tenv) assertNoLeaks(t *testing.T) {
 			t.Errorf("audit log or ciphertext contains secret value %q", v)
 		}
 	}
-}
-
-// org is an organization with an owner, an admin and a member.
-type org struct {
-	ID                   string
-	Owner, Admin, Member *apitest.User
-}
-
-func (e *tenv) newOrg(t *testing.T) *org {
-	t.Helper()
-	o := &org{Owner: e.NewUser(t)}
-	o.ID = o.Owner.OrgID
-	o.Admin, o.Member = e.NewUser(t), e.NewUser(t)
-	e.AddMember(t, o.Admin, o.ID, auth.RoleAdmin)
-	e.AddMember(t, o.Member, o.ID, auth.RoleMember)
-	return o
 }
 
 func (e *tenv) newRepo(t *testing.T, orgID string) string {

@@ -13,7 +13,7 @@ import (
 
 func TestImport(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	repo := e.newRepo(t, o.ID)
 	a, b, c, d, multi := e.value("a"), e.value("b"), e.value("c"), e.value("d"), e.value("m")
 	existing := e.createSecret(t, o.Admin.Token, map[string]any{"key": "EXISTING", "value": e.value("old")})
@@ -76,7 +76,7 @@ func TestImport(t *testing.T) {
 
 func TestImportRejectsProblemsAndWritesNothing(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	good, leak := e.value("good"), e.value("leak")
 	big := e.value("big") + strings.Repeat("x", secrets.MaxValueBytes)
 

@@ -11,7 +11,7 @@ import (
 // nothing is written.
 func TestInvalidInput(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	f := e.fixture(t, o)
 	tok := o.Owner.Token
 	long := func(n int) string { return strings.Repeat("a", n) }

@@ -15,7 +15,7 @@ import (
 
 func TestSecretLifecycle(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	v1, v2 := e.value("db"), e.value("db2")
 
 	s := e.createSecret(t, o.Admin.Token, map[string]any{"key": "DATABASE_URL", "value": v1, "description": "primary db"})
@@ -89,7 +89,7 @@ func TestSecretLifecycle(t *testing.T) {
 
 func TestScopesCheckAndResolvePrecedence(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	repo, otherRepo := e.newRepo(t, o.ID), e.newRepo(t, o.ID)
 	orgWide, repoVal, onlyRepo := e.value("org"), e.value("repo"), e.value("only")
 
@@ -157,7 +157,7 @@ func TestScopesCheckAndResolvePrecedence(t *testing.T) {
 
 func TestRepoUpsert(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	repo := e.newRepo(t, o.ID)
 	v1, v2 := e.value("u1"), e.value("u2")
 	path := "/repos/" + repo + "/secrets/NPM_TOKEN"
@@ -224,7 +224,7 @@ func TestRepoUpsert(t *testing.T) {
 
 func TestPagination(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	want := map[string]bool{}
 	for i := range 5 {
 		s := e.createSecret(t, o.Admin.Token, map[string]any{"key": "K" + string(rune('A'+i)), "value": e.value("p")})

@@ -34,7 +34,7 @@ type fixture struct {
 	bundle secrets.Bundle
 }
 
-func (e *tenv) fixture(t *testing.T, o *org) fixture {
+func (e *tenv) fixture(t *testing.T, o *apitest.Org) fixture {
 	t.Helper()
 	f := fixture{repo: e.newRepo(t, o.ID)}
 	f.secret = e.createSecret(t, o.Owner.Token, map[string]any{"key": apitest.Unique("FIX_"), "value": e.value("fix")})
@@ -45,7 +45,7 @@ func (e *tenv) fixture(t *testing.T, o *org) fixture {
 
 func TestTenantIsolation(t *testing.T) {
 	e := newEnv(t)
-	a, b := e.newOrg(t), e.newOrg(t)
+	a, b := e.NewOrg(t), e.NewOrg(t)
 	fa, fb := e.fixture(t, a), e.fixture(t, b)
 	bKey := fb.secret.Key
 	before := e.snapshot(t, b.ID)
@@ -121,7 +121,7 @@ func TestTenantIsolation(t *testing.T) {
 
 func TestRoleMatrix(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	type writeCase struct {
 		name string
 		// run sets up what it needs (as owner) and sends the request as token.
@@ -211,7 +211,7 @@ func TestRoleMatrix(t *testing.T) {
 
 func TestSandboxTokensRefused(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	f := e.fixture(t, o)
 	_, tok := e.SandboxToken(t, o.ID)
 	before := e.snapshot(t, o.ID)
@@ -240,7 +240,7 @@ func TestSandboxTokensRefused(t *testing.T) {
 // An oversized value is refused naming the field, never echoing the value.
 func TestErrorsNeverEchoValues(t *testing.T) {
 	e := newEnv(t)
-	o := e.newOrg(t)
+	o := e.NewOrg(t)
 	f := e.fixture(t, o)
 	big := e.value("big") + strings.Repeat("Z", secrets.MaxValueBytes)
 	nul := e.value("nul") + "\x00NULMARK"

@@ -17,18 +17,12 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/schemas/schemastest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var codec = func() *schemas.Codec {
-	c, err := schemas.NewCodec()
-	if err != nil {
-		panic(err)
-	}
-	return c
-}()
+var codec = schemastest.Codec()
 
 // gateway stands in for the running gateway: it records calls and applies
 // their effect through the real store, as the gateway's hubs do.
@@ -92,18 +86,15 @@ func newEnv(t *testing.T, withGateway bool, maxConcurrent int) *env {
 
 // org is an organization with an owner, an admin and two members.
 type org struct {
-	ID                            string
-	Owner, Admin, Member, Member2 *apitest.User
+	*apitest.Org
+	Member2 *apitest.User
 }
 
 func newOrg(t *testing.T, e *env) *org {
 	t.Helper()
-	owner := e.NewUser(t)
-	admin, member, member2 := e.NewUser(t), e.NewUser(t), e.NewUser(t)
-	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	e.AddMember(t, member2, owner.OrgID, auth.RoleMember)
-	return &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member, Member2: member2}
+	o := &org{Org: e.NewOrg(t), Member2: e.NewUser(t)}
+	e.AddMember(t, o.Member2, o.ID, auth.RoleMember)
+	return o
 }
 
 func (e *env) configuration(t *testing.T, orgID string) string {

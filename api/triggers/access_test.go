@@ -13,7 +13,7 @@ import (
 
 func TestProvidersCatalog(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	var out triggersapi.ProvidersResponse
 	env.Do(t, http.MethodGet, "/providers", o.Member.Token, nil).Expect(t, http.StatusOK, &out)
 	byID := map[string]triggersapi.Provider{}
@@ -40,7 +40,7 @@ func TestProvidersCatalog(t *testing.T) {
 // refused before the handler runs; so are requests without credentials.
 func TestSandboxAndServiceTokensAreRefused(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	_, sandbox := env.SandboxToken(t, o.ID)
 	routes := env.Server.Routes()

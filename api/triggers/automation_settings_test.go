@@ -31,7 +31,7 @@ func automationRow(t *testing.T, env *apitest.Env, id string) string {
 
 func TestAutomationEverySetting(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	c1, c2, c3 := configuration(t, env, o.ID), configuration(t, env, o.ID), configuration(t, env, o.ID)
 	inst := slackInstallation(t, env, o.ID, "active")
 	body := map[string]any{
@@ -119,7 +119,7 @@ func TestAutomationEverySetting(t *testing.T) {
 
 func TestAutomationSettingsInvalid(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	mine, theirs := configuration(t, env, o.ID), configuration(t, env, other.ID)
 	inst, revoked, theirInst := slackInstallation(t, env, o.ID, "active"), slackInstallation(t, env, o.ID, "revoked"),
 		slackInstallation(t, env, other.ID, "active")
@@ -202,7 +202,7 @@ func TestAutomationSettingsInvalid(t *testing.T) {
 
 func TestAutomationEnableDisable(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	a := createAutomation(t, env, o.Admin.Token, nil)
 	var got store.Automation
 	got = store.Automation{}
@@ -230,7 +230,7 @@ func TestAutomationEnableDisable(t *testing.T) {
 
 func TestRunNowDeadlineFromAutomation(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createAutomation(t, env, o.Admin.Token, map[string]any{"name": "Quick", "run_deadline_seconds": 600})
 	var run store.ManualRun
 	env.Do(t, http.MethodPost, "/automations/"+a.ID+"/run", o.Member.Token, nil).Expect(t, http.StatusCreated, &run)
@@ -249,7 +249,7 @@ func TestRunNowDeadlineFromAutomation(t *testing.T) {
 
 func TestAutomationConnections(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	a := createAutomation(t, env, o.Admin.Token, nil)
 	linear := integration(t, env, o.ID, "linear", false, o.Owner.ID)
 	private := integration(t, env, o.ID, "sentry", true, o.Owner.ID)

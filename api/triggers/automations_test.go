@@ -12,7 +12,7 @@ import (
 
 func TestAutomationCRUDAndPagination(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	a := createAutomation(t, env, o.Admin.Token, map[string]any{"name": "  Triage  ", "description": "d", "agent_instructions": "fix it"})
 	if a.Name != "Triage" || a.Description != "d" || a.AgentInstructions != "fix it" || !a.Enabled || a.DefaultConfigurationID != nil ||
 		a.CreatedBy == nil || *a.CreatedBy != o.Admin.ID || a.AgentType == "" || a.ModelID == "" {
@@ -50,7 +50,7 @@ func TestAutomationCRUDAndPagination(t *testing.T) {
 
 func TestAutomationDefaultConfiguration(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	mine, theirs := configuration(t, env, a.ID), configuration(t, env, b.ID)
 
 	before := env.CountRows(t, "automations", "org_id = $1", a.ID)
@@ -80,7 +80,7 @@ func TestAutomationDefaultConfiguration(t *testing.T) {
 
 func TestAutomationIsolation(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	auto := createAutomation(t, env, a.Admin.Token, map[string]any{"name": "A's"})
 	createAutomation(t, env, b.Admin.Token, map[string]any{"name": "B's"})
 
@@ -107,7 +107,7 @@ func TestAutomationIsolation(t *testing.T) {
 
 func TestAutomationRoles(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Owner.Token, nil)
 	path := "/automations/" + auto.ID
 
@@ -129,7 +129,7 @@ func TestAutomationRoles(t *testing.T) {
 
 func TestAutomationInvalidInput(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	long := strings.Repeat("x", 201)
 	cases := []struct {

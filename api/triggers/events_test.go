@@ -16,7 +16,7 @@ import (
 
 func TestEventListFiltersAndPagination(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	t1 := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
 	t2 := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
@@ -97,7 +97,7 @@ func TestEventListFiltersAndPagination(t *testing.T) {
 
 func TestSkipQueuedEvent(t *testing.T) {
 	env := newEnv(t)
-	o, other := newOrg(t, env), newOrg(t, env)
+	o, other := env.NewOrg(t), env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	tr := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
 	ids := enqueue(t, env, tr.ID, "queued", 3)

@@ -14,43 +14,21 @@ import (
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/api/apitest"
 	triggersapi "github.com/proliferate/proliferate/api/triggers"
-	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/triggers/store"
-	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/schemas/schemastest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 const ingestURL = "https://hooks.example.com"
 
-var codec = func() *schemas.Codec {
-	c, err := schemas.NewCodec()
-	if err != nil {
-		panic(err)
-	}
-	return c
-}()
+var codec = schemastest.Codec()
 
 func newEnv(t *testing.T) *apitest.Env {
 	t.Helper()
 	return apitest.New(t, []func(*api.Server) error{triggersapi.RegisterWith(triggersapi.Options{Codec: codec, IngestURL: ingestURL})})
-}
-
-// org is an organization with an owner, an admin and a member.
-type org struct {
-	ID                   string
-	Owner, Admin, Member *apitest.User
-}
-
-func newOrg(t *testing.T, env *apitest.Env) *org {
-	t.Helper()
-	owner := env.NewUser(t)
-	admin, member := env.NewUser(t), env.NewUser(t)
-	env.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	env.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	return &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member}
 }
 
 func createAutomation(t *testing.T, env *apitest.Env, token string, body map[string]any) store.Automation {

@@ -15,7 +15,7 @@ import (
 
 func TestRunNowQueuesOneAttributedRun(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	outboxBefore := env.CountRows(t, "outbox", "topic = $1", topics.RunsLifecycle)
 
@@ -85,7 +85,7 @@ func TestRunNowQueuesOneAttributedRun(t *testing.T) {
 
 func TestRunNowRefusals(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, map[string]any{"name": "off", "enabled": false})
 	path := "/automations/" + auto.ID + "/run"
 	for _, tc := range []struct {

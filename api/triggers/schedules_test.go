@@ -30,7 +30,7 @@ func nextBetween(t *testing.T, expr, tz string, next *time.Time, from, to time.T
 
 func TestScheduleLifecycle(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	before := time.Now()
 	sc := createSchedule(t, env, o.Admin.Token, auto.ID, map[string]any{"name": " Nightly ", "cron_expression": " 30 2 * * 1-5 ",
@@ -97,7 +97,7 @@ func TestScheduleLifecycle(t *testing.T) {
 
 func TestScheduleInvalidInput(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	sc := createSchedule(t, env, o.Admin.Token, auto.ID, map[string]any{"cron_expression": "0 9 * * *", "timezone": "Europe/Paris"})
 	create := "/automations/" + auto.ID + "/schedules"
@@ -156,7 +156,7 @@ func TestScheduleInvalidInput(t *testing.T) {
 
 func TestScheduleIsolationAndRoles(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	autoA := createAutomation(t, env, a.Admin.Token, nil)
 	autoB := createAutomation(t, env, b.Admin.Token, nil)
 	sc := createSchedule(t, env, a.Admin.Token, autoA.ID, map[string]any{"cron_expression": "@daily"})

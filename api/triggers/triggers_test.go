@@ -40,7 +40,7 @@ func openSecret(t *testing.T, env *apitest.Env, triggerID string) string {
 
 func TestCustomWebhookSecretShownOnce(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	resp := env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/triggers", o.Admin.Token, map[string]any{
 		"trigger_type": "webhook", "provider": "custom", "config": map[string]any{}})
@@ -117,7 +117,7 @@ func TestCustomWebhookSecretShownOnce(t *testing.T) {
 
 func TestTriggerValidation(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	linear := integration(t, env, o.ID, "linear", false, o.Owner.ID)
 	sentry := integration(t, env, o.ID, "sentry", false, o.Owner.ID)
@@ -202,7 +202,7 @@ func bigList(n int) []any {
 
 func TestTriggerIsolation(t *testing.T) {
 	env := newEnv(t)
-	a, b := newOrg(t, env), newOrg(t, env)
+	a, b := env.NewOrg(t), env.NewOrg(t)
 	autoA := createAutomation(t, env, a.Admin.Token, nil)
 	autoB := createAutomation(t, env, b.Admin.Token, nil)
 	integA := integration(t, env, a.ID, "linear", false, a.Owner.ID)
@@ -264,7 +264,7 @@ func TestTriggerIsolation(t *testing.T) {
 
 func TestTriggerRolesAndFilters(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Owner.Token, nil)
 	other := createAutomation(t, env, o.Owner.Token, nil)
 	body := map[string]any{"trigger_type": "webhook", "provider": "custom"}
@@ -329,7 +329,7 @@ func TestTriggerRolesAndFilters(t *testing.T) {
 
 func TestManagedTriggersAreRefused(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	sc := createSchedule(t, env, o.Admin.Token, auto.ID, map[string]any{"cron_expression": "*/5 * * * *"})
 	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/run", o.Member.Token, nil).Expect(t, http.StatusCreated, nil)
@@ -352,7 +352,7 @@ func TestManagedTriggersAreRefused(t *testing.T) {
 
 func TestPollingTriggersJoinAndLeavePollGroups(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	integ := integration(t, env, o.ID, "linear", false, o.Owner.ID)
 	body := map[string]any{"trigger_type": "polling", "provider": "linear", "integration_id": integ}
@@ -397,7 +397,7 @@ func TestPollingTriggersJoinAndLeavePollGroups(t *testing.T) {
 
 func TestPendingAndStatusCounts(t *testing.T) {
 	env := newEnv(t)
-	o := newOrg(t, env)
+	o := env.NewOrg(t)
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	busy := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
 	quiet := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})

@@ -21,18 +21,13 @@ import (
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/schemas/schemastest"
 	"github.com/proliferate/proliferate/topics"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var codec = func() *schemas.Codec {
-	c, err := schemas.NewCodec()
-	if err != nil {
-		panic(err)
-	}
-	return c
-}()
+var codec = schemastest.Codec()
 
 func newStore(t *testing.T) (*sessions.Store, *pgxpool.Pool, string) {
 	t.Helper()

@@ -25,7 +25,7 @@ test: stack-up tools web
 bench: stack-up tools web
 	@mkdir -p bench
 	@$(STACK_ENV); $(GO) test -run '^$$' -bench . -benchmem -count 3 -timeout 30m \
-		./consumers/ ./producers/outbox/ ./schemas/ ./api/identity/ ./api/orgs/ ./consumers/triggerprocessor/ ./consumers/runstages/ ./gateway/hub/ ./producers/ingest/ ./app/ ./internal/sandbox/local/ ./internal/actions/ ./internal/actions/invocations/ ./consumers/billingledger/ ./consumers/toolmaterializer/ ./consumers/sessionmaterializer/ ./consumers/actionmaterializer/ ./internal/llmproxy/ ./web/ | tee bench/raw.txt
+		./consumers/ ./producers/outbox/ ./schemas/ ./api/identity/ ./api/orgs/ ./consumers/triggerprocessor/ ./consumers/runstages/ ./gateway/ ./gateway/hub/ ./producers/ingest/ ./app/ ./internal/sandbox/local/ ./internal/actions/ ./internal/actions/invocations/ ./consumers/billingledger/ ./consumers/toolmaterializer/ ./consumers/sessionmaterializer/ ./consumers/actionmaterializer/ ./internal/llmproxy/ ./web/ | tee bench/raw.txt
 	@$(GO) run ./internal/benchreport < bench/raw.txt | tee bench/report.txt
 
 ## screenshots: the browser tests' screenshots of every main screen (bench/screenshots) and the README's (docs/screenshots, 1280x800)

@@ -3,16 +3,12 @@ package hub_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,69 +16,11 @@ import (
 
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
-	"github.com/proliferate/proliferate/gateway/protocol"
+	"github.com/proliferate/proliferate/gateway/hub/fanouttest"
 	"github.com/proliferate/proliferate/internal/agent/opencode"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
-
-// fanoutClient is one WebSocket reader measuring token delivery latency.
-type fanoutClient struct {
-	ws        *websocket.Conn
-	frames    atomic.Int64
-	mu        sync.Mutex
-	latencies []time.Duration // per token: receipt − the token's stamp (includes the batching window)
-	delivery  []time.Duration // per frame: receipt − its newest token's stamp (≈ the flush: fan-out alone)
-}
-
-// record notes a token frame received at now.
-func (c *fanoutClient) record(now int64, token string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var newest int64
-	for _, s := range strings.Split(token, "|") {
-		if ns, err := strconv.ParseInt(s, 10, 64); err == nil {
-			c.latencies = append(c.latencies, time.Duration(now-ns))
-			newest = max(newest, ns)
-		}
-	}
-	if newest > 0 {
-		c.delivery = append(c.delivery, time.Duration(now-newest))
-	}
-}
-
-func (c *fanoutClient) read(complete chan<- struct{}) {
-	var frame struct {
-		Type  string `json:"type"`
-		Token string `json:"token"`
-	}
-	for {
-		_, raw, err := c.ws.ReadMessage()
-		if err != nil {
-			return
-		}
-		now := time.Now().UnixNano()
-		c.frames.Add(1)
-		frame.Type, frame.Token = "", ""
-		if err := json.Unmarshal(raw, &frame); err != nil {
-			continue
-		}
-		switch frame.Type {
-		case protocol.MsgToken:
-			c.record(now, frame.Token)
-		case protocol.MsgMessageComplete:
-			complete <- struct{}{}
-		}
-	}
-}
-
-func percentile(all []time.Duration, p float64) time.Duration {
-	if len(all) == 0 {
-		return 0
-	}
-	slices.Sort(all)
-	return all[min(len(all)-1, int(float64(len(all))*p))]
-}
 
 const (
 	fanoutClients = 1000
@@ -137,20 +75,16 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		url := "ws" + strings.TrimPrefix(srv.URL, "http")
 		complete := make(chan struct{}, fanoutClients)
-		clients := make([]*fanoutClient, fanoutClients)
-		for i := range clients {
+		readers := make([]*fanouttest.Reader, fanoutClients)
+		for i := range readers {
 			ws, _, err := websocket.DefaultDialer.Dial(url, nil)
 			if err != nil {
 				b.Fatalf("dial %d: %v", i, err)
 			}
-			clients[i] = &fanoutClient{ws: ws}
-			go clients[i].read(complete)
+			defer ws.Close()
+			readers[i] = &fanouttest.Reader{}
+			go readers[i].Read(ws, complete)
 		}
-		defer func() {
-			for _, c := range clients {
-				c.ws.Close()
-			}
-		}()
 		for h.Status().Clients < fanoutClients {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -166,90 +100,10 @@ func BenchmarkFanout(b *testing.B) {
 		}
 		elapsed := time.Since(start)
 		b.StopTimer()
-		report(b, clients, elapsed)
+		fanouttest.Report(b, readers, elapsed)
 	})
 
-	b.Run("baseline", func(b *testing.B) {
-		complete := make(chan struct{}, fanoutClients)
-		chans := make([]chan []byte, fanoutClients)
-		clients := make([]*fanoutClient, fanoutClients)
-		var wg sync.WaitGroup
-		for i := range chans {
-			chans[i] = make(chan []byte, 1024)
-			clients[i] = &fanoutClient{}
-			wg.Add(1)
-			go func(c *fanoutClient, ch chan []byte) {
-				defer wg.Done()
-				var frame struct {
-					Type  string `json:"type"`
-					Token string `json:"token"`
-				}
-				for raw := range ch {
-					now := time.Now().UnixNano()
-					c.frames.Add(1)
-					frame.Type, frame.Token = "", ""
-					if json.Unmarshal(raw, &frame) != nil {
-						continue
-					}
-					if frame.Type == protocol.MsgMessageComplete {
-						complete <- struct{}{}
-						continue
-					}
-					c.record(now, frame.Token)
-				}
-			}(clients[i], chans[i])
-		}
-		broadcast := func(v any) {
-			raw, _ := json.Marshal(v)
-			for _, ch := range chans {
-				ch <- raw
-			}
-		}
-		b.ResetTimer()
-		start := time.Now()
-		for i := 0; i < b.N; i++ {
-			var buf bytes.Buffer
-			windowEnd := time.Now().Add(50 * time.Millisecond)
-			for k := 0; k < fanoutTokens; k++ {
-				buf.WriteString("|" + strconv.FormatInt(time.Now().UnixNano(), 10))
-				if time.Now().After(windowEnd) {
-					broadcast(protocol.TokenMessage{Type: protocol.MsgToken, Token: buf.String()})
-					buf.Reset()
-					windowEnd = time.Now().Add(50 * time.Millisecond)
-				}
-				time.Sleep(time.Millisecond)
-			}
-			broadcast(protocol.TokenMessage{Type: protocol.MsgToken, Token: buf.String()})
-			broadcast(protocol.MessageCompleteMessage{Type: protocol.MsgMessageComplete})
-			for j := 0; j < fanoutClients; j++ {
-				<-complete
-			}
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		for _, ch := range chans {
-			close(ch)
-		}
-		wg.Wait()
-		report(b, clients, elapsed)
-	})
-}
-
-func report(b *testing.B, clients []*fanoutClient, elapsed time.Duration) {
-	var frames int64
-	var lat, delivery []time.Duration
-	for _, c := range clients {
-		frames += c.frames.Load()
-		c.mu.Lock()
-		lat = append(lat, c.latencies...)
-		delivery = append(delivery, c.delivery...)
-		c.mu.Unlock()
-	}
-	b.ReportMetric(float64(percentile(delivery, 0.99).Microseconds())/1000, "delivery-p99-ms")
-	b.ReportMetric(float64(frames)/elapsed.Seconds(), "msgs/s")
-	b.ReportMetric(float64(len(lat))/elapsed.Seconds(), "tokens/s")
-	b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	b.Run("baseline", func(b *testing.B) { fanouttest.Baseline(b, fanoutClients, fanoutTokens, 50*time.Millisecond) })
 }
 
 // countingClient counts token bytes and signals turn completion.

@@ -7,7 +7,6 @@ package db
 var legacySQL = map[string][]string{
 	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
 	"api/authz.go":                               {"members", "users"},
-	"api/identity/apikeys.go":                    {"api_keys", "audit_log", "members", "users"},
 	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
 	"gateway/preview.go":                         {"members", "preview_shares"},
 	"gateway/terminal_tokens.go":                 {"members", "users"},

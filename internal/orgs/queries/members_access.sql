@@ -1,0 +1,8 @@
+-- Membership checks of the API's and the gateway's credential handling
+-- (api/identity, gateway terminal tokens).
+
+-- name: MembershipExists :one
+SELECT EXISTS (SELECT 1 FROM members WHERE org_id = sqlc.arg(org_id) AND user_id = sqlc.arg(user_id));
+
+-- name: MembershipRole :one
+SELECT role FROM members WHERE org_id = $1 AND user_id = $2;

@@ -19,8 +19,10 @@ import (
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // Previews: HTTP and WebSocket traffic to a TCP port
@@ -292,8 +294,7 @@ func (s *Server) previewMember(r *http.Request, tok, sid string, port int) (prev
 		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	p := &auth.Principal{Kind: auth.KindUser, UserID: g.UserID, OrgID: g.OrgID}
-	var role string
-	err = s.d.Pool.QueryRow(ctx, `SELECT m.role FROM members m WHERE m.org_id = $1 AND m.user_id = $2`, g.OrgID, g.UserID).Scan(&role)
+	role, err := orgsdb.New(s.d.Pool).PreviewMemberRole(ctx, orgsdb.PreviewMemberRoleParams{OrgID: g.OrgID, UserID: g.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
@@ -314,21 +315,15 @@ func (s *Server) previewShare(ctx context.Context, tok, sid string, port int) (p
 	if !wellFormedToken(tok, shareTokenPrefix) || !uuidRE.MatchString(sid) {
 		return previewCaller{}, time.Time{}, httpapi.Unauthenticated()
 	}
-	var (
-		org, session string
-		sharePort    int
-		expires      time.Time
-		revoked      *time.Time
-	)
-	err := s.d.Pool.QueryRow(ctx, `SELECT org_id::text, session_id::text, port, expires_at, revoked_at FROM preview_shares WHERE token_hash = $1`,
-		tokenHash(tok)).Scan(&org, &session, &sharePort, &expires, &revoked)
+	sh, err := sessionsdb.New(s.d.Pool).PreviewShareByToken(ctx, tokenHash(tok))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return previewCaller{}, time.Time{}, httpapi.Unauthenticated()
 	}
 	if err != nil {
 		return previewCaller{}, time.Time{}, fmt.Errorf("verify share link: %w", err)
 	}
-	if revoked != nil || !s.d.Now().Before(expires) || !strings.EqualFold(session, sid) || sharePort != port {
+	org, session, expires := sh.OrgID, sh.SessionID, sh.ExpiresAt
+	if sh.RevokedAt != nil || !s.d.Now().Before(expires) || !strings.EqualFold(session, sid) || int(sh.Port) != port {
 		return previewCaller{}, time.Time{}, &httpapi.Error{Status: http.StatusUnauthorized, Code: "share_link_invalid",
 			Message: "this share link was revoked or has expired"}
 	}
@@ -573,8 +568,10 @@ func (s *Server) createShare(w http.ResponseWriter, r *http.Request) error {
 	if p.UserID != "" {
 		by = &p.UserID
 	}
-	if err := s.d.Pool.QueryRow(r.Context(), `INSERT INTO preview_shares (token_hash, org_id, session_id, port, created_by, created_at, expires_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`, tokenHash(tok), sess.OrgID, sess.ID, port, by, now, sh.ExpiresAt).Scan(&sh.ID); err != nil {
+	sh.ID, err = sessionsdb.New(s.d.Pool).CreatePreviewShare(r.Context(), sessionsdb.CreatePreviewShareParams{
+		TokenHash: tokenHash(tok), OrgID: sess.OrgID, SessionID: sess.ID, Port: int32(port), CreatedBy: by, CreatedAt: now, ExpiresAt: sh.ExpiresAt,
+	})
+	if err != nil {
 		return fmt.Errorf("create share link: %w", err)
 	}
 	sh.CreatedBy = by
@@ -591,24 +588,15 @@ func (s *Server) listShares(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rows, err := s.d.Pool.Query(r.Context(), `SELECT id::text, port, created_by::text, created_at, expires_at, revoked_at
-		FROM preview_shares WHERE session_id = $1 ORDER BY created_at DESC, id LIMIT 500`, sess.ID)
+	rows, err := sessionsdb.New(s.d.Pool).PreviewShares(r.Context(), sess.ID)
 	if err != nil {
 		return fmt.Errorf("list share links: %w", err)
 	}
-	defer rows.Close()
-	out := []Share{}
+	out := make([]Share, len(rows))
 	now := s.d.Now()
-	for rows.Next() {
-		var sh Share
-		if err := rows.Scan(&sh.ID, &sh.Port, &sh.CreatedBy, &sh.CreatedAt, &sh.ExpiresAt, &sh.RevokedAt); err != nil {
-			return err
-		}
-		sh.Active = sh.RevokedAt == nil && now.Before(sh.ExpiresAt)
-		out = append(out, sh)
-	}
-	if err := rows.Err(); err != nil {
-		return err
+	for i, row := range rows {
+		out[i] = Share{ID: row.ID, Port: int(row.Port), CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, ExpiresAt: row.ExpiresAt,
+			RevokedAt: row.RevokedAt, Active: row.RevokedAt == nil && now.Before(row.ExpiresAt)}
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"shares": out})
 	return nil
@@ -628,11 +616,10 @@ func (s *Server) revokeShare(w http.ResponseWriter, r *http.Request) error {
 	if p.UserID != "" {
 		by = &p.UserID
 	}
-	var found bool
-	if err := s.d.Pool.QueryRow(r.Context(), `WITH upd AS (
-			UPDATE preview_shares SET revoked_at = $3, revoked_by = $4 WHERE id = $1 AND session_id = $2 AND revoked_at IS NULL RETURNING id)
-		SELECT EXISTS (SELECT 1 FROM upd) OR EXISTS (SELECT 1 FROM preview_shares WHERE id = $1 AND session_id = $2)`,
-		id, sess.ID, s.d.Now(), by).Scan(&found); err != nil {
+	found, err := sessionsdb.New(s.d.Pool).RevokePreviewShare(r.Context(), sessionsdb.RevokePreviewShareParams{
+		ID: id, SessionID: sess.ID, RevokedAt: s.d.Now(), RevokedBy: by,
+	})
+	if err != nil {
 		return fmt.Errorf("revoke share link: %w", err)
 	}
 	if !found {

@@ -8,7 +8,6 @@ var legacySQL = map[string][]string{
 	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
 	"api/authz.go":                               {"members", "users"},
 	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
-	"gateway/preview.go":                         {"members", "preview_shares"},
 	"gateway/terminal_tokens.go":                 {"members", "users"},
 	"gateway/tools/platform.go":                  {"configurations"},
 	"internal/actions/catalog/catalog.go":        {"integrations", "session_connections", "slack_installations"},

@@ -14,6 +14,7 @@ import (
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/prebuilds"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/repos"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/sandbox"
@@ -148,13 +149,13 @@ func (d Deps) saveServiceCommands(ctx context.Context, c Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	tag, err := d.Pool.Exec(ctx, `UPDATE configurations SET service_commands = $3, service_commands_updated_at = now(),
-			service_commands_updated_by = $4, updated_at = now()
-		WHERE id = $1 AND org_id = $2`, *c.Session.ConfigurationID, c.Session.OrgID, raw, c.Session.CreatedBy)
+	n, err := prebuildsdb.New(d.Pool).SaveServiceCommands(ctx, prebuildsdb.SaveServiceCommandsParams{
+		ServiceCommands: raw, UpdatedBy: c.Session.CreatedBy, ID: *c.Session.ConfigurationID, OrgID: c.Session.OrgID,
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("save service commands: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return Failure("the session's configuration no longer exists"), nil
 	}
 	return Result{Success: true, Result: fmt.Sprintf("Saved %d service command(s).", len(cmds)),

@@ -9,7 +9,6 @@ var legacySQL = map[string][]string{
 	"api/authz.go":                               {"members", "users"},
 	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
 	"gateway/terminal_tokens.go":                 {"members", "users"},
-	"gateway/tools/platform.go":                  {"configurations"},
 	"internal/actions/catalog/catalog.go":        {"integrations", "session_connections", "slack_installations"},
 	"internal/actions/catalog/reviews.go":        {"connector_tool_definitions"},
 	"internal/actions/catalog/secrets.go":        {"secrets"},

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,7 @@ import (
 	"github.com/proliferate/proliferate/api/orgs"
 	"github.com/proliferate/proliferate/consumers/enforcer"
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/gatewaytest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -211,31 +209,11 @@ func newDeletionWorld(t *testing.T) *deletionWorld {
 	book := snapshots.New(snapshots.Deps{Pool: env.Deps.Pool, Providers: []sandbox.Provider{prov}})
 	w := &deletionWorld{env: env, codec: codec, store: &sessions.Store{Pool: env.Deps.Pool, Codec: codec},
 		cleaner: snapshots.NewCleaner(book, snapshots.CleanerOptions{}), prov: prov}
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.DiscardHandler)
-	w.hubs = hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: env.Deps.Redis, InstanceID: "gw-" + uuid.NewString(),
-		Log: log, GatewayURL: url, Snapshots: book, Gate: domain.BootGate(env.Deps.Pool, nil)})
-	srv, err := gateway.New(gateway.Deps{Cfg: env.Deps.Cfg, Log: log, Pool: env.Deps.Pool, Redis: env.Deps.Redis,
-		Codec: codec, Hubs: w.hubs, Sessions: w.store, Authenticator: env.Server.Authenticator()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		w.hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	c := client.New(url, "")
-	c.TokenSource = client.ServiceTokens(time.Hour, func(ttl time.Duration) (string, error) {
-		return identity.IssueServiceToken(env.Deps.Cfg.ServiceToken, "org-deletion", ttl)
-	})
-	w.pauser = gonePaused{enforcer.GatewayPauser{C: c}}
+	g := gatewaytest.Start(t, gateway.Deps{Cfg: env.Deps.Cfg, Pool: env.Deps.Pool, Redis: env.Deps.Redis, Codec: codec,
+		Sessions: w.store, Authenticator: env.Server.Authenticator()},
+		hub.Deps{Provider: prov, Snapshots: book, Gate: domain.BootGate(env.Deps.Pool, nil)})
+	w.hubs = g.Hubs
+	w.pauser = gonePaused{enforcer.GatewayPauser{C: g.ServiceClient("org-deletion")}}
 	return w
 }
 

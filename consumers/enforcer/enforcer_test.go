@@ -3,13 +3,11 @@ package enforcer_test
 import (
 	"context"
 	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,7 +18,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/enforcer"
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/client"
+	"github.com/proliferate/proliferate/gateway/gatewaytest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/kafka"
@@ -89,31 +87,11 @@ func newWorld(t *testing.T) *world {
 	prov := agentsim.NewProvider(agentsim.Options{})
 	t.Cleanup(prov.Close)
 	w := &world{api: e, codec: codec, store: &sessions.Store{Pool: e.Deps.Pool, Codec: codec}, prov: prov, keys: &keys{}}
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.DiscardHandler)
-	w.hubs = hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: e.Deps.Redis, InstanceID: "gw-" + uuid.NewString(),
-		Log: log, GatewayURL: url, LLMKeys: w.keys})
-	srv, err := gateway.New(gateway.Deps{Cfg: e.Deps.Cfg, Log: log, Pool: e.Deps.Pool, Redis: e.Deps.Redis,
-		Codec: codec, Hubs: w.hubs, Sessions: w.store, Authenticator: e.Server.Authenticator()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		w.hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	c := client.New(url, "")
-	c.TokenSource = client.ServiceTokens(time.Hour, func(ttl time.Duration) (string, error) {
-		return identity.IssueServiceToken(e.Deps.Cfg.ServiceToken, "enforcer", ttl)
-	})
-	w.deps = enforcer.Deps{Pool: e.Deps.Pool, Pauser: enforcer.GatewayPauser{C: c}, Keys: w.keys, Log: log}
+	g := gatewaytest.Start(t, gateway.Deps{Cfg: e.Deps.Cfg, Pool: e.Deps.Pool, Redis: e.Deps.Redis, Codec: codec,
+		Sessions: w.store, Authenticator: e.Server.Authenticator()}, hub.Deps{Provider: prov, LLMKeys: w.keys})
+	w.hubs = g.Hubs
+	w.deps = enforcer.Deps{Pool: e.Deps.Pool, Pauser: enforcer.GatewayPauser{C: g.ServiceClient("enforcer")}, Keys: w.keys,
+		Log: slog.New(slog.DiscardHandler)}
 	u := e.NewUser(t)
 	w.org, w.user = u.OrgID, u.ID
 	w.setState(t, "active")

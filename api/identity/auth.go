@@ -13,9 +13,11 @@ import (
 
 	"github.com/proliferate/proliferate/api"
 	"github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
@@ -26,21 +28,9 @@ var (
 	errBadCredentials = &httpapi.Error{Status: http.StatusUnauthorized, Code: "invalid_credentials", Message: "email or password is incorrect"}
 )
 
-// queryer is a pool or a transaction.
-type queryer interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-const userColumns = `id::text, email, name, image, email_verified, active_org_id::text, created_at`
-
-func scanUser(row pgx.Row) (User, error) {
-	var u User
-	err := row.Scan(&u.ID, &u.Email, &u.Name, &u.Image, &u.EmailVerified, &u.ActiveOrgID, &u.CreatedAt)
-	return u, err
-}
-
-func loadUser(ctx context.Context, q queryer, id string) (User, error) {
-	return scanUser(q.QueryRow(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id))
+func loadUser(ctx context.Context, q identitydb.DBTX, id string) (User, error) {
+	u, err := identitydb.New(q).UserProfile(ctx, id)
+	return User(u), err
 }
 
 // --- signup ------------------------------------------------------------------
@@ -65,10 +55,11 @@ func (h *handler) signup(c *api.Ctx) error {
 	now := h.s.Now()
 	var userID, orgID, sessionID string
 	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		q := identitydb.New(tx)
 		// ON CONFLICT on the lower(email) index: a concurrent signup with the
 		// same address waits for the other transaction, then finds the row.
-		err := tx.QueryRow(ctx, `INSERT INTO users (email, name, password_hash) VALUES ($1, $2, $3)
-			ON CONFLICT ((lower(email))) DO NOTHING RETURNING id::text`, req.Email, name, hash).Scan(&userID)
+		var err error
+		userID, err = q.InsertPasswordUser(ctx, identitydb.InsertPasswordUserParams{Email: req.Email, Name: name, PasswordHash: &hash})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errEmailTaken
 		}
@@ -78,14 +69,14 @@ func (h *handler) signup(c *api.Ctx) error {
 		if orgID, err = createPersonalOrg(ctx, tx, name, req.Email); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, 'owner')`, orgID, userID); err != nil {
+		if err := orgsdb.New(tx).InsertOwnerMembership(ctx, orgsdb.InsertOwnerMembershipParams{OrgID: orgID, UserID: userID}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE users SET active_org_id = $1 WHERE id = $2`, orgID, userID); err != nil {
+		if err := q.SetActiveOrg(ctx, identitydb.SetActiveOrgParams{ID: userID, ActiveOrgID: &orgID}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO verification_tokens (user_id, email, token_hash, expires_at)
-			VALUES ($1, $2, $3, $4)`, userID, req.Email, identity.HashSecret(verifyToken), now.Add(h.verifyTTL)); err != nil {
+		if err := q.InsertVerificationToken(ctx, identitydb.InsertVerificationTokenParams{UserID: userID, Email: req.Email,
+			TokenHash: identity.HashSecret(verifyToken), ExpiresAt: now.Add(h.verifyTTL)}); err != nil {
 			return err
 		}
 		if err := h.queueVerification(ctx, tx, userID, req.Email, verifyToken); err != nil {
@@ -147,18 +138,14 @@ func (h *handler) login(c *api.Ctx) error {
 	if err := allowAll(c, limitCheck{h.loginIP, ip}, limitCheck{h.loginSource, source}); err != nil {
 		return err
 	}
-	var userID string
-	var hash *string
-	familiar := false
-	err := h.s.Pool.QueryRow(ctx, `SELECT u.id::text, u.password_hash, EXISTS (SELECT 1 FROM auth_sessions s
-			WHERE s.user_id = u.id AND s.ip_address = $2 AND s.impersonator_id IS NULL AND s.created_at > $3)
-		FROM users u WHERE lower(u.email) = lower($1)`,
-		strings.TrimSpace(req.Email), ip, h.s.Now().Add(-FamiliarSourceAge)).Scan(&userID, &hash, &familiar)
+	cand, err := identitydb.New(h.s.Pool).LoginCandidate(ctx, identitydb.LoginCandidateParams{Email: strings.TrimSpace(req.Email),
+		Ip: ip, FamiliarSince: h.s.Now().Add(-FamiliarSourceAge)})
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return err
 	}
 	// The account-wide budget is spent by unfamiliar sources only, and
 	// checked before the password so a guess over it learns nothing.
+	userID, hash, familiar := cand.ID, cand.PasswordHash, cand.Familiar
 	if !familiar {
 		if err := allow(c, h.loginAccount, account); err != nil {
 			return err
@@ -197,8 +184,8 @@ func (h *handler) login(c *api.Ctx) error {
 		return err
 	}
 	// Housekeeping: drop this person's long-dead sessions.
-	if _, err := h.s.Pool.Exec(ctx, `DELETE FROM auth_sessions WHERE user_id = $1
-		AND (expires_at < $2 OR revoked_at < $2)`, userID, now.Add(-24*time.Hour)); err != nil {
+	if err := identitydb.New(h.s.Pool).PruneAuthSessions(ctx, identitydb.PruneAuthSessionsParams{UserID: userID,
+		Before: now.Add(-24 * time.Hour)}); err != nil {
 		c.Log().Warn("identity: pruning old sessions failed", "user_id", userID, "error", err)
 	}
 	resp, err := h.authResponse(ctx, userID, sessionID, "", refresh, now)
@@ -213,7 +200,7 @@ func (h *handler) rehash(c *api.Ctx, userID, password string) {
 	ctx := c.Request.Context()
 	hash, err := identity.HashPassword(ctx, password)
 	if err == nil {
-		_, err = h.s.Pool.Exec(ctx, `UPDATE users SET password_hash = $1, updated_at = now() WHERE id = $2`, hash, userID)
+		err = identitydb.New(h.s.Pool).SetPasswordHash(ctx, identitydb.SetPasswordHashParams{ID: userID, PasswordHash: hash})
 	}
 	if err != nil {
 		c.Log().Warn("identity: password rehash failed", "user_id", userID, "error", err)
@@ -221,12 +208,9 @@ func (h *handler) rehash(c *api.Ctx, userID, password string) {
 }
 
 // insertSession creates a login session holding the refresh token's hash.
-func (h *handler) insertSession(ctx context.Context, q queryer, c *api.Ctx, userID, refresh string, now time.Time) (string, error) {
-	var id string
-	err := q.QueryRow(ctx, `INSERT INTO auth_sessions (user_id, refresh_token_hash, ip_address, user_agent, expires_at, last_used_at)
-		VALUES ($1, $2, $3, $4, $5, $6) RETURNING id::text`,
-		userID, identity.HashSecret(refresh), c.ClientIP(), truncate(c.Request.UserAgent(), 512), now.Add(h.sessionTTL), now).Scan(&id)
-	return id, err
+func (h *handler) insertSession(ctx context.Context, q identitydb.DBTX, c *api.Ctx, userID, refresh string, now time.Time) (string, error) {
+	return identitydb.New(q).InsertAuthSession(ctx, identitydb.InsertAuthSessionParams{UserID: userID, RefreshTokenHash: identity.HashSecret(refresh),
+		IpAddress: c.ClientIP(), UserAgent: truncate(c.Request.UserAgent(), 512), ExpiresAt: now.Add(h.sessionTTL), Now: now})
 }
 
 func (h *handler) authResponse(ctx context.Context, userID, sessionID, impersonatorID, refresh string, now time.Time) (AuthResponse, error) {
@@ -238,8 +222,8 @@ func (h *handler) authResponse(ctx context.Context, userID, sessionID, impersona
 	if err != nil {
 		return AuthResponse{}, err
 	}
-	var sessionExp time.Time
-	if err := h.s.Pool.QueryRow(ctx, `SELECT expires_at FROM auth_sessions WHERE id = $1`, sessionID).Scan(&sessionExp); err != nil {
+	sessionExp, err := identitydb.New(h.s.Pool).AuthSessionExpiry(ctx, sessionID)
+	if err != nil {
 		return AuthResponse{}, err
 	}
 	return AuthResponse{User: u, TokenType: "Bearer", AccessToken: access, AccessTokenExpiresAt: exp.UTC(),
@@ -265,36 +249,32 @@ func (h *handler) refresh(c *api.Ctx) error {
 	var impersonator *string
 	reused := false
 	err := pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
+		q := identitydb.New(tx)
 		// The UPDATE is the compare-and-swap: of two concurrent exchanges of
 		// one token exactly one matches; the other is treated as reuse.
 		// Impersonation sessions keep their original expiry.
-		err := tx.QueryRow(ctx, `UPDATE auth_sessions SET refresh_token_hash = $2, last_used_at = $3,
-				expires_at = CASE WHEN impersonator_id IS NULL THEN $4 ELSE expires_at END
-			WHERE refresh_token_hash = $1 AND revoked_at IS NULL AND expires_at > $3
-			RETURNING id::text, user_id::text, impersonator_id::text`,
-			old, identity.HashSecret(next), now, now.Add(h.sessionTTL)).Scan(&sessionID, &userID, &impersonator)
+		cur, err := q.RotateRefreshToken(ctx, identitydb.RotateRefreshTokenParams{OldHash: old, NewHash: identity.HashSecret(next),
+			Now: now, ExpiresAt: now.Add(h.sessionTTL)})
 		if err == nil {
-			_, err = tx.Exec(ctx, `INSERT INTO auth_rotated_refresh_tokens (token_hash, session_id, rotated_at)
-				VALUES ($1, $2, $3)`, old, sessionID, now)
-			return err
+			sessionID, userID, impersonator = cur.ID, cur.UserID, cur.ImpersonatorID
+			return q.InsertRotatedRefreshToken(ctx, identitydb.InsertRotatedRefreshTokenParams{TokenHash: old, SessionID: sessionID, RotatedAt: now})
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 		// Not current: was it rotated away? Then it leaked or was replayed;
 		// revoke the whole session so the thief's copy dies too.
-		err = tx.QueryRow(ctx, `UPDATE auth_sessions s SET revoked_at = COALESCE(s.revoked_at, $2)
-			FROM auth_rotated_refresh_tokens r WHERE r.token_hash = $1 AND r.session_id = s.id
-			RETURNING s.id::text, s.user_id::text`, old, now).Scan(&sessionID, &userID)
+		rev, err := q.RevokeReusedRefreshSession(ctx, identitydb.RevokeReusedRefreshSessionParams{TokenHash: old, Now: now})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return httpapi.Unauthenticated()
 		}
 		if err != nil {
 			return err
 		}
+		sessionID, userID = rev.ID, rev.UserID
 		reused = true
-		_, err = tx.Exec(ctx, `INSERT INTO audit_log (actor_id, action, target_type, target_id, request_id)
-			VALUES ($1, 'auth.refresh_token_reused', 'auth_session', $2, $3)`, userID, sessionID, c.RequestID())
+		err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{ActorID: &userID, Action: "auth.refresh_token_reused",
+			TargetType: "auth_session", TargetID: sessionID, Details: []byte("{}"), RequestID: c.RequestID()})
 		if err != nil {
 			return err
 		}
@@ -326,8 +306,8 @@ func (h *handler) logout(c *api.Ctx) error {
 	if p.Kind != auth.KindUser || p.SessionID == "" {
 		return httpapi.BadRequest("only a login session can log out; revoke an API key with DELETE /api/v1/api-keys/{id}")
 	}
-	_, err := h.s.Pool.Exec(c.Request.Context(), `UPDATE auth_sessions SET revoked_at = $3
-		WHERE id = $1 AND user_id = $2 AND revoked_at IS NULL`, p.SessionID, p.UserID, h.s.Now())
+	err := identitydb.New(h.s.Pool).RevokeAuthSession(c.Request.Context(), identitydb.RevokeAuthSessionParams{ID: p.SessionID,
+		UserID: p.UserID, Now: h.s.Now()})
 	if err != nil {
 		return err
 	}

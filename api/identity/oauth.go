@@ -58,6 +58,7 @@ import (
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/identity/identitydb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 const (
@@ -386,7 +387,7 @@ func (h *handler) oauthAccount(ctx context.Context, provider string, u identity.
 			if err != nil {
 				return err
 			}
-			if err := q.AddOwner(ctx, identitydb.AddOwnerParams{OrgID: orgID, UserID: userID}); err != nil {
+			if err := orgsdb.New(tx).InsertOwnerMembership(ctx, orgsdb.InsertOwnerMembershipParams{OrgID: orgID, UserID: userID}); err != nil {
 				return err
 			}
 			if err := q.SetActiveOrg(ctx, identitydb.SetActiveOrgParams{ID: userID, ActiveOrgID: &orgID}); err != nil {

@@ -7,7 +7,6 @@ package db
 var legacySQL = map[string][]string{
 	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
 	"api/authz.go":                               {"members", "users"},
-	"api/identity/auth.go":                       {"audit_log", "auth_rotated_refresh_tokens", "auth_sessions", "members", "users", "verification_tokens"},
 	"gateway/terminal_tokens.go":                 {"members", "users"},
 	"internal/actions/catalog/catalog.go":        {"integrations", "session_connections", "slack_installations"},
 	"internal/actions/catalog/reviews.go":        {"connector_tool_definitions"},

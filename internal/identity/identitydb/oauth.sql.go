@@ -10,20 +10,6 @@ import (
 	"time"
 )
 
-const addOwner = `-- name: AddOwner :exec
-INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, 'owner')
-`
-
-type AddOwnerParams struct {
-	OrgID  string
-	UserID string
-}
-
-func (q *Queries) AddOwner(ctx context.Context, arg AddOwnerParams) error {
-	_, err := q.db.Exec(ctx, addOwner, arg.OrgID, arg.UserID)
-	return err
-}
-
 const identityUser = `-- name: IdentityUser :one
 
 SELECT user_id::text FROM user_identities WHERE provider = $1 AND subject = $2

@@ -17,9 +17,6 @@ FROM users u WHERE lower(u.email) = lower(sqlc.arg(email)) FOR UPDATE OF u;
 INSERT INTO users (email, name, image, email_verified) VALUES ($1, $2, $3, true)
 ON CONFLICT ((lower(email))) DO NOTHING RETURNING id::text;
 
--- name: AddOwner :exec
-INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, 'owner');
-
 -- name: SetActiveOrg :exec
 UPDATE users SET active_org_id = $2 WHERE id = $1;
 

@@ -9,6 +9,21 @@ import (
 	"context"
 )
 
+const insertOwnerMembership = `-- name: InsertOwnerMembership :exec
+INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, 'owner')
+`
+
+type InsertOwnerMembershipParams struct {
+	OrgID  string
+	UserID string
+}
+
+// The first member of a new personal organization (signup, OAuth signup).
+func (q *Queries) InsertOwnerMembership(ctx context.Context, arg InsertOwnerMembershipParams) error {
+	_, err := q.db.Exec(ctx, insertOwnerMembership, arg.OrgID, arg.UserID)
+	return err
+}
+
 const membershipExists = `-- name: MembershipExists :one
 
 SELECT EXISTS (SELECT 1 FROM members WHERE org_id = $1 AND user_id = $2)

@@ -6,3 +6,7 @@ SELECT EXISTS (SELECT 1 FROM members WHERE org_id = sqlc.arg(org_id) AND user_id
 
 -- name: MembershipRole :one
 SELECT role FROM members WHERE org_id = $1 AND user_id = $2;
+
+-- name: InsertOwnerMembership :exec
+-- The first member of a new personal organization (signup, OAuth signup).
+INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, 'owner');

@@ -22,18 +22,12 @@ import (
 	"github.com/proliferate/proliferate/internal/runs/query"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/testenv"
-	"github.com/proliferate/proliferate/schemas"
+	"github.com/proliferate/proliferate/schemas/schemastest"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-var codec = func() *schemas.Codec {
-	c, err := schemas.NewCodec()
-	if err != nil {
-		panic(err)
-	}
-	return c
-}()
+var codec = schemastest.Codec()
 
 // env is the API with the runs routes, the triggers routes (automations,
 // Run Now: both packages serve /automations/:id/…) and the identity feature
@@ -59,19 +53,15 @@ func newEnv(t *testing.T) *env {
 // org is an organization with an owner, an admin, two members and an
 // automation with a webhook trigger.
 type org struct {
-	ID                            string
-	Owner, Admin, Member, Member2 *apitest.User
-	AutomationID, TriggerID       string
+	*apitest.Org
+	Member2                 *apitest.User
+	AutomationID, TriggerID string
 }
 
 func newOrg(t *testing.T, e *env) *org {
 	t.Helper()
-	owner := e.NewUser(t)
-	admin, member, member2 := e.NewUser(t), e.NewUser(t), e.NewUser(t)
-	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	e.AddMember(t, member2, owner.OrgID, auth.RoleMember)
-	o := &org{ID: owner.OrgID, Owner: owner, Admin: admin, Member: member, Member2: member2}
+	o := &org{Org: e.NewOrg(t), Member2: e.NewUser(t)}
+	e.AddMember(t, o.Member2, o.ID, auth.RoleMember)
 	o.AutomationID = runstest.Automation(t, e.Deps.Pool, o.ID)
 	o.TriggerID = runstest.NewTrigger(t, e.Deps.Pool, runstest.Trigger{OrgID: o.ID, AutomationID: o.AutomationID})
 	return o

@@ -123,7 +123,7 @@ func (s *Server) getGitStatus(w http.ResponseWriter, r *http.Request) error {
 	if err := gitPaths(path, nil); err != nil {
 		return err
 	}
-	st, err := h.GitStatus(r.Context(), p, path)
+	st, err := h.Git().Status(r.Context(), p, path)
 	if err != nil {
 		return gitError(w, err)
 	}
@@ -167,7 +167,7 @@ func (s *Server) getGitDiff(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return hubError(w, err)
 	}
-	d, err := h.GitDiff(r.Context(), p, path, gitops.DiffOptions{Path: file})
+	d, err := h.Git().Diff(r.Context(), p, path, gitops.DiffOptions{Path: file})
 	if err != nil {
 		return gitError(w, err)
 	}
@@ -200,7 +200,7 @@ func (s *Server) postGitBranch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if err := h.GitCreateBranch(r.Context(), p, req.WorkspacePath, req.Branch); err != nil {
+	if err := h.Git().CreateBranch(r.Context(), p, req.WorkspacePath, req.Branch); err != nil {
 		return gitError(w, err)
 	}
 	httpapi.WriteJSON(w, http.StatusOK, protocol.GitResultMessage{Type: protocol.MsgGitResult, Action: hub.GitActionBranch, WorkspacePath: req.WorkspacePath, OK: true, Branch: req.Branch})
@@ -212,7 +212,7 @@ func (s *Server) postGitCommit(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.GitCommit(r.Context(), p, req.WorkspacePath, gitops.CommitRequest{Message: req.Message, Mode: req.Mode, Files: req.Files})
+	res, err := h.Git().Commit(r.Context(), p, req.WorkspacePath, gitops.CommitRequest{Message: req.Message, Mode: req.Mode, Files: req.Files})
 	if err != nil {
 		return gitError(w, err)
 	}
@@ -225,7 +225,7 @@ func (s *Server) postGitPush(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := h.GitPush(r.Context(), p, req.WorkspacePath)
+	res, err := h.Git().Push(r.Context(), p, req.WorkspacePath)
 	if err != nil {
 		return gitError(w, err)
 	}
@@ -241,7 +241,7 @@ func (s *Server) postGitPR(w http.ResponseWriter, r *http.Request) error {
 	if strings.TrimSpace(req.Title) == "" {
 		return invalid("title", "required")
 	}
-	pr, err := h.GitCreatePR(r.Context(), p, req.WorkspacePath, gitops.PRInput{Title: req.Title, Body: req.Body, Base: req.Base, Draft: req.Draft})
+	pr, err := h.Git().CreatePR(r.Context(), p, req.WorkspacePath, gitops.PRInput{Title: req.Title, Body: req.Body, Base: req.Base, Draft: req.Draft})
 	if err != nil {
 		return gitError(w, err)
 	}

@@ -281,7 +281,7 @@ func (s *Server) postPullRequest(w http.ResponseWriter, r *http.Request) error {
 		return &httpapi.Error{Status: http.StatusBadGateway, Code: "upstream_error", Message: "GitHub could not be reached"}
 	}
 	if h, herr := s.d.Hubs.Hub(r.Context(), sess.ID); herr == nil {
-		h.RecordPullRequest(r.Context(), pr.URL)
+		h.Git().RecordPullRequest(r.Context(), pr.URL)
 	} else if err := s.d.Sessions.FlushTelemetry(context.WithoutCancel(r.Context()), sess.ID, sessions.Telemetry{PRURLs: []string{pr.URL}}); err != nil {
 		s.d.Log.Error("pull request opened but its URL was not recorded", "session_id", sess.ID, "url", pr.URL, "error", err)
 	}

@@ -286,7 +286,7 @@ func envKeys(keys []EnvKeySpec) []string {
 // principal may act on the session; ErrNoEnvRequest; *EnvInvalidError;
 // ErrEnvUnavailable.
 func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub protocol.EnvSubmission) (protocol.EnvSubmitResult, error) {
-	if !h.canMutate(p) {
+	if !canMutate(h.Session(), p) {
 		return protocol.EnvSubmitResult{}, ErrForbidden
 	}
 	pend, err := h.env.take(sub.ToolCallID, true)

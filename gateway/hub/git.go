@@ -3,12 +3,14 @@ package hub
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/proliferate/proliferate/gateway/gitops"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sessions"
 )
 
 // GitDeps configure the hub's git operations (Deps.Git).
@@ -35,95 +37,113 @@ const (
 	GitActionPR     = "create_pr"
 )
 
+// SessionGit runs git operations on the repositories in one session's
+// sandbox workspace, for the HTTP git routes (Hub.Git) and the git client
+// messages. It reaches the hub only through the functions it was built
+// with: the session row, a ready runtime's sandbox, and the telemetry of
+// pull requests.
+type SessionGit struct {
+	exec sandbox.Executor // nil: the provider cannot run commands
+	deps GitDeps
+	log  *slog.Logger
+	// session returns the hub's copy of the session row.
+	session func() sessions.Session
+	// sandbox makes the runtime ready and returns its sandbox id.
+	sandbox func(ctx context.Context) (string, error)
+	// recordPR adds a pull request URL to the session's telemetry and
+	// flushes it.
+	recordPR func(ctx context.Context, url string)
+}
+
+func newSessionGit(provider sandbox.Provider, deps GitDeps, log *slog.Logger, session func() sessions.Session,
+	sandboxID func(context.Context) (string, error), recordPR func(context.Context, string)) *SessionGit {
+	ex, _ := provider.(sandbox.Executor)
+	return &SessionGit{exec: ex, deps: deps, log: log, session: session, sandbox: sandboxID, recordPR: recordPR}
+}
+
 // canRead: principals that may attach (service, or a member of the
 // session's organization).
-func (h *Hub) canRead(p *auth.Principal) bool {
+func canRead(sess sessions.Session, p *auth.Principal) bool {
 	if p == nil || p.Kind == auth.KindSandbox {
 		return false
 	}
-	return p.Kind == auth.KindService || p.OrgID == h.Session().OrgID
+	return p.Kind == auth.KindService || p.OrgID == sess.OrgID
 }
 
-// gitRepo makes the runtime ready and opens the workspace repository.
-func (h *Hub) gitRepo(ctx context.Context, workspacePath string) (*gitops.Repo, error) {
-	ex, ok := h.m.d.Provider.(sandbox.Executor)
-	if !ok {
+// repo makes the runtime ready and opens the workspace repository.
+func (g *SessionGit) repo(ctx context.Context, workspacePath string) (*gitops.Repo, error) {
+	if g.exec == nil {
 		return nil, ErrGitUnsupported
 	}
 	if _, err := gitops.CleanPath(workspacePath); err != nil {
 		return nil, err
 	}
-	if err := h.EnsureRuntimeReady(ctx); err != nil {
+	sandboxID, err := g.sandbox(ctx)
+	if err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	rt := h.rt
-	h.mu.Unlock()
-	if rt == nil {
-		return nil, ErrClosed
-	}
-	return gitops.Open(ex, rt.sb.ID, workspacePath, h.m.d.Git.Options)
+	return gitops.Open(g.exec, sandboxID, workspacePath, g.deps.Options)
 }
 
-// GitStatus returns the status of the repository at workspacePath.
-func (h *Hub) GitStatus(ctx context.Context, p *auth.Principal, workspacePath string) (gitops.Status, error) {
-	if !h.canRead(p) {
+// Status returns the status of the repository at workspacePath.
+func (g *SessionGit) Status(ctx context.Context, p *auth.Principal, workspacePath string) (gitops.Status, error) {
+	if !canRead(g.session(), p) {
 		return gitops.Status{}, ErrForbidden
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return gitops.Status{}, err
 	}
 	return r.Status(ctx)
 }
 
-// GitDiff returns the uncommitted changes of the repository at
+// Diff returns the uncommitted changes of the repository at
 // workspacePath (readable by anyone who may see the session).
-func (h *Hub) GitDiff(ctx context.Context, p *auth.Principal, workspacePath string, o gitops.DiffOptions) (gitops.Diff, error) {
-	if !h.canRead(p) {
+func (g *SessionGit) Diff(ctx context.Context, p *auth.Principal, workspacePath string, o gitops.DiffOptions) (gitops.Diff, error) {
+	if !canRead(g.session(), p) {
 		return gitops.Diff{}, ErrForbidden
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return gitops.Diff{}, err
 	}
 	return r.Diff(ctx, o)
 }
 
-// GitCreateBranch creates and checks out a branch.
-func (h *Hub) GitCreateBranch(ctx context.Context, p *auth.Principal, workspacePath, branch string) error {
-	if !h.canMutate(p) {
+// CreateBranch creates and checks out a branch.
+func (g *SessionGit) CreateBranch(ctx context.Context, p *auth.Principal, workspacePath, branch string) error {
+	if !canMutate(g.session(), p) {
 		return ErrForbidden
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return err
 	}
 	return r.CreateBranch(ctx, branch)
 }
 
-// GitCommit commits (gitops.ErrNothingToCommit for an empty change set).
-func (h *Hub) GitCommit(ctx context.Context, p *auth.Principal, workspacePath string, req gitops.CommitRequest) (gitops.CommitResult, error) {
-	if !h.canMutate(p) {
+// Commit commits (gitops.ErrNothingToCommit for an empty change set).
+func (g *SessionGit) Commit(ctx context.Context, p *auth.Principal, workspacePath string, req gitops.CommitRequest) (gitops.CommitResult, error) {
+	if !canMutate(g.session(), p) {
 		return gitops.CommitResult{}, ErrForbidden
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return gitops.CommitResult{}, err
 	}
 	return r.Commit(ctx, req)
 }
 
-// GitPush pushes the current branch (setting its upstream when missing).
-func (h *Hub) GitPush(ctx context.Context, p *auth.Principal, workspacePath string) (gitops.PushResult, error) {
-	if !h.canMutate(p) {
+// Push pushes the current branch (setting its upstream when missing).
+func (g *SessionGit) Push(ctx context.Context, p *auth.Principal, workspacePath string) (gitops.PushResult, error) {
+	if !canMutate(g.session(), p) {
 		return gitops.PushResult{}, ErrForbidden
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return gitops.PushResult{}, err
 	}
-	token, err := h.pushToken(ctx, r)
+	token, err := g.pushToken(ctx, r)
 	if err != nil {
 		return gitops.PushResult{}, err
 	}
@@ -132,8 +152,8 @@ func (h *Hub) GitPush(ctx context.Context, p *auth.Principal, workspacePath stri
 
 // pushToken returns the token for an HTTPS origin when GitHub is
 // configured ("" otherwise).
-func (h *Hub) pushToken(ctx context.Context, r *gitops.Repo) (string, error) {
-	gh := h.m.d.Git.GitHub
+func (g *SessionGit) pushToken(ctx context.Context, r *gitops.Repo) (string, error) {
+	gh := g.deps.GitHub
 	if gh == nil || gh.Tokens == nil {
 		return "", nil
 	}
@@ -145,91 +165,83 @@ func (h *Hub) pushToken(ctx context.Context, r *gitops.Repo) (string, error) {
 	if err != nil {
 		return "", nil //nolint:nilerr // unparsable remote: push without a token
 	}
-	return gh.Tokens.Token(ctx, h.Session().OrgID, owner, repo)
+	return gh.Tokens.Token(ctx, g.session().OrgID, owner, repo)
 }
 
-// GitCreatePR opens a pull request from the current branch and records its
+// CreatePR opens a pull request from the current branch and records its
 // URL in the session's telemetry (pr_urls).
-func (h *Hub) GitCreatePR(ctx context.Context, p *auth.Principal, workspacePath string, in gitops.PRInput) (gitops.PullRequest, error) {
-	if !h.canMutate(p) {
+func (g *SessionGit) CreatePR(ctx context.Context, p *auth.Principal, workspacePath string, in gitops.PRInput) (gitops.PullRequest, error) {
+	if !canMutate(g.session(), p) {
 		return gitops.PullRequest{}, ErrForbidden
 	}
-	if h.m.d.Git.GitHub == nil {
+	if g.deps.GitHub == nil {
 		return gitops.PullRequest{}, errors.New("hub: GitHub is not configured; pull requests cannot be created")
 	}
-	r, err := h.gitRepo(ctx, workspacePath)
+	r, err := g.repo(ctx, workspacePath)
 	if err != nil {
 		return gitops.PullRequest{}, err
 	}
-	in.OrgID = h.Session().OrgID
-	pr, err := r.CreatePR(ctx, h.m.d.Git.GitHub, in)
+	in.OrgID = g.session().OrgID
+	pr, err := r.CreatePR(ctx, g.deps.GitHub, in)
 	if err != nil {
 		return gitops.PullRequest{}, err
 	}
-	h.counters.RecordPRURL(pr.URL)
-	h.flushTelemetry(context.WithoutCancel(ctx))
+	g.recordPR(ctx, pr.URL)
 	return pr, nil
 }
 
 // RecordPullRequest records a pull request opened for the session (by its
 // sandbox, through the gateway): its URL joins the session's pr_urls at once.
-func (h *Hub) RecordPullRequest(ctx context.Context, url string) {
-	h.counters.RecordPRURL(url)
-	h.flushTelemetry(context.WithoutCancel(ctx))
+func (g *SessionGit) RecordPullRequest(ctx context.Context, url string) {
+	g.recordPR(ctx, url)
 }
 
-// handleGit answers a git client message off the read loop: git_status for
-// get_git_status, git_result for the mutations, to the requesting client.
-func (h *Hub) handleGit(c Client, p *auth.Principal, msg protocol.ClientMessage) {
-	done := h.ToolCallStarted() // keeps the hub from being evicted meanwhile
-	go func() {
-		defer done()
-		ctx := h.life
-		if msg.Type == protocol.ClientGetGitStatus {
-			st, err := h.GitStatus(ctx, p, msg.WorkspacePath)
-			out := protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: msg.WorkspacePath, OK: err == nil}
-			if err != nil {
-				out.Error = GitErrorText(err)
-			} else {
-				out.Status = &st
-			}
-			h.sendTo(c, out)
-			return
-		}
-		res := protocol.GitResultMessage{Type: protocol.MsgGitResult, WorkspacePath: msg.WorkspacePath}
-		var err error
-		switch msg.Type {
-		case protocol.ClientGitCreateBranch:
-			res.Action, res.Branch = GitActionBranch, msg.Branch
-			err = h.GitCreateBranch(ctx, p, msg.WorkspacePath, msg.Branch)
-		case protocol.ClientGitCommit:
-			res.Action = GitActionCommit
-			var cr gitops.CommitResult
-			cr, err = h.GitCommit(ctx, p, msg.WorkspacePath, gitops.CommitRequest{Message: msg.Message, Mode: msg.Mode, Files: msg.Files})
-			res.SHA, res.Branch = cr.SHA, cr.Branch
-		case protocol.ClientGitPush:
-			res.Action = GitActionPush
-			var pr gitops.PushResult
-			pr, err = h.GitPush(ctx, p, msg.WorkspacePath)
-			if err == nil {
-				res.Push = &pr
-				res.Branch = pr.Branch
-			}
-		case protocol.ClientGitCreatePR:
-			res.Action = GitActionPR
-			var pr gitops.PullRequest
-			pr, err = h.GitCreatePR(ctx, p, msg.WorkspacePath, gitops.PRInput{Title: msg.Title, Body: msg.Body, Base: msg.Base, Draft: msg.Draft})
-			res.PRURL, res.PRNumber = pr.URL, pr.Number
-		}
-		res.OK = err == nil
+// reply answers a git client message: git_status for get_git_status,
+// git_result for the mutations (the hub sends it to the requesting
+// client, off the read loop).
+func (g *SessionGit) reply(ctx context.Context, p *auth.Principal, msg protocol.ClientMessage) any {
+	if msg.Type == protocol.ClientGetGitStatus {
+		st, err := g.Status(ctx, p, msg.WorkspacePath)
+		out := protocol.GitStatusMessage{Type: protocol.MsgGitStatus, WorkspacePath: msg.WorkspacePath, OK: err == nil}
 		if err != nil {
-			res.Error = GitErrorText(err)
-			h.log.Info("hub: git operation failed", "action", res.Action, "err", err)
+			out.Error = GitErrorText(err)
+		} else {
+			out.Status = &st
 		}
-		h.sendTo(c, res)
-	}()
+		return out
+	}
+	res := protocol.GitResultMessage{Type: protocol.MsgGitResult, WorkspacePath: msg.WorkspacePath}
+	var err error
+	switch msg.Type {
+	case protocol.ClientGitCreateBranch:
+		res.Action, res.Branch = GitActionBranch, msg.Branch
+		err = g.CreateBranch(ctx, p, msg.WorkspacePath, msg.Branch)
+	case protocol.ClientGitCommit:
+		res.Action = GitActionCommit
+		var cr gitops.CommitResult
+		cr, err = g.Commit(ctx, p, msg.WorkspacePath, gitops.CommitRequest{Message: msg.Message, Mode: msg.Mode, Files: msg.Files})
+		res.SHA, res.Branch = cr.SHA, cr.Branch
+	case protocol.ClientGitPush:
+		res.Action = GitActionPush
+		var pr gitops.PushResult
+		pr, err = g.Push(ctx, p, msg.WorkspacePath)
+		if err == nil {
+			res.Push = &pr
+			res.Branch = pr.Branch
+		}
+	case protocol.ClientGitCreatePR:
+		res.Action = GitActionPR
+		var pr gitops.PullRequest
+		pr, err = g.CreatePR(ctx, p, msg.WorkspacePath, gitops.PRInput{Title: msg.Title, Body: msg.Body, Base: msg.Base, Draft: msg.Draft})
+		res.PRURL, res.PRNumber = pr.URL, pr.Number
+	}
+	res.OK = err == nil
+	if err != nil {
+		res.Error = GitErrorText(err)
+		g.log.Info("hub: git operation failed", "action", res.Action, "err", err)
+	}
+	return res
 }
-
 // GitErrorText is the user-facing text of a git operation error: git's and
 // GitHub's own messages (tokens redacted) for operation failures, a generic
 // text for internal ones.

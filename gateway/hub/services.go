@@ -225,7 +225,7 @@ func (h *Hub) sendLastAutoStart(c Client) {
 // RunAutoStart (re)starts the configuration's service commands in the
 // session's sandbox (the run_auto_start message): session members only.
 func (h *Hub) RunAutoStart(ctx context.Context, p *auth.Principal) error {
-	if !h.canMutate(p) {
+	if !canMutate(h.Session(), p) {
 		return ErrForbidden
 	}
 	if err := h.EnsureRuntimeReady(ctx); err != nil {

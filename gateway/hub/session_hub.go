@@ -67,6 +67,8 @@ type Hub struct {
 	pv   previewState // listening ports announced (preview.go)
 
 	lastAutoStart []byte // the last auto_start_output frame, for clients that attach later (services.go)
+
+	git *SessionGit // git operations on the workspace (git.go)
 }
 
 type flight struct {
@@ -96,8 +98,29 @@ func newHub(m *Manager, sess sessions.Session) *Hub {
 	empty := []Client{}
 	h.clientsSnap.Store(&empty)
 	h.proc = newProcessor(h.Broadcast, h.counters, m.d.Now, m.d.TokenBatch, h.agentChanged)
+	h.git = newSessionGit(m.d.Provider, m.d.Git, h.log, h.Session, h.readySandbox, func(ctx context.Context, url string) {
+		h.counters.RecordPRURL(url)
+		h.flushTelemetry(context.WithoutCancel(ctx))
+	})
 	return h
 }
+
+// readySandbox makes the runtime ready and returns its sandbox id.
+func (h *Hub) readySandbox(ctx context.Context) (string, error) {
+	if err := h.EnsureRuntimeReady(ctx); err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	rt := h.rt
+	h.mu.Unlock()
+	if rt == nil {
+		return "", ErrClosed
+	}
+	return rt.sb.ID, nil
+}
+
+// Git returns the session's git operations (git.go).
+func (h *Hub) Git() *SessionGit { return h.git }
 
 // SessionID returns the hub's session id.
 func (h *Hub) SessionID() string { return h.id }
@@ -554,7 +577,11 @@ func (h *Hub) HandleClientMessage(ctx context.Context, c Client, p *auth.Princip
 			h.Broadcast(res)
 		}()
 	case protocol.ClientGetGitStatus, protocol.ClientGitCreateBranch, protocol.ClientGitCommit, protocol.ClientGitPush, protocol.ClientGitCreatePR:
-		h.handleGit(c, p, msg)
+		done := h.ToolCallStarted() // keeps the hub from being evicted meanwhile
+		go func() {
+			defer done()
+			h.sendTo(c, h.git.reply(h.life, p, msg))
+		}()
 	case protocol.ClientSubmitEnv:
 		h.handleSubmitEnv(ctx, c, p, raw)
 	case protocol.ClientRunAutoStart:
@@ -587,11 +614,10 @@ func requestError(code string, err error) protocol.ErrorMessage {
 
 // canMutate: service principals and the session's creator (any member of
 // the organization for headless sessions without a creator).
-func (h *Hub) canMutate(p *auth.Principal) bool {
+func canMutate(sess sessions.Session, p *auth.Principal) bool {
 	if p == nil {
 		return false
 	}
-	sess := h.Session()
 	switch p.Kind {
 	case auth.KindService:
 		return true
@@ -610,7 +636,7 @@ func (h *Hub) Prompt(ctx context.Context, p *auth.Principal, text string) error 
 	if strings.TrimSpace(text) == "" {
 		return ErrEmptyPrompt
 	}
-	if !h.canMutate(p) {
+	if !canMutate(h.Session(), p) {
 		return ErrForbidden
 	}
 	// Activity first: an idle snapshot deciding while this prompt waits
@@ -669,7 +695,7 @@ func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error
 
 // Cancel aborts the running agent turn (a no-op when no runtime is up).
 func (h *Hub) Cancel(ctx context.Context, p *auth.Principal) error {
-	if !h.canMutate(p) {
+	if !canMutate(h.Session(), p) {
 		return ErrForbidden
 	}
 	h.mu.Lock()

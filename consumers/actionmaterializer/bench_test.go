@@ -1,14 +1,13 @@
 package actionmaterializer_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 
-	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/actionmaterializer"
+	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -20,21 +19,9 @@ func BenchmarkActionMaterializerBatch(b *testing.B) {
 	pool := testenv.Postgres(b)
 	apply := actionmaterializer.BatchHandler(actionmaterializer.Deps{Pool: pool})
 	org, actor := uuid.NewString(), uuid.NewString()
-	const batch = 1000
-	events := 0
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		msgs := make([]*consumers.Message, batch)
-		for j := range msgs {
-			details := fmt.Sprintf(`{"key":"SECRET_%d_%d"}`, i, j)
-			msgs[j] = &consumers.Message{Event: schemas.New(org, &schemas.AuditEvent{Action: "secret.update", ActorType: schemas.AuditActorUser,
-				ActorID: &actor, TargetType: "secret", TargetID: uuid.NewString(), DetailsJSON: &details})}
-		}
-		b.StartTimer()
-		if err := apply(context.Background(), msgs); err != nil {
-			b.Fatal(err)
-		}
-		events += batch
-	}
-	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	consumerstest.BenchBatches(b, 1000, apply, func(i, j int) *schemas.Event {
+		details := fmt.Sprintf(`{"key":"SECRET_%d_%d"}`, i, j)
+		return schemas.New(org, &schemas.AuditEvent{Action: "secret.update", ActorType: schemas.AuditActorUser,
+			ActorID: &actor, TargetType: "secret", TargetID: uuid.NewString(), DetailsJSON: &details})
+	})
 }

@@ -11,7 +11,30 @@ import (
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/group"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/schemas"
 )
+
+// BenchBatches measures a group's batch handler alone, without Kafka: each
+// iteration hands apply one batch of size decoded events, event(i, j)
+// being the j-th of iteration i (built off the clock), as the runner hands
+// it a partition's fetch. Reported as events/s.
+func BenchBatches(b *testing.B, size int, apply consumers.BatchHandler, event func(i, j int) *schemas.Event) {
+	b.Helper()
+	events := 0
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		msgs := make([]*consumers.Message, size)
+		for j := range msgs {
+			msgs[j] = &consumers.Message{Event: event(i, j)}
+		}
+		b.StartTimer()
+		if err := apply(context.Background(), msgs); err != nil {
+			b.Fatal(err)
+		}
+		events += size
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
 
 // BenchThroughput measures a batch group against the raw consumer in the
 // same run, over the events records already produced to topic: baseline

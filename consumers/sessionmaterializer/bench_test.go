@@ -9,7 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -29,24 +28,10 @@ func BenchmarkSessionMaterializerBatch(b *testing.B) {
 	for i := range sessions {
 		sessions[i] = uuid.NewString()
 	}
-	const batch = 1000
-	events := 0
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		b.StopTimer()
-		msgs := make([]*consumers.Message, batch)
-		for j := range msgs {
-			ev := transcript.Event(transcript.Entry{OrgID: org, SessionID: sessions[j%len(sessions)], Kind: schemas.TranscriptAgentMessage,
-				Text: fmt.Sprintf("batch %d entry %d: the agent explains what it changed in the parser and why the test now passes", i, j)}, nil)
-			msgs[j] = &consumers.Message{Event: ev}
-		}
-		b.StartTimer()
-		if err := apply(context.Background(), msgs); err != nil {
-			b.Fatal(err)
-		}
-		events += batch
-	}
-	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	consumerstest.BenchBatches(b, 1000, apply, func(i, j int) *schemas.Event {
+		return transcript.Event(transcript.Entry{OrgID: org, SessionID: sessions[j%len(sessions)], Kind: schemas.TranscriptAgentMessage,
+			Text: fmt.Sprintf("batch %d entry %d: the agent explains what it changed in the parser and why the test now passes", i, j)}, nil)
+	})
 }
 
 const benchEvents = 20_000

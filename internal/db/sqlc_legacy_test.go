@@ -43,7 +43,6 @@ var legacySQL = map[string][]string{
 	"internal/secrets/secrets.go":                {"audit_log", "repos", "secret_bundles"},
 	"internal/secrets/session.go":                {"configuration_repos"},
 	"internal/secrets/store.go":                  {"secret_bundle_secrets", "secrets"},
-	"internal/sessionnotify/sessionnotify.go":    {"session_notification_subscriptions"},
 	"internal/sessions/limits.go":                {"sessions"},
 	"internal/sessions/sandbox_tokens.go":        {"sandbox_tokens", "sessions"},
 	"internal/sessions/store.go":                 {"automation_connections", "automation_runs", "configurations", "session_connections", "sessions"},

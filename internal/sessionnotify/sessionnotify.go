@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/proliferate/proliferate/internal/sessionnotify/sessionnotifydb"
 )
 
 // EventCompleted is the event type a subscription to session completion has.
@@ -42,14 +44,10 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-const cols = `id::text, org_id::text, session_id::text, user_id::text, slack_installation_id::text, slack_user_id,
-	destination_type, event_types, created_at, updated_at`
-
-func scan(row pgx.Row) (Subscription, error) {
-	var s Subscription
-	err := row.Scan(&s.ID, &s.OrgID, &s.SessionID, &s.UserID, &s.SlackInstallationID, &s.SlackUserID,
-		&s.DestinationType, &s.EventTypes, &s.CreatedAt, &s.UpdatedAt)
-	return s, err
+func subscription(r sessionnotifydb.SessionNotificationSubscription) Subscription {
+	return Subscription{ID: r.ID, OrgID: r.OrgID, SessionID: r.SessionID, UserID: r.UserID,
+		SlackInstallationID: r.SlackInstallationID, SlackUserID: r.SlackUserID, DestinationType: r.DestinationType,
+		EventTypes: r.EventTypes, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 // Subscribe subscribes userID to the completion of sessionID, by DM to
@@ -60,13 +58,10 @@ func Subscribe(ctx context.Context, db DB, orgID, sessionID, userID, slackInstal
 	if !uuids(orgID, sessionID, userID, slackInstallationID) {
 		return Subscription{}, ErrNotFound
 	}
-	s, err := scan(db.QueryRow(ctx, `INSERT INTO session_notification_subscriptions
-			(org_id, session_id, user_id, slack_installation_id, slack_user_id)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (session_id, user_id) DO UPDATE SET slack_installation_id = EXCLUDED.slack_installation_id,
-			slack_user_id = EXCLUDED.slack_user_id, updated_at = now()
-		WHERE session_notification_subscriptions.org_id = EXCLUDED.org_id
-		RETURNING `+cols, orgID, sessionID, userID, slackInstallationID, slackUserID))
+	row, err := sessionnotifydb.New(db).Subscribe(ctx, sessionnotifydb.SubscribeParams{
+		OrgID: orgID, SessionID: sessionID, UserID: userID, SlackInstallationID: slackInstallationID, SlackUserID: slackUserID,
+	})
+	s := subscription(row)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -87,12 +82,11 @@ func Unsubscribe(ctx context.Context, db DB, orgID, sessionID, userID string) (b
 	if !uuids(orgID, sessionID, userID) {
 		return false, nil
 	}
-	tag, err := db.Exec(ctx, `DELETE FROM session_notification_subscriptions
-		WHERE org_id = $1 AND session_id = $2 AND user_id = $3`, orgID, sessionID, userID)
+	n, err := sessionnotifydb.New(db).Unsubscribe(ctx, sessionnotifydb.UnsubscribeParams{OrgID: orgID, SessionID: sessionID, UserID: userID})
 	if err != nil {
 		return false, fmt.Errorf("unsubscribe from session %s: %w", sessionID, err)
 	}
-	return tag.RowsAffected() > 0, nil
+	return n > 0, nil
 }
 
 // ListSubscriptions lists the subscriptions to sessionID, oldest first.
@@ -100,14 +94,13 @@ func ListSubscriptions(ctx context.Context, db DB, orgID, sessionID string) ([]S
 	if !uuids(orgID, sessionID) {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, `SELECT `+cols+` FROM session_notification_subscriptions
-		WHERE org_id = $1 AND session_id = $2 ORDER BY created_at, id`, orgID, sessionID)
+	rows, err := sessionnotifydb.New(db).ListSubscriptions(ctx, sessionnotifydb.ListSubscriptionsParams{OrgID: orgID, SessionID: sessionID})
 	if err != nil {
 		return nil, fmt.Errorf("list subscriptions of session %s: %w", sessionID, err)
 	}
-	subs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Subscription, error) { return scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list subscriptions of session %s: %w", sessionID, err)
+	subs := make([]Subscription, len(rows))
+	for i, r := range rows {
+		subs[i] = subscription(r)
 	}
 	return subs, nil
 }

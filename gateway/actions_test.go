@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -117,35 +116,15 @@ type actionsGWOptions struct {
 // service, its notifier wired to the session frames.
 func (w *world) startActionsGW(t *testing.T, o actionsGWOptions) *actionsGW {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: o.LogLevel}))
-	rdb := w.api.Deps.Redis
-	hd := hub.Deps{Sessions: w.store, Provider: w.prov, Redis: rdb,
-		InstanceID: o.Instance + "-" + uuid.NewString(), Log: log, GatewayURL: url}
-	if o.Hub != nil {
-		o.Hub(&hd)
-	}
-	hubs := hub.NewManager(hd)
-	svc := actinv.New(actinv.Deps{Pool: w.api.Deps.Pool, Redis: rdb, Codec: w.codec,
-		Sources: o.Sources, Validator: actions.NewValidator(64), Log: log, Now: o.Now, Redactors: o.Redactors,
-		Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(hubs, rdb, log), log)})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: rdb,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), Actions: svc, MaxBodyBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &actionsGW{gw: &gw{srv: srv, hubs: hubs, url: url}, svc: svc}
+	var svc *actinv.Svc
+	g := w.startGateway(t, gwOptions{Instance: o.Instance, LogLevel: o.LogLevel, Hub: o.Hub, Gateway: func(d *gateway.Deps) {
+		svc = actinv.New(actinv.Deps{Pool: d.Pool, Redis: d.Redis, Codec: w.codec,
+			Sources: o.Sources, Validator: actions.NewValidator(64), Log: d.Log, Now: o.Now, Redactors: o.Redactors,
+			Notifier: gateway.NewActionNotifier(gateway.NewSessionFrames(d.Hubs, d.Redis, d.Log), d.Log)})
+		d.Actions = svc
+		d.MaxBodyBytes = 64 << 10
+	}})
+	return &actionsGW{gw: g, svc: svc}
 }
 
 func actionsURL(g *actionsGW, sid, rest string) string {
@@ -238,7 +217,7 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	st, body = call(t, "POST", actionsURL(g, sid, "invoke"), sbx, map[string]any{"integration": 5, "action": "read_thing"}, nil)
 	expectInvalid(t, st, body, "integration")
 	for _, raw := range []string{"", "{", `{"integration":"testint","action":"read_thing"} {}`, "integration=testint"} {
-		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), raw, map[string]string{"Authorization": "Bearer " + sbx})
+		resp, body := testenv.Request(t, "POST", actionsURL(g, sid, "invoke"), raw, map[string]string{"Authorization": "Bearer " + sbx})
 		if resp.StatusCode != 400 || errorCode(t, body) != httpapi.CodeBadRequest {
 			t.Fatalf("body %q: %d %s", raw, resp.StatusCode, body)
 		}
@@ -280,7 +259,7 @@ func TestActionRoutesStatusMapping(t *testing.T) {
 	expectInvalid(t, st, body, "mode")
 	st, body = call(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), owner.Token, map[string]any{"always": true}, nil)
 	expectInvalid(t, st, body, "always")
-	if resp, body := doRaw(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), "{once}",
+	if resp, body := testenv.Request(t, "POST", actionsURL(g, sid, "invocations/"+pending+"/approve"), "{once}",
 		map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 || errorCode(t, body) != httpapi.CodeBadRequest {
 		t.Fatalf("approve with a body that is not JSON: %d %s", resp.StatusCode, body)
 	}
@@ -468,7 +447,7 @@ func TestActionLimitsAcrossInstances(t *testing.T) {
 	for _, g := range gws {
 		// The window is sliding: every call was at the same instant, so
 		// the first slot frees exactly 60 s later.
-		resp, body := doRaw(t, "POST", actionsURL(g, sid, "invoke"), `{"integration":"testint","action":"read_thing"}`,
+		resp, body := testenv.Request(t, "POST", actionsURL(g, sid, "invoke"), `{"integration":"testint","action":"read_thing"}`,
 			map[string]string{"Authorization": "Bearer " + sbx})
 		if resp.StatusCode != 429 || errorCode(t, body) != httpapi.CodeRateLimited || resp.Header.Get("Retry-After") != "60" {
 			t.Fatalf("61st invoke: %d %v %s", resp.StatusCode, resp.Header, body)

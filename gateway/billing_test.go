@@ -3,15 +3,9 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/httpapi"
@@ -22,31 +16,9 @@ import (
 // billing gate (as app wires it with BILLING_ENABLED=true).
 func (w *world) startGated(t *testing.T) string {
 	t.Helper()
-	pool := w.api.Deps.Pool
 	w.store.Admit = billing.Gate{Enabled: true}
-	gate := billing.Gate{Enabled: true, Pool: pool}
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
-		InstanceID: "gated-" + uuid.NewString(), Log: log, GatewayURL: url,
-		Gate: gate.Allow})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return url
+	gate := billing.Gate{Enabled: true, Pool: w.api.Deps.Pool}
+	return w.startGateway(t, gwOptions{Instance: "gated", Hub: func(d *hub.Deps) { d.Gate = gate.Allow }}).url
 }
 
 func (w *world) setBilling(t *testing.T, org, state string, credits int) {

@@ -91,20 +91,54 @@ func newWorld(t *testing.T) *world {
 type gw struct {
 	srv  *gateway.Server
 	hubs *hub.Manager
+	hs   *httptest.Server
 	url  string
 	c    func(token string) *client.Client
 }
 
-// start runs a gateway instance (its own hub manager, like a process).
-func (w *world) start(t *testing.T, instance string) *gw {
+// gwOptions configure startGateway; the zero value is a gateway over w's
+// simulated provider.
+type gwOptions struct {
+	// Instance prefixes the hub manager's instance id.
+	Instance string
+	// Provider runs the sandboxes [w's simulated provider].
+	Provider sandbox.Provider
+	// LogLevel of the instance's log [info].
+	LogLevel slog.Level
+	// Hub adjusts the hub manager's deps.
+	Hub func(*hub.Deps)
+	// Advertise registers the instance's address (AdvertiseURL), as a
+	// gateway of several does.
+	Advertise bool
+	// Gateway adjusts the server's deps (Log and Hubs are the instance's).
+	Gateway func(*gateway.Deps)
+}
+
+// startGateway runs a gateway instance on its own listener, with its own
+// hub manager (like a process), shut down when the test ends.
+func (w *world) startGateway(t *testing.T, o gwOptions) *gw {
 	t.Helper()
 	hs := httptest.NewUnstartedServer(nil)
 	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: url})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
+	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: o.LogLevel}))
+	hd := hub.Deps{Sessions: w.store, Provider: o.Provider, Redis: w.api.Deps.Redis,
+		InstanceID: o.Instance + "-" + uuid.NewString(), Log: log, GatewayURL: url}
+	if hd.Provider == nil {
+		hd.Provider = w.prov
+	}
+	if o.Hub != nil {
+		o.Hub(&hd)
+	}
+	hubs := hub.NewManager(hd)
+	gd := gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
+		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()}
+	if o.Advertise {
+		gd.AdvertiseURL = url
+	}
+	if o.Gateway != nil {
+		o.Gateway(&gd)
+	}
+	srv, err := gateway.New(gd)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +152,19 @@ func (w *world) start(t *testing.T, instance string) *gw {
 		hs.CloseClientConnections()
 		hs.Close()
 	})
-	return &gw{srv: srv, hubs: hubs, url: url, c: func(tok string) *client.Client {
-		c := client.New(url, tok)
+	return &gw{srv: srv, hubs: hubs, hs: hs, url: url, c: func(tok string) *client.Client { return client.New(url, tok) }}
+}
+
+// start runs a plain gateway instance whose clients reconnect quickly.
+func (w *world) start(t *testing.T, instance string) *gw {
+	t.Helper()
+	g := w.startGateway(t, gwOptions{Instance: instance})
+	g.c = func(tok string) *client.Client {
+		c := client.New(g.url, tok)
 		c.Reconnect = client.Backoff{Base: 10 * time.Millisecond, Max: 50 * time.Millisecond, Multiplier: 2, MaxAttempts: 3}
 		return c
-	}}
+	}
+	return g
 }
 
 func (w *world) serviceToken(t *testing.T) string {

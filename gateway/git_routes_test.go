@@ -1,20 +1,13 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/gateway/gitops/gitopstest"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/protocol"
@@ -125,29 +118,8 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 // workspace of every sandbox).
 func gitGateway(t *testing.T, w *world, ws string) *gw {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}, Redis: w.api.Deps.Redis,
-		InstanceID: "git-" + uuid.NewString(), Log: log, GatewayURL: url})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	g := &gw{srv: srv, hubs: hubs, url: url}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-
-	return g
+	return w.startGateway(t, gwOptions{Instance: "git",
+		Provider: &dirExecProvider{countingProvider: w.prov, DirExec: &gitopstest.DirExec{Root: ws}}})
 }
 
 func TestGitRoutesRefuseAWorkspaceInsideAnotherRepository(t *testing.T) {

@@ -4,18 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/tools"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/redaction"
@@ -50,30 +45,12 @@ func (f fakeGitHubRepos) RepoToken(ctx context.Context, _, _, repo string) (inte
 // repository access to the GitHub fake.
 func (w *world) startRedactingGateway(t *testing.T, gh *fakes.GitHub, repos gateway.RepoAccess) *gw {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(nil)
-	url := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: w.prov, Redis: w.api.Deps.Redis,
-		InstanceID: "redacting-" + uuid.NewString(), Log: log, GatewayURL: url})
-	cfg := *w.api.Deps.Cfg
-	cfg.GitHubAPIURL = gh.URL
-	srv, err := gateway.New(gateway.Deps{Cfg: &cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), Repos: repos,
-		Redactors: redaction.NewCache(w.api.Deps.Pool, w.api.Deps.Box, log)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &gw{srv: srv, hubs: hubs, url: url}
+	return w.startGateway(t, gwOptions{Instance: "redacting", Gateway: func(d *gateway.Deps) {
+		cfg := *d.Cfg
+		cfg.GitHubAPIURL = gh.URL
+		d.Cfg, d.Repos = &cfg, repos
+		d.Redactors = redaction.NewCache(d.Pool, w.api.Deps.Box, d.Log)
+	}})
 }
 
 // What the agent writes that leaves its session through the gateway's

@@ -19,7 +19,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/proliferate/proliferate/gateway"
-	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/auth"
@@ -111,61 +110,16 @@ func (p *recordingProvider) seenWith(marker string) []seenRequest {
 	return out
 }
 
-// startWith runs a gateway instance over prov; mod adjusts its hub
-// settings.
+// startWith runs a gateway instance over prov, logging at debug level
+// with 64 KiB request bodies; mod adjusts its hub settings.
 func (w *world) startWith(t *testing.T, instance string, prov sandbox.Provider, mod func(*hub.Deps)) *gw {
 	t.Helper()
-	hs := httptest.NewUnstartedServer(nil)
-	u := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	d := hub.Deps{Sessions: w.store, Provider: prov, Redis: w.api.Deps.Redis,
-		InstanceID: instance + "-" + uuid.NewString(), Log: log, GatewayURL: u}
-	if mod != nil {
-		mod(&d)
-	}
-	hubs := hub.NewManager(d)
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), MaxBodyBytes: 64 << 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &gw{srv: srv, hubs: hubs, url: u, c: func(tok string) *client.Client { return client.New(u, tok) }}
+	return w.startGateway(t, gwOptions{Instance: instance, Provider: prov, LogLevel: slog.LevelDebug, Hub: mod,
+		Gateway: func(d *gateway.Deps) { d.MaxBodyBytes = 64 << 10 }})
 }
 
 func proxyURL(g *gw, sid, token, rest string) string {
 	return g.url + "/proxy/" + sid + "/" + token + "/opencode/" + rest
-}
-
-// doRaw sends a request with exactly the given headers.
-func doRaw(t *testing.T, method, u string, body string, hdr map[string]string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, b
 }
 
 // The OpenCode API passes through to the session's sandbox: path rewritten,
@@ -181,7 +135,7 @@ func TestProxyPassesThroughToTheSandbox(t *testing.T) {
 
 	marker := uuid.NewString()
 	clientBasic := "Basic " + base64.StdEncoding.EncodeToString([]byte("opencode:client-guess"))
-	resp, body := doRaw(t, "GET", proxyURL(g, sid, owner.Token, "session/status?directory=%2Fworkspace&x=1"), "",
+	resp, body := testenv.Request(t, "GET", proxyURL(g, sid, owner.Token, "session/status?directory=%2Fworkspace&x=1"), "",
 		map[string]string{"Authorization": clientBasic, "Cookie": "dash=secret-cookie", "X-Test-Marker": marker,
 			gateway.OrgHeader: uuid.NewString()})
 	if resp.StatusCode != http.StatusOK {
@@ -220,7 +174,7 @@ func TestProxyPassesThroughToTheSandbox(t *testing.T) {
 
 	// Another method with a body passes through too; finished requests
 	// hold no proxy connection.
-	resp, body = doRaw(t, "POST", proxyURL(g, sid, owner.Token, "session"), `{"title":"via proxy"}`,
+	resp, body = testenv.Request(t, "POST", proxyURL(g, sid, owner.Token, "session"), `{"title":"via proxy"}`,
 		map[string]string{"Content-Type": "application/json", "X-Test-Marker": marker})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"id"`) {
 		t.Fatalf("POST session through the proxy: %d %s", resp.StatusCode, body)
@@ -237,7 +191,7 @@ func TestProxyPassesThroughToTheSandbox(t *testing.T) {
 
 	// A body over the gateway's limit never reaches the sandbox.
 	before := len(prov.seenWith(marker))
-	resp, body = doRaw(t, "POST", proxyURL(g, sid, owner.Token, "session"), `{"title":"`+strings.Repeat("x", 70<<10)+`"}`,
+	resp, body = testenv.Request(t, "POST", proxyURL(g, sid, owner.Token, "session"), `{"title":"`+strings.Repeat("x", 70<<10)+`"}`,
 		map[string]string{"Content-Type": "application/json", "X-Test-Marker": marker})
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || errorCode(t, body) != "body_too_large" {
 		t.Fatalf("oversized body: %d %s", resp.StatusCode, body)
@@ -375,7 +329,7 @@ func TestProxyAuthorization(t *testing.T) {
 		{"the creator", owner.Token, http.StatusOK, ""},
 		{"a platform service", w.serviceToken(t), http.StatusOK, ""},
 	} {
-		resp, body := doRaw(t, "GET", proxyURL(g, sid, c.token, "session/status"), "", nil)
+		resp, body := testenv.Request(t, "GET", proxyURL(g, sid, c.token, "session/status"), "", nil)
 		if resp.StatusCode != c.status {
 			t.Fatalf("%s: %d %s, want %d", c.name, resp.StatusCode, body, c.status)
 		}
@@ -401,10 +355,10 @@ func TestProxyOnNonOwnerInstance(t *testing.T) {
 	b := w.startWith(t, "b", prov, nil)
 	owner := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
-	if resp, body := doRaw(t, "GET", proxyURL(a, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
+	if resp, body := testenv.Request(t, "GET", proxyURL(a, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("owner: %d %s", resp.StatusCode, body)
 	}
-	resp, body := doRaw(t, "GET", proxyURL(b, sid, owner.Token, "session/status"), "", nil)
+	resp, body := testenv.Request(t, "GET", proxyURL(b, sid, owner.Token, "session/status"), "", nil)
 	if resp.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != "not_owner" || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("non-owner: %d %s", resp.StatusCode, body)
 	}
@@ -488,7 +442,7 @@ func TestHeartbeat(t *testing.T) {
 	// A live session (runtime up through the proxy on a): its heartbeat is
 	// 204 on a, not_owner on b, and starts nothing.
 	live := newSession()
-	if resp, body := doRaw(t, "GET", proxyURL(a, live, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
+	if resp, body := testenv.Request(t, "GET", proxyURL(a, live, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("proxy: %d %s", resp.StatusCode, body)
 	}
 	if st, body := beat(a, live, member.Token); st != http.StatusNoContent {

@@ -4,15 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/proliferate/proliferate/consumers/enforcer"
 	"github.com/proliferate/proliferate/gateway"
@@ -34,7 +30,6 @@ import (
 type replica struct {
 	*gw
 	prov *agentsim.Provider
-	hs   *httptest.Server
 	id   string
 }
 
@@ -42,38 +37,18 @@ func (w *world) startReplica(t *testing.T, name string) *replica {
 	t.Helper()
 	prov := agentsim.NewProvider(agentsim.Options{TokenDelay: 2 * time.Millisecond})
 	t.Cleanup(prov.Close)
-	hs := httptest.NewUnstartedServer(nil)
-	u := "http://" + hs.Listener.Addr().String()
-	log := slog.New(slog.NewJSONHandler(w.logs, nil))
-	id := name + "-" + uuid.NewString()
-	// Fast lease renewals: the owner's sandbox checks (and with them the
-	// liveness heartbeat) follow its provider closely.
-	hubs := hub.NewManager(hub.Deps{Sessions: w.store, Provider: prov, Redis: w.api.Deps.Redis,
-		InstanceID: id, Log: log, GatewayURL: u, RenewEvery: 20 * time.Millisecond})
-	srv, err := gateway.New(gateway.Deps{Cfg: w.api.Deps.Cfg, Log: log, Pool: w.api.Deps.Pool, Redis: w.api.Deps.Redis,
-		Codec: w.codec, Hubs: hubs, Sessions: w.store, Authenticator: w.api.Server.Authenticator(), AdvertiseURL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs.Config.Handler = srv.Handler()
-	hs.Start()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		hubs.Shutdown(ctx)
-		srv.Close(ctx)
-		hs.CloseClientConnections()
-		hs.Close()
-	})
-	return &replica{gw: &gw{srv: srv, hubs: hubs, url: u, c: func(tok string) *client.Client { return client.New(u, tok) }},
-		prov: prov, hs: hs, id: id}
+	g := w.startGateway(t, gwOptions{Instance: name, Provider: prov,
+		// Fast lease renewals: the owner's sandbox checks (and with them the
+		// liveness heartbeat) follow its provider closely.
+		Hub: func(d *hub.Deps) { d.RenewEvery = 20 * time.Millisecond }, Advertise: true})
+	return &replica{gw: g, prov: prov, id: g.hubs.InstanceID()}
 }
 
 // runningOn starts the session's runtime on r (through r's OpenCode proxy)
 // and returns its sandbox id.
 func runningOn(t *testing.T, w *world, r *replica, sid, token string) string {
 	t.Helper()
-	resp, body := doRaw(t, "GET", proxyURL(r.gw, sid, token, "session/status"), "", nil)
+	resp, body := testenv.Request(t, "GET", proxyURL(r.gw, sid, token, "session/status"), "", nil)
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("start on %s: %d %s", r.id, resp.StatusCode, body)
 	}
@@ -239,7 +214,7 @@ func TestCommandsReachTheOwner(t *testing.T) {
 		t.Fatalf("heartbeat through b: %d %s", st, body)
 	}
 	// The OpenCode proxy through b reaches a's sandbox.
-	if resp, body := doRaw(t, "GET", proxyURL(b.gw, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
+	if resp, body := testenv.Request(t, "GET", proxyURL(b.gw, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("agent proxy through b: %d %s", resp.StatusCode, body)
 	}
 	// A tool callback of a's sandbox (with the token a's boot minted)

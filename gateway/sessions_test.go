@@ -69,7 +69,7 @@ func TestCreateSession(t *testing.T) {
 		errorCode(t, body) != "validation_failed" {
 		t.Fatalf("unknown field: %d %s", st, body)
 	}
-	if resp, body := doRaw(t, "POST", g.url+"/proliferate/sessions", `{"title":`, map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 ||
+	if resp, body := testenv.Request(t, "POST", g.url+"/proliferate/sessions", `{"title":`, map[string]string{"Authorization": "Bearer " + owner.Token}); resp.StatusCode != 400 ||
 		errorCode(t, body) != "bad_request" {
 		t.Fatalf("not JSON: %d %s", resp.StatusCode, body)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // Upstream failures are 502/503 with the stable error shape, never 500:
@@ -46,18 +47,18 @@ func TestProxyAgentFailureIsABadGateway(t *testing.T) {
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
 
 	for _, st := range []string{"500", "503"} {
-		resp, body := doRaw(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", map[string]string{"X-Test-Agent-Status": st})
+		resp, body := testenv.Request(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", map[string]string{"X-Test-Agent-Status": st})
 		expectUpstream(t, "agent "+st, resp.StatusCode, body, http.StatusBadGateway, "agent_failed")
 		if strings.Contains(string(body), "agent-internal-stack") {
 			t.Fatalf("the agent's error body reached the client: %s", body)
 		}
 	}
-	resp, body := doRaw(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", map[string]string{"X-Test-Agent-Status": "404"})
+	resp, body := testenv.Request(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", map[string]string{"X-Test-Agent-Status": "404"})
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "UnknownError") {
 		t.Fatalf("agent 404: %d %s, want it passed through", resp.StatusCode, body)
 	}
 	// And the proxy still works.
-	if resp, body := doRaw(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
+	if resp, body := testenv.Request(t, "GET", proxyURL(g, sid, owner.Token, "session/status"), "", nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("after failures: %d %s", resp.StatusCode, body)
 	}
 }
@@ -98,7 +99,7 @@ func TestGitPRUpstreamFailures(t *testing.T) {
 	owner := w.api.NewUser(t)
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
 	pr := func() (int, []byte, http.Header) {
-		resp, body := doRaw(t, "POST", g.url+"/proliferate/"+sid+"/git/pr", `{"workspace_path":"widget","title":"Add panel"}`,
+		resp, body := testenv.Request(t, "POST", g.url+"/proliferate/"+sid+"/git/pr", `{"workspace_path":"widget","title":"Add panel"}`,
 			map[string]string{"Authorization": "Bearer " + owner.Token, "Content-Type": "application/json"})
 		return resp.StatusCode, body, resp.Header
 	}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/mcp"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/testenv"
 )
 
 // firstWrite records what is written and signals the first write (the
@@ -45,19 +45,7 @@ func (w *firstWrite) String() string { w.mu.Lock(); defer w.mu.Unlock(); return 
 // devReq sends one request and decodes a JSON answer.
 func devReq(t *testing.T, method, u string, hdr map[string]string, body string, out any) int {
 	t.Helper()
-	req, err := http.NewRequest(method, u, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := testenv.Request(t, method, u, body, hdr)
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
 			t.Fatalf("%s %s: %d %s: %v", method, u, resp.StatusCode, b, err)

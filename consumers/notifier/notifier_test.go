@@ -20,6 +20,7 @@ import (
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/kafka"
+	"github.com/proliferate/proliferate/internal/outbox/outboxtest"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/secretbox"
@@ -177,20 +178,7 @@ func (e *env) tx(fn func(pgx.Tx) error) {
 // the outbox, in order: exactly what the relay would publish.
 func (e *env) lifecycle(runID string) []*kgo.Record {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT value FROM outbox WHERE topic = $1 AND key = $2 ORDER BY id`,
-		topics.RunsLifecycle, runID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	vals, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for _, v := range vals {
-		recs = append(recs, &kgo.Record{Topic: topics.RunsLifecycle, Key: []byte(runID), Value: v})
-	}
-	return recs
+	return outboxtest.Records(e.t, e.pool, topics.RunsLifecycle, runID)
 }
 
 func (e *env) sessionStopped(sessionID, kind string) *kgo.Record {

@@ -14,13 +14,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/internal/blobstore"
 	"github.com/proliferate/proliferate/internal/blobstore/s3fake"
+	"github.com/proliferate/proliferate/internal/outbox/outboxtest"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -105,19 +105,7 @@ func (e *env) move(runID, to string) {
 // publish produces the run's runs.lifecycle outbox rows, as the relay would.
 func (e *env) publish(runID string) int {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT value FROM outbox WHERE topic = $1 AND key = $2 ORDER BY id`,
-		topics.RunsLifecycle, runID)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	vals, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var recs []*kgo.Record
-	for _, v := range vals {
-		recs = append(recs, &kgo.Record{Topic: topics.RunsLifecycle, Key: []byte(runID), Value: v})
-	}
+	recs := outboxtest.Records(e.t, e.pool, topics.RunsLifecycle, runID)
 	e.kafka.Produce(recs...)
 	return len(recs)
 }

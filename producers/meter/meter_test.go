@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/proliferate/proliferate/internal/billing"
 	"github.com/proliferate/proliferate/internal/llmproxy"
+	"github.com/proliferate/proliferate/internal/outbox/outboxtest"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -147,15 +147,7 @@ type usage struct {
 // env's org, in order.
 func (e *env) usages() []usage {
 	e.t.Helper()
-	rows, err := e.pool.Query(context.Background(), `SELECT value FROM outbox WHERE topic = $1 AND key = $2 ORDER BY id`,
-		topics.BillingUsage, e.org)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	vals, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	vals := outboxtest.Values(e.t, e.pool, topics.BillingUsage, e.org)
 	out := make([]usage, 0, len(vals))
 	for _, v := range vals {
 		ev, err := e.codec.Decode(v)

@@ -44,6 +44,16 @@ func scriptedModel(t *testing.T) (*llmsim.Server, string) {
 	return sim, srv.URL + "/v1"
 }
 
+// newScriptedEnv is an env whose handler asks the scripted model (failing
+// closed) about the events of trig, a GitHub trigger of its automation.
+func newScriptedEnv(t *testing.T) (e *env, sim *llmsim.Server, trig string) {
+	t.Helper()
+	e = newEnv(t)
+	sim, base := scriptedModel(t)
+	e.withModel(base, llmjudge.DefaultTimeout, false)
+	return e, sim, e.trigger("github", e.githubApp(), nil)
+}
+
 // withModel replaces the env's handler by one whose judge asks baseURL.
 func (e *env) withModel(baseURL string, timeout time.Duration, failOpen bool) {
 	e.t.Helper()
@@ -83,10 +93,7 @@ func modelCalls(sim *llmsim.Server) int {
 // A filter answering no skips the event with the model's reason and no run;
 // a redelivery does not ask again.
 func TestLLMFilterNoSkips(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, sim, trig := newScriptedEnv(t)
 	e.prompts("Only real bugs. [[script:filter-no]]", "Summarise. [[script:analysis]]")
 
 	e.handle(e.issueOpened("llm-no-1"))
@@ -114,10 +121,7 @@ func TestLLMFilterNoSkips(t *testing.T) {
 // enrichment; both are billed to the org once (llm.spend), and a redelivery
 // asks nothing.
 func TestLLMFilterYesQueuesWithAnalysis(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, sim, trig := newScriptedEnv(t)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "Summarise. [[script:analysis]]")
 
 	e.handle(e.issueOpened("llm-yes-1"))
@@ -175,10 +179,7 @@ func TestLLMFilterYesQueuesWithAnalysis(t *testing.T) {
 // An answer that is not the strict JSON verdict is no answer: fail closed
 // skips with llm_filter_failed.
 func TestLLMFilterMalformedAnswerFailsClosed(t *testing.T) {
-	e := newEnv(t)
-	_, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, _, trig := newScriptedEnv(t)
 	e.prompts("Only real bugs. [[script:filter-bad]]", "")
 	e.handle(e.issueOpened("llm-bad-1"))
 	ev := e.one(trig)
@@ -226,10 +227,7 @@ func TestLLMFilterTimeout(t *testing.T) {
 
 // Automations without LLM prompts never ask the model.
 func TestNoPromptsNoModelCall(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, sim, trig := newScriptedEnv(t)
 	e.handle(e.issueOpened("llm-none"))
 	if ev := e.one(trig); ev.Status != "queued" || ev.Runs != 1 {
 		t.Fatalf("%+v", ev)
@@ -243,11 +241,8 @@ func TestNoPromptsNoModelCall(t *testing.T) {
 // twice asks the filter once and queues one run (a third record behind them
 // on the same partition shows the duplicate was consumed).
 func TestLLMFilterThroughRunner(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
+	e, sim, trig := newScriptedEnv(t)
 	k := consumerstest.New(t, consumerstest.Options{Partitions: 2}, triggerprocessor.Group)
-	trig := e.trigger("github", e.githubApp(), nil)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "")
 	msgs := []*consumers.Message{e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-1"), e.issueOpened("llm-runner-2")}
 	runGroup(t, e, k, msgs, func(*consumers.Message) string { return "one-partition" },
@@ -266,10 +261,7 @@ func TestLLMFilterThroughRunner(t *testing.T) {
 // An answer already stored for the event (a crash after asking, before the
 // event was recorded) is used: the model is not asked again.
 func TestStoredAnswerIsReused(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, sim, trig := newScriptedEnv(t)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "")
 	e.exec(`INSERT INTO trigger_llm_results (trigger_id, dedup_key, kind, org_id, outcome, detail)
 		VALUES ($1, 'github:delivery:llm-stored', 'filter', $2, 'skip', 'stored earlier')`, trig, e.org)
@@ -286,10 +278,7 @@ func TestStoredAnswerIsReused(t *testing.T) {
 // Twenty concurrent deliveries of one event (as from several partitions or
 // replicas) ask the model once, bill once and queue one run.
 func TestConcurrentDeliveriesAskOnce(t *testing.T) {
-	e := newEnv(t)
-	sim, base := scriptedModel(t)
-	e.withModel(base, llmjudge.DefaultTimeout, false)
-	trig := e.trigger("github", e.githubApp(), nil)
+	e, sim, trig := newScriptedEnv(t)
 	e.prompts("Only real bugs. [[script:filter-yes]]", "Summarise. [[script:analysis]]")
 	var wg sync.WaitGroup
 	for range 20 {

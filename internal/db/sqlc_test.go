@@ -102,6 +102,13 @@ var owners = map[string]string{
 	"outbox_dead_letters":                "internal/outbox",
 	"preview_shares":                     "internal/sessions",
 	"session_notification_subscriptions": "internal/sessionnotify",
+	"secrets":                            "internal/secrets",
+	"secret_bundles":                     "internal/secrets",
+	"secret_bundle_secrets":              "internal/secrets",
+	"repo_connections":                   "internal/integrations",
+	"slack_installations":                "internal/integrations",
+	"user_connections":                   "internal/integrations",
+	"org_connectors":                     "internal/integrations",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
 )
 
 // AccessTokenVerifier accepts access tokens (JWTs from login) whose login
@@ -24,26 +25,15 @@ func (s *Server) AccessTokenVerifier() httpapi.Verifier {
 		// One round trip: the session must be live, and the person's email,
 		// super-admin flag, active org and role there come with it.
 		p := &auth.Principal{Kind: auth.KindUser, UserID: claims.Subject, SessionID: claims.SessionID, ImpersonatorID: claims.ImpersonatorID}
-		var (
-			live       bool
-			superAdmin bool
-			activeOrg  *string
-			role       *string
-		)
-		err = s.Pool.QueryRow(ctx, `SELECT s.revoked_at IS NULL AND s.expires_at > now(), u.email, u.is_super_admin,
-				u.active_org_id::text, m.role
-			FROM auth_sessions s
-			JOIN users u ON u.id = s.user_id
-			LEFT JOIN members m ON m.org_id = u.active_org_id AND m.user_id = u.id
-			WHERE s.id = $1 AND s.user_id = $2`, claims.SessionID, claims.Subject).
-			Scan(&live, &p.Email, &superAdmin, &activeOrg, &role)
-		if errors.Is(err, pgx.ErrNoRows) || (err == nil && !live) {
+		r, err := identitydb.New(s.Pool).SessionPrincipal(ctx, identitydb.SessionPrincipalParams{SessionID: claims.SessionID, UserID: claims.Subject})
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && (r.Live == nil || !*r.Live)) {
 			return nil, true, auth.ErrUnauthenticated
 		}
 		if err != nil {
 			return nil, true, err
 		}
-		s.fillPerson(p, superAdmin, activeOrg, role)
+		p.Email = r.Email
+		s.fillPerson(p, r.IsSuperAdmin, r.ActiveOrgID, r.Role)
 		return p, true, nil
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
@@ -102,21 +103,15 @@ func (s *Server) sandboxVerifier(ctx context.Context, bearer string) (*auth.Prin
 // it after checking the credential itself, so a removed member or a deleted
 // user loses access immediately, whatever their token says.
 func (s *Server) ResolvePerson(ctx context.Context, p *auth.Principal) error {
-	var (
-		superAdmin bool
-		activeOrg  *string
-		role       *string
-	)
-	err := s.Pool.QueryRow(ctx, `SELECT u.email, u.is_super_admin, u.active_org_id::text, m.role
-		FROM users u LEFT JOIN members m ON m.org_id = u.active_org_id AND m.user_id = u.id
-		WHERE u.id = $1`, p.UserID).Scan(&p.Email, &superAdmin, &activeOrg, &role)
+	r, err := identitydb.New(s.Pool).PersonPrincipal(ctx, p.UserID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return auth.ErrUnauthenticated
 	}
 	if err != nil {
 		return err
 	}
-	s.fillPerson(p, superAdmin, activeOrg, role)
+	p.Email = r.Email
+	s.fillPerson(p, r.IsSuperAdmin, r.ActiveOrgID, r.Role)
 	return nil
 }
 

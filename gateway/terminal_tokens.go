@@ -14,6 +14,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -113,16 +114,14 @@ func (s *Server) verifyTerminalToken(ctx context.Context, token string) (*auth.P
 		return nil, auth.ErrUnauthenticated
 	}
 	p := &auth.Principal{Kind: auth.KindTerminal, UserID: g.UserID, OrgID: g.OrgID, SessionID: g.SessionID}
-	var role string
-	err = s.d.Pool.QueryRow(ctx, `SELECT u.email, m.role FROM members m JOIN users u ON u.id = m.user_id
-		WHERE m.org_id = $1 AND m.user_id = $2`, g.OrgID, g.UserID).Scan(&p.Email, &role)
+	m, err := orgsdb.New(s.d.Pool).MembershipPerson(ctx, orgsdb.MembershipPersonParams{OrgID: g.OrgID, UserID: g.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, auth.ErrUnauthenticated
 	}
 	if err != nil {
 		return nil, fmt.Errorf("verify terminal token: %w", err)
 	}
-	p.Role = auth.Role(role)
+	p.Email, p.Role = m.Email, auth.Role(m.Role)
 	return p, nil
 }
 

@@ -5,9 +5,6 @@ package db
 // TestNoSQLOutsideOwners fails on SQL missing from it and on entries that no
 // longer hold.
 var legacySQL = map[string][]string{
-	"api/access_tokens.go":                       {"auth_sessions", "members", "users"},
-	"api/authz.go":                               {"members", "users"},
-	"gateway/terminal_tokens.go":                 {"members", "users"},
 	"internal/actions/catalog/catalog.go":        {"integrations", "session_connections", "slack_installations"},
 	"internal/actions/catalog/reviews.go":        {"connector_tool_definitions"},
 	"internal/actions/catalog/secrets.go":        {"secrets"},

@@ -43,6 +43,30 @@ func (q *Queries) MembershipExists(ctx context.Context, arg MembershipExistsPara
 	return exists, err
 }
 
+const membershipPerson = `-- name: MembershipPerson :one
+SELECT u.email, m.role FROM members m JOIN users u ON u.id = m.user_id
+WHERE m.org_id = $1 AND m.user_id = $2
+`
+
+type MembershipPersonParams struct {
+	OrgID  string
+	UserID string
+}
+
+type MembershipPersonRow struct {
+	Email string
+	Role  string
+}
+
+// A member's email and role (a terminal token's person, re-read on every
+// request).
+func (q *Queries) MembershipPerson(ctx context.Context, arg MembershipPersonParams) (MembershipPersonRow, error) {
+	row := q.db.QueryRow(ctx, membershipPerson, arg.OrgID, arg.UserID)
+	var i MembershipPersonRow
+	err := row.Scan(&i.Email, &i.Role)
+	return i, err
+}
+
 const membershipRole = `-- name: MembershipRole :one
 SELECT role FROM members WHERE org_id = $1 AND user_id = $2
 `

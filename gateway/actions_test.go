@@ -560,10 +560,7 @@ func TestLiveApprovalsOverWebSocket(t *testing.T) {
 
 // Without an invocations service the routes answer 503, never panic.
 func TestActionRoutesWithoutService(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	_, g, owner, sid := newSessionWorld(t)
 	if st, body := call(t, "GET", g.url+"/proliferate/"+sid+"/actions/available", owner.Token, nil, nil); st != http.StatusServiceUnavailable {
 		t.Fatalf("%d %s", st, body)
 	}

@@ -150,10 +150,7 @@ func TestAuthMatrix(t *testing.T) {
 // Credentials never appear in the gateway's logs (the WebSocket token
 // travels in the query string).
 func TestTokensAreNotLogged(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	w, g, owner, sid := newSessionWorld(t)
 	if st, c := dialWS(t, g, sid, owner.Token, true); st != 101 {
 		t.Fatal(st)
 	} else {

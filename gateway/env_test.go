@@ -70,9 +70,7 @@ func newEnvWorld(t *testing.T, envTimeout time.Duration) *envWorld {
 		RETURNING id::text`, u.OrgID, "acme/app-"+rand.Text()[:8], "file://"+src).Scan(&ew.repoID); err != nil {
 		t.Fatal(err)
 	}
-	if err := pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'app') RETURNING id::text`, u.OrgID).Scan(&ew.cfgID); err != nil {
-		t.Fatal(err)
-	}
+	ew.cfgID = sessionstest.Configuration(t, pool, u.OrgID, "app")
 	if _, err := pool.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position)
 		VALUES ($1, $2, $3, '.', 0)`, ew.cfgID, ew.repoID, u.OrgID); err != nil {
 		t.Fatal(err)

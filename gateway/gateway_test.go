@@ -87,6 +87,16 @@ func newWorld(t *testing.T) *world {
 		logs: &testenv.LogBuffer{}, t: t, tokens: map[string]string{}}
 }
 
+// newSessionWorld is a world with gateway "a" started and one session of a
+// new user, its owner.
+func newSessionWorld(t *testing.T) (w *world, g *gw, owner *apitest.User, sid string) {
+	t.Helper()
+	w = newWorld(t)
+	g = w.start(t, "a")
+	owner = w.api.NewUser(t)
+	return w, g, owner, sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+}
+
 // gw is one running gateway instance.
 type gw struct {
 	srv  *gateway.Server

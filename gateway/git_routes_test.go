@@ -23,14 +23,7 @@ type dirExecProvider struct {
 
 func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	w := newWorld(t)
-	base := t.TempDir()
-	remote := filepath.Join(base, "acme", "widget.git")
-	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", remote)
-	ws := filepath.Join(base, "ws")
-	repo := filepath.Join(ws, "widget")
-	gitopstest.Git(t, base, "clone", "-q", remote, repo)
-	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
-	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
+	ws, repo := widgetWorkspace(t)
 
 	g := gitGateway(t, w, ws)
 	url := g.url
@@ -112,6 +105,21 @@ func TestGitRoutesAndWebSocketMessages(t *testing.T) {
 	if msg := gitopstest.Git(t, repo, "log", "-1", "--format=%s"); msg != "via ws" {
 		t.Fatalf("last commit %q", msg)
 	}
+}
+
+// widgetWorkspace is a sandbox workspace ws holding repo (widget), a
+// clone of the bare remote acme/widget.git with one commit pushed to main.
+func widgetWorkspace(t *testing.T) (ws, repo string) {
+	t.Helper()
+	base := t.TempDir()
+	remote := filepath.Join(base, "acme", "widget.git")
+	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", remote)
+	ws = filepath.Join(base, "ws")
+	repo = filepath.Join(ws, "widget")
+	gitopstest.Git(t, base, "clone", "-q", remote, repo)
+	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
+	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
+	return ws, repo
 }
 
 // gitGateway is a gateway whose provider runs commands in ws (the

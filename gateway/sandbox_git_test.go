@@ -14,10 +14,7 @@ import (
 // path, the refusal of another repository and the real token are tested
 // end to end in app: TestAgentPushesAndOpensAPullRequestFromTheSandbox.)
 func TestSandboxGitRoutesAuthAndBadInput(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	w, g, owner, sid := newSessionWorld(t)
 	other := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
 	tok, otherTok := w.sandboxToken(sid), w.sandboxToken(other)
 	cred := func(token string, body any) (int, string) {

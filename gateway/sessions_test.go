@@ -75,11 +75,7 @@ func TestCreateSession(t *testing.T) {
 	}
 	// Another org's configuration is not usable.
 	stranger := w.api.NewUser(t)
-	var cfg string
-	if err := w.api.Deps.Pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'theirs') RETURNING id::text`,
-		stranger.OrgID).Scan(&cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sessionstest.Configuration(t, w.api.Deps.Pool, stranger.OrgID, "theirs")
 	if _, err := c.CreateSession(ctx, protocol.CreateSessionRequest{ConfigurationID: &cfg}); !isStatus(err, 422) {
 		t.Fatalf("foreign configuration: %v", err)
 	}
@@ -116,10 +112,7 @@ func TestCreateSessionLimit(t *testing.T) {
 // A message with an Idempotency-Key is sent to the agent once however often
 // it is posted; without a runtime yet, posting starts it (deferred mode).
 func TestMessageSentOncePerIdempotencyKey(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	w, g, owner, sid := newSessionWorld(t)
 	c := g.c(owner.Token)
 	ctx := context.Background()
 	for i := range 3 {
@@ -146,10 +139,7 @@ func TestMessageSentOncePerIdempotencyKey(t *testing.T) {
 
 // A WebSocket client prompts and streams the answer; cancel aborts a turn.
 func TestWebSocketPromptAndCancel(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	w, g, owner, sid := newSessionWorld(t)
 	msgs := make(chan client.Message, 1024)
 	conn, err := g.c(owner.Token).Connect(context.Background(), sid, client.Handler{OnMessage: func(m client.Message) { msgs <- m }})
 	if err != nil {

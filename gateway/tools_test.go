@@ -272,11 +272,7 @@ func TestSaveServiceCommands(t *testing.T) {
 	g := w.start(t, "a")
 	owner := w.api.NewUser(t)
 	ctx := context.Background()
-	var cfgID string
-	if err := w.api.Deps.Pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'cfg') RETURNING id::text`,
-		owner.OrgID).Scan(&cfgID); err != nil {
-		t.Fatal(err)
-	}
+	cfgID := sessionstest.Configuration(t, w.api.Deps.Pool, owner.OrgID, "cfg")
 	setup := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, SessionType: "setup", ConfigurationID: cfgID})
 	coding := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, ConfigurationID: cfgID})
 	good := map[string]any{"commands": []map[string]any{
@@ -336,11 +332,7 @@ func TestSaveSnapshotOncePerCall(t *testing.T) {
 	g := w.start(t, "a")
 	owner := w.api.NewUser(t)
 	ctx := context.Background()
-	var cfgID string
-	if err := w.api.Deps.Pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'cfg') RETURNING id::text`,
-		owner.OrgID).Scan(&cfgID); err != nil {
-		t.Fatal(err)
-	}
+	cfgID := sessionstest.Configuration(t, w.api.Deps.Pool, owner.OrgID, "cfg")
 	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID, SessionType: "setup", ConfigurationID: cfgID})
 	st, res, body := toolCall(t, g, w.sandboxToken(sid), sid, tools.SaveSnapshot, "snap-1", map[string]any{"message": "deps installed"})
 	if st != 200 || !res.Success || res.Data["target"] != "configuration" {

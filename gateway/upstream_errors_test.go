@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -69,14 +68,7 @@ func TestProxyAgentFailureIsABadGateway(t *testing.T) {
 // (4xx) stays a 422.
 func TestGitPRUpstreamFailures(t *testing.T) {
 	w := newWorld(t)
-	base := t.TempDir()
-	remote := filepath.Join(base, "acme", "widget.git")
-	gitopstest.Git(t, base, "init", "-q", "--bare", "-b", "main", remote)
-	ws := filepath.Join(base, "ws")
-	repo := filepath.Join(ws, "widget")
-	gitopstest.Git(t, base, "clone", "-q", remote, repo)
-	gitopstest.Git(t, repo, "commit", "-q", "--allow-empty", "-m", "init")
-	gitopstest.Git(t, repo, "push", "-q", "origin", "main")
+	ws, repo := widgetWorkspace(t)
 	gitopstest.Git(t, repo, "checkout", "-q", "-b", "feature")
 
 	var githubStatus int // what the GitHub stand-in answers; 0: unreachable

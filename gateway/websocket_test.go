@@ -19,10 +19,7 @@ import (
 // gateway's own origin may connect; a foreign page gets 403 before any
 // credential is looked at.
 func TestWebSocketOriginCheck(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	_, g, owner, sid := newSessionWorld(t)
 	for origin, want := range map[string]int{
 		"":                        101,
 		"https://app.example.com": 101,
@@ -48,10 +45,7 @@ func TestWebSocketOriginCheck(t *testing.T) {
 // A client frame over the 1 MiB read limit closes the stream with 1009; a
 // frame within it is handled (the connection stays usable).
 func TestWebSocketReadLimit(t *testing.T) {
-	w := newWorld(t)
-	g := w.start(t, "a")
-	owner := w.api.NewUser(t)
-	sid := sessionstest.New(t, w.api.Deps.Pool, owner.OrgID, sessionstest.Options{CreatedBy: owner.ID})
+	_, g, owner, sid := newSessionWorld(t)
 	st, c := dialWS(t, g, sid, owner.Token, false)
 	if st != 101 {
 		t.Fatal(st)

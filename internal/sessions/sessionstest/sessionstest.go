@@ -38,6 +38,18 @@ type Options struct {
 	LastActivityAt  time.Time
 }
 
+// Configuration inserts an empty configuration (no repos) of orgID named
+// name and returns its id.
+func Configuration(t testing.TB, pool *pgxpool.Pool, orgID, name string) string {
+	t.Helper()
+	var id string
+	if err := pool.QueryRow(context.Background(), `INSERT INTO configurations (org_id, name) VALUES ($1, $2) RETURNING id::text`,
+		orgID, name).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // New inserts a session of orgID and returns its id.
 func New(t testing.TB, pool *pgxpool.Pool, orgID string, o Options) string {
 	t.Helper()

@@ -41,6 +41,23 @@ func reset(t *testing.T, pool *pgxpool.Pool) {
 	}
 }
 
+// addMessages adds n messages of topic to the outbox in one transaction:
+// values e0, e1, … keyed k0 … k<keys-1> in turn.
+func addMessages(t *testing.T, pool *pgxpool.Pool, topic string, n, keys int) {
+	t.Helper()
+	ctx := context.Background()
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		msgs := make([]outbox.Message, n)
+		for i := range msgs {
+			msgs[i] = outbox.Message{Topic: topic, Key: "k" + strconv.Itoa(i%keys), Value: []byte("e" + strconv.Itoa(i))}
+		}
+		return outbox.Add(ctx, tx, msgs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func newRelay(t *testing.T, pool *pgxpool.Pool, seeds []string, batch int) *outboxrelay.Relay {
 	t.Helper()
 	cl, err := kafka.NewClient(kafka.Options{Seeds: seeds})
@@ -186,16 +203,7 @@ func TestRelayCrashBetweenPublishAndMarkLosesNothing(t *testing.T) {
 	seeds := testenv.Kafka(t, kfake.SeedTopics(3, "crash.events"))
 	ctx := context.Background()
 	const n = 2000
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		msgs := make([]outbox.Message, n)
-		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: "crash.events", Key: "k" + strconv.Itoa(i%7), Value: []byte("e" + strconv.Itoa(i))}
-		}
-		return outbox.Add(ctx, tx, msgs...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addMessages(t, pool, "crash.events", n, 7)
 
 	crashing := newRelay(t, pool, seeds, 300)
 	batches := 0
@@ -278,18 +286,8 @@ func TestRelayProcessKilledMidBatchLosesNothing(t *testing.T) {
 	pool := testenv.Postgres(t)
 	reset(t, pool)
 	seeds := testenv.Kafka(t, kfake.SeedTopics(3, "killed.events"))
-	ctx := context.Background()
 	const n = 1000
-	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		msgs := make([]outbox.Message, n)
-		for i := range msgs {
-			msgs[i] = outbox.Message{Topic: "killed.events", Key: "k" + strconv.Itoa(i%5), Value: []byte("e" + strconv.Itoa(i))}
-		}
-		return outbox.Add(ctx, tx, msgs...)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	addMessages(t, pool, "killed.events", n, 5)
 	child := exec.Command(os.Args[0], "-test.run=^$")
 	child.Env = append(os.Environ(), relayChildEnv+"=1", "RELAY_SEEDS="+strings.Join(seeds, ","), "RELAY_DATABASE_URL="+testenv.DatabaseURL(t))
 	child.Stderr = os.Stderr

@@ -91,11 +91,11 @@ func (h *Hub) runExpiry() {
 	defer release()
 	var active bool
 	mg, rt, sess, ok := h.beginMigration(func() bool {
-		exp := h.sess.SandboxExpiresAt
-		if exp == nil || d.Now().Add(d.ExpiryLead).Before(*exp) || h.rt.sb.ID != deref(h.sess.SandboxID) {
+		s := h.idleStateLocked()
+		if !h.m.policy.expiryDue(s, d.Now()) {
 			return false
 		}
-		active = len(h.clients) > 0 || len(h.proxies) > 0 || h.sess.ClientType == sessions.ClientAutomation
+		active = h.m.policy.expiryMigrates(s)
 		return true
 	})
 	if !ok {

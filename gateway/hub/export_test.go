@@ -14,13 +14,13 @@ func SetIdleHooks(m *Manager, beforeLock, afterRecheck, afterSnapshot func(h *Hu
 }
 
 // IdleChecks returns how many hub checks the idle loop has made.
-func (m *Manager) IdleChecks() int64 { return m.idleCheckCount.Load() }
+func (m *Manager) IdleChecks() int64 { return m.idle.checks.Load() }
 
 // EffectiveDeps returns the manager's deps after defaults.
 func (m *Manager) EffectiveDeps() Deps { return m.d }
 
 // IdlePass runs one idle check pass now.
-func (m *Manager) IdlePass(now time.Time) { m.idlePass(now, nil) }
+func (m *Manager) IdlePass(now time.Time) { m.idle.pass(now, nil) }
 
 // Booting reports whether a runtime boot is in flight.
 func (h *Hub) Booting() bool {

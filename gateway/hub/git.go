@@ -242,6 +242,7 @@ func (g *SessionGit) reply(ctx context.Context, p *auth.Principal, msg protocol.
 	}
 	return res
 }
+
 // GitErrorText is the user-facing text of a git operation error: git's and
 // GitHub's own messages (tokens redacted) for operation failures, a generic
 // text for internal ones.

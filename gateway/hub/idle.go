@@ -27,7 +27,7 @@ package hub
 //  6. Lock TTL (300 s) > snapshot timeout (120 s): Deps defaults,
 //     DefaultMigrationLockTTL. TestDefaults.
 //  7. The idle monitor stops after a snapshot and starts on resume: a hub
-//     is in Manager.monitored only while it has a runtime.
+//     is in the manager's idleMonitor only while it has a runtime.
 //     TestIdleSnapshotKeepsHubThenEvicts (MonitoredHubs).
 //  8. Proxy removal is idempotent (activity.go AddProxyConnection).
 //     TestProxyConnectionBlocksSnapshot.
@@ -44,8 +44,8 @@ package hub
 //  13. The predicate requires a sandbox (a runtime). TestIdleSnapshotKeepsHubThenEvicts.
 //  14. The runtime is re-read after the lock is taken; the database write
 //     is fenced on that sandbox id. TestStaleSnapshotWriteIsFenced.
-//  15. One manager ticker runs the checks; hubs only join or leave the
-//     monitored set, and the snapshot logic (runIdleSnapshot) does not
+//  15. One ticker (idleMonitor) runs the checks; hubs only join or leave
+//     its set, and the snapshot logic (runIdleSnapshot) does not
 //     manage timers. (Structure; TestIdleSnapshotKeepsHubThenEvicts.)
 
 import (
@@ -62,50 +62,32 @@ import (
 // destructive was done.
 var errLockLost = errors.New("hub: migration lock lost during snapshot")
 
-// idleGraceLocked is the session type's grace period (h.mu held): short
-// for headless sessions nobody refreshes a tab of.
-func (h *Hub) idleGraceLocked() time.Duration {
-	switch h.sess.ClientType {
-	case sessions.ClientAutomation, sessions.ClientSlack:
-		return h.m.d.HeadlessIdleGrace
+// idleStateLocked is what the idle policy decides on (h.mu held).
+func (h *Hub) idleStateLocked() idleState {
+	s := idleState{
+		closed: h.closed, runtime: h.rt != nil, booting: h.ready != nil, migrating: h.migrating != nil, idleWork: h.idleInFlight,
+		clients: len(h.clients), proxies: len(h.proxies), tools: h.activeTools,
+		agentBusy: h.proc.Busy(), streamUp: h.sseReady, knownIdle: h.lastKnownIdle, activity: h.lastActivity, lastUsed: h.lastUsed,
+		clientType: h.sess.ClientType, storedSandboxID: deref(h.sess.SandboxID), expiresAt: h.sess.SandboxExpiresAt,
 	}
-	return h.m.d.IdleGrace
-}
-
-// shouldIdleSnapshotLocked is the idle predicate (h.mu held): a runtime
-// (sandbox) exists and is not booting or being moved; no WebSocket client,
-// proxy connection or tool callback; the agent is not working; its event
-// stream is up or it was known idle before the stream dropped; and the
-// grace period has passed since the last activity.
-func (h *Hub) shouldIdleSnapshotLocked(now time.Time) bool {
-	return !h.closed && h.rt != nil && h.ready == nil && h.migrating == nil &&
-		len(h.clients) == 0 && len(h.proxies) == 0 && h.activeTools == 0 &&
-		!h.proc.Busy() && (h.sseReady || !h.lastKnownIdle.IsZero()) &&
-		now.Sub(h.lastActivity) >= h.idleGraceLocked()
-}
-
-// startIdleMonitor puts the hub under the manager's idle checks (on
-// runtime ready); stopIdleMonitor takes it out (snapshot, runtime gone,
-// close).
-func (h *Hub) startIdleMonitor() {
-	h.m.mu.Lock()
-	if h.m.hubs[h.id] == h {
-		h.m.monitored[h] = struct{}{}
+	if h.rt != nil {
+		s.sandboxID = h.rt.sb.ID
 	}
-	h.m.mu.Unlock()
+	return s
 }
 
-func (h *Hub) stopIdleMonitor() {
-	h.m.mu.Lock()
-	delete(h.m.monitored, h)
-	h.m.mu.Unlock()
+// idleState is idleStateLocked for callers without h.mu.
+func (h *Hub) idleState() idleState {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.idleStateLocked()
 }
 
-// checkIdle starts an idle snapshot when the predicate holds (one at a
+// checkIdle starts an idle snapshot when the policy says so (one at a
 // time per hub). It reports whether it started one.
 func (h *Hub) checkIdle(now time.Time) bool {
 	h.mu.Lock()
-	if h.idleInFlight || !h.shouldIdleSnapshotLocked(now) {
+	if h.idleInFlight || !h.m.policy.shouldSnapshot(h.idleStateLocked(), now) {
 		h.mu.Unlock()
 		return false
 	}
@@ -150,7 +132,7 @@ func (h *Hub) runIdleSnapshot() error {
 		return nil
 	}
 	defer lock.Release(ctx)
-	mg, rt, sess, ok := h.beginMigration(func() bool { return h.shouldIdleSnapshotLocked(d.Now()) })
+	mg, rt, sess, ok := h.beginMigration(func() bool { return h.m.policy.shouldSnapshot(h.idleStateLocked(), d.Now()) })
 	if !ok {
 		h.log.Info("hub: idle snapshot aborted: the session is no longer idle")
 		return nil
@@ -216,7 +198,7 @@ func (h *Hub) dropRuntime(rt *runtimeState) {
 		h.lastKnownIdle = time.Time{}
 	}
 	h.mu.Unlock()
-	h.stopIdleMonitor()
+	h.m.unmonitor(h)
 	rt.stop()
 	h.proc.stop()
 }

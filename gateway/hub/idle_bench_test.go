@@ -25,12 +25,12 @@ func BenchmarkIdleCheck1000Hubs(b *testing.B) {
 		h.rt = &runtimeState{sb: sandbox.Sandbox{ID: "sb"}}
 		h.sseReady = true
 		m.hubs[h.id] = h
-		m.monitored[h] = struct{}{}
+		m.idle.add(h)
 	}
 	b.Run("check", func(b *testing.B) {
 		var buf []*Hub
 		for b.Loop() {
-			buf = m.idlePass(time.Now(), buf[:0])
+			buf = m.idle.pass(time.Now(), buf[:0])
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/1000hubs")
 	})

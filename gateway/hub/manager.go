@@ -19,11 +19,13 @@ type Manager struct {
 	d      Deps
 	leases leases
 
-	mu        sync.Mutex
-	hubs      map[string]*Hub
-	pending   map[string]*pendingHub
-	monitored map[*Hub]struct{} // hubs with a runtime, under idle checks
-	closed    bool
+	mu      sync.Mutex
+	hubs    map[string]*Hub
+	pending map[string]*pendingHub
+	closed  bool
+
+	policy idlePolicy   // idle snapshot, expiry and eviction decisions
+	idle   *idleMonitor // hubs with a runtime, under idle checks
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -32,8 +34,6 @@ type Manager struct {
 	// idleChecks counts sweep passes that found a hub past IdleTTL and
 	// left it (a tool call in flight, a busy automation).
 	idleChecks atomic.Int64
-	// idleCheckCount counts idle-snapshot checks of single hubs.
-	idleCheckCount atomic.Int64
 	// hooks are test hooks (export_test.go); nil in production.
 	hooks atomic.Pointer[idleHooks]
 }
@@ -135,17 +135,21 @@ func NewManager(d Deps) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		d:         d,
-		leases:    leases{rdb: d.Redis, instance: d.InstanceID, ownerTTL: d.OwnerTTL, runTTL: d.RuntimeTTL},
-		hubs:      map[string]*Hub{},
-		pending:   map[string]*pendingHub{},
-		monitored: map[*Hub]struct{}{},
-		ctx:       ctx,
-		cancel:    cancel,
+		d:       d,
+		leases:  leases{rdb: d.Redis, instance: d.InstanceID, ownerTTL: d.OwnerTTL, runTTL: d.RuntimeTTL},
+		hubs:    map[string]*Hub{},
+		pending: map[string]*pendingHub{},
+		policy:  newIdlePolicy(d),
+		idle:    newIdleMonitor(),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	m.wg.Add(3)
 	go m.sweep()
-	go m.idleLoop()
+	go func() {
+		defer m.wg.Done()
+		m.idle.run(m.ctx, d.IdleCheckEvery, d.Now)
+	}()
 	go m.expiryLoop()
 	m.watchLimits()
 	return m
@@ -235,47 +239,29 @@ func (m *Manager) remove(h *Hub) {
 	if m.hubs[h.id] == h {
 		delete(m.hubs, h.id)
 	}
-	delete(m.monitored, h)
+	m.idle.remove(h)
+	m.mu.Unlock()
+}
+
+// monitor puts h under the idle checks (on runtime ready) if it is still
+// the registered hub; unmonitor takes it out (snapshot, runtime gone,
+// close).
+func (m *Manager) monitor(h *Hub) {
+	m.mu.Lock()
+	if m.hubs[h.id] == h {
+		m.idle.add(h)
+	}
+	m.mu.Unlock()
+}
+
+func (m *Manager) unmonitor(h *Hub) {
+	m.mu.Lock()
+	m.idle.remove(h)
 	m.mu.Unlock()
 }
 
 // MonitoredHubs is the number of hubs under idle checks (with a runtime).
-func (m *Manager) MonitoredHubs() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.monitored)
-}
-
-// idleLoop runs the idle-snapshot checks every IdleCheckEvery.
-func (m *Manager) idleLoop() {
-	defer m.wg.Done()
-	t := time.NewTicker(m.d.IdleCheckEvery)
-	defer t.Stop()
-	var buf []*Hub
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-t.C:
-		}
-		buf = m.idlePass(m.d.Now(), buf[:0])
-	}
-}
-
-// idlePass checks every monitored hub once; buf is reused between passes.
-func (m *Manager) idlePass(now time.Time, buf []*Hub) []*Hub {
-	m.mu.Lock()
-	for h := range m.monitored {
-		buf = append(buf, h)
-	}
-	m.mu.Unlock()
-	for _, h := range buf {
-		h.checkIdle(now)
-	}
-	m.idleCheckCount.Add(int64(len(buf)))
-	clear(buf)
-	return buf
-}
+func (m *Manager) MonitoredHubs() int { return m.idle.size() }
 
 // expiryLoop runs the expiry scan every ExpiryScanEvery.
 func (m *Manager) expiryLoop() {
@@ -359,9 +345,9 @@ func (m *Manager) sweep() {
 			if flush {
 				h.flushTelemetry(m.ctx)
 			}
-			if h.idleSince(now) >= m.d.IdleTTL {
+			if evict, kept := m.policy.evict(h.idleState(), now); evict {
 				m.evictIdle(h)
-			} else if h.idleAnchorAge(now) >= m.d.IdleTTL {
+			} else if kept {
 				m.idleChecks.Add(1)
 			}
 		}
@@ -384,7 +370,7 @@ func (m *Manager) evictLRU() {
 	var victim *Hub
 	var best time.Duration = -1
 	for _, h := range m.all() {
-		if d := h.idleSince(now); d >= 0 && d > best {
+		if d := m.policy.idleFor(h.idleState(), now); d >= 0 && d > best {
 			victim, best = h, d
 		}
 	}

@@ -110,7 +110,7 @@ func (h *Hub) boot(f *flight) {
 		}
 	} else {
 		h.log.Info("hub: runtime ready", "sandbox_id", rt.sb.ID, "elapsed", time.Since(start))
-		h.startIdleMonitor()
+		h.m.monitor(h)
 		if err := h.m.leases.setRuntime(ctx, h.id); err != nil {
 			h.log.Warn("hub: set runtime lease", "err", err)
 		}
@@ -414,7 +414,7 @@ func (h *Hub) runtimeLost(rt *runtimeState) {
 	h.sseReady = false
 	watched := len(h.clients) > 0 || h.sess.ClientType == sessions.ClientAutomation
 	h.mu.Unlock()
-	h.stopIdleMonitor()
+	h.m.unmonitor(h)
 	h.log.Warn("hub: sandbox is gone", "sandbox_id", rt.sb.ID)
 	h.proc.process(opencode.Event{Type: opencode.EventSessionIdle})
 	h.Broadcast(protocol.StatusMessage{Type: protocol.MsgStatus, Status: sessions.StatusStarting, Agent: protocol.AgentUnknown, Message: "sandbox lost; restarting"})

@@ -150,28 +150,6 @@ func (h *Hub) touch() {
 	h.mu.Unlock()
 }
 
-// idleSince returns how long the hub has been evictable, or -1 while it is
-// in use: clients or proxy connections attached, tool callbacks in flight,
-// a runtime up or booting, a snapshot or migration in progress. (A hub
-// with a runtime leaves that state through an idle snapshot, and is
-// evictable from then on: constraint 1.)
-func (h *Hub) idleSince(now time.Time) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed || len(h.clients) > 0 || len(h.proxies) > 0 || h.activeTools > 0 || h.ready != nil ||
-		h.rt != nil || h.migrating != nil || h.idleInFlight {
-		return -1
-	}
-	return now.Sub(h.lastUsed)
-}
-
-// idleAnchorAge is how long ago the hub was last used, busy or not.
-func (h *Hub) idleAnchorAge(now time.Time) time.Duration {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return now.Sub(h.lastUsed)
-}
-
 // ---- ownership ----
 
 // ensureOwner takes (or confirms) the owner lease and starts its renewal.
@@ -794,7 +772,7 @@ func (h *Hub) detachRuntime() string {
 		sandboxID = *h.sess.SandboxID
 	}
 	h.mu.Unlock()
-	h.stopIdleMonitor()
+	h.m.unmonitor(h)
 	if rt != nil {
 		rt.stop()
 		sandboxID = rt.sb.ID

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // Bundle is a named group of secrets; with a TargetPath, sessions get an env
@@ -23,14 +25,9 @@ type Bundle struct {
 	UpdatedAt   time.Time `json:"updated_at"`
 }
 
-const bundleColumns = `b.id::text, b.name, b.description, b.target_path,
-	(SELECT count(*) FROM secret_bundle_secrets m WHERE m.bundle_id = b.id)::int,
-	b.created_by::text, b.created_at, b.updated_at`
-
-func scanBundle(row pgx.Row) (Bundle, error) {
-	var b Bundle
-	err := row.Scan(&b.ID, &b.Name, &b.Description, &b.TargetPath, &b.SecretCount, &b.CreatedBy, &b.CreatedAt, &b.UpdatedAt)
-	return b, err
+func bundleFromRow(r secretsdb.GetBundleRow) Bundle {
+	return Bundle{ID: r.ID, Name: r.Name, Description: r.Description, TargetPath: r.TargetPath, SecretCount: int(r.SecretCount),
+		CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
 // BundleInput creates a bundle, or changes one (nil fields stay; an empty
@@ -75,34 +72,28 @@ func bundleWriteError(err error) error {
 
 // GetBundle returns one bundle.
 func GetBundle(ctx context.Context, q DB, orgID, id string) (Bundle, error) {
-	b, err := scanBundle(q.QueryRow(ctx, `SELECT `+bundleColumns+` FROM secret_bundles b WHERE b.id = $1 AND b.org_id = $2`, id, orgID))
+	r, err := secretsdb.New(q).GetBundle(ctx, secretsdb.GetBundleParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Bundle{}, ErrBundleNotFound
 	}
 	if err != nil {
 		return Bundle{}, fmt.Errorf("get bundle: %w", err)
 	}
-	return b, nil
+	return bundleFromRow(r), nil
 }
 
 // ListBundles returns bundles, newest first.
 func ListBundles(ctx context.Context, q DB, orgID string, p Page) ([]Bundle, error) {
-	rows, err := q.Query(ctx, `SELECT `+bundleColumns+` FROM secret_bundles b
-		WHERE b.org_id = $1 AND (b.created_at, b.id) < ($2, $3::uuid)
-		ORDER BY b.created_at DESC, b.id DESC LIMIT $4`, orgID, p.At, p.ID, p.Limit)
+	rows, err := secretsdb.New(q).ListBundles(ctx, secretsdb.ListBundlesParams{OrgID: orgID, CursorAt: p.At, CursorID: p.ID,
+		MaxRows: int32(p.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list bundles: %w", err)
 	}
-	defer rows.Close()
-	out := []Bundle{}
-	for rows.Next() {
-		b, err := scanBundle(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list bundles: %w", err)
-		}
-		out = append(out, b)
+	out := make([]Bundle, len(rows))
+	for i, r := range rows {
+		out[i] = bundleFromRow(secretsdb.GetBundleRow(r))
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // CreateBundle makes a bundle; Name is required.
@@ -115,10 +106,8 @@ func CreateBundle(ctx context.Context, db DB, orgID string, in BundleInput) (Bun
 	}
 	var out Bundle
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var id string
-		err := tx.QueryRow(ctx, `INSERT INTO secret_bundles (org_id, name, description, target_path, created_by)
-			VALUES ($1, $2, COALESCE($3, ''), $4, $5) RETURNING id::text`,
-			orgID, *in.Name, in.Description, nullable(deref(in.TargetPath)), nullable(in.Actor.UserID)).Scan(&id)
+		id, err := secretsdb.New(tx).InsertBundle(ctx, secretsdb.InsertBundleParams{OrgID: orgID, Name: *in.Name,
+			Description: in.Description, TargetPath: nullable(deref(in.TargetPath)), CreatedBy: nullable(in.Actor.UserID)})
 		if err != nil {
 			return bundleWriteError(err)
 		}
@@ -139,13 +128,12 @@ func UpdateBundle(ctx context.Context, db DB, orgID, id string, in BundleInput) 
 	}
 	var out Bundle
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE secret_bundles SET name = COALESCE($3, name), description = COALESCE($4, description),
-			target_path = CASE WHEN $5::text IS NULL THEN target_path ELSE NULLIF($5, '') END, updated_at = now()
-			WHERE id = $1 AND org_id = $2`, id, orgID, in.Name, in.Description, in.TargetPath)
+		n, err := secretsdb.New(tx).UpdateBundle(ctx, secretsdb.UpdateBundleParams{Name: in.Name, Description: in.Description,
+			TargetPath: in.TargetPath, ID: id, OrgID: orgID})
 		if err != nil {
 			return bundleWriteError(err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return ErrBundleNotFound
 		}
 		var changed []string
@@ -170,8 +158,7 @@ func UpdateBundle(ctx context.Context, db DB, orgID, id string, in BundleInput) 
 // DeleteBundle removes a bundle; its secrets stay.
 func DeleteBundle(ctx context.Context, db DB, orgID, id string, a Actor) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var name string
-		err := tx.QueryRow(ctx, `DELETE FROM secret_bundles WHERE id = $1 AND org_id = $2 RETURNING name`, id, orgID).Scan(&name)
+		name, err := secretsdb.New(tx).DeleteBundle(ctx, secretsdb.DeleteBundleParams{ID: id, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrBundleNotFound
 		}
@@ -188,26 +175,24 @@ func AddToBundle(ctx context.Context, db DB, orgID, bundleID, secretID string, a
 		if err := bundleInOrg(ctx, tx, orgID, bundleID, true); err != nil {
 			return err
 		}
-		var key string
-		err := tx.QueryRow(ctx, `SELECT key FROM secrets WHERE id = $1 AND org_id = $2`, secretID, orgID).Scan(&key)
+		key, err := secretsdb.New(tx).SecretKey(ctx, secretsdb.SecretKeyParams{ID: secretID, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("find secret: %w", err)
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO secret_bundle_secrets (org_id, bundle_id, secret_id) VALUES ($1, $2, $3)
-			ON CONFLICT DO NOTHING`, orgID, bundleID, secretID)
+		n, err := secretsdb.New(tx).AddBundleMember(ctx, secretsdb.AddBundleMemberParams{OrgID: orgID, BundleID: bundleID, SecretID: secretID})
 		if code, _ := pgCode(err); code == "23503" {
 			return ErrNotFound // deleted meanwhile
 		}
 		if err != nil {
 			return fmt.Errorf("add to bundle: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return nil
 		}
-		if _, err := tx.Exec(ctx, `UPDATE secret_bundles SET updated_at = now() WHERE id = $1`, bundleID); err != nil {
+		if err := secretsdb.New(tx).TouchBundle(ctx, bundleID); err != nil {
 			return fmt.Errorf("touch bundle: %w", err)
 		}
 		return audit(ctx, tx, orgID, a, "secret_bundle.add_secret", "secret_bundle", bundleID,
@@ -221,15 +206,15 @@ func RemoveFromBundle(ctx context.Context, db DB, orgID, bundleID, secretID stri
 		if err := bundleInOrg(ctx, tx, orgID, bundleID, true); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM secret_bundle_secrets WHERE org_id = $1 AND bundle_id = $2 AND secret_id = $3`,
-			orgID, bundleID, secretID)
+		n, err := secretsdb.New(tx).RemoveBundleMember(ctx, secretsdb.RemoveBundleMemberParams{OrgID: orgID, BundleID: bundleID,
+			SecretID: secretID})
 		if err != nil {
 			return fmt.Errorf("remove from bundle: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return ErrNotInBundle
 		}
-		if _, err := tx.Exec(ctx, `UPDATE secret_bundles SET updated_at = now() WHERE id = $1`, bundleID); err != nil {
+		if err := secretsdb.New(tx).TouchBundle(ctx, bundleID); err != nil {
 			return fmt.Errorf("touch bundle: %w", err)
 		}
 		return audit(ctx, tx, orgID, a, "secret_bundle.remove_secret", "secret_bundle", bundleID, map[string]any{"secret_id": secretID})
@@ -241,12 +226,14 @@ func BundleSecrets(ctx context.Context, q DB, orgID, bundleID string, p Page) ([
 	if err := bundleInOrg(ctx, q, orgID, bundleID, false); err != nil {
 		return nil, err
 	}
-	out, err := collectSecrets(q.Query(ctx, `SELECT `+secretColumns+` FROM secrets s
-		JOIN secret_bundle_secrets bm ON bm.secret_id = s.id AND bm.bundle_id = $2 AND bm.org_id = $1
-		WHERE s.org_id = $1 AND (s.created_at, s.id) < ($3, $4::uuid)
-		ORDER BY s.created_at DESC, s.id DESC LIMIT $5`, orgID, bundleID, p.At, p.ID, p.Limit))
+	rows, err := secretsdb.New(q).BundleSecrets(ctx, secretsdb.BundleSecretsParams{BundleID: bundleID, OrgID: orgID,
+		CursorAt: p.At, CursorID: p.ID, MaxRows: int32(p.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list bundle secrets: %w", err)
+	}
+	out := make([]Secret, len(rows))
+	for i, r := range rows {
+		out[i] = secretFromRow(secretRow(r))
 	}
 	return out, nil
 }

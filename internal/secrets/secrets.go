@@ -18,6 +18,7 @@ package secrets
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,8 +28,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	auditlog "github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/dotenv"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // Limits.
@@ -216,8 +220,12 @@ func audit(ctx context.Context, q DB, orgID string, a Actor, action, targetType,
 	if a.ImpersonatorID != "" {
 		details["impersonator_id"] = a.ImpersonatorID
 	}
-	_, err := q.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, orgID, nullable(a.UserID), action, targetType, targetID, details, a.RequestID)
+	js, err := json.Marshal(details)
+	if err != nil {
+		return fmt.Errorf("audit %s: %w", action, err)
+	}
+	err = auditdb.New(q).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{OrgID: &orgID, ActorID: nullable(a.UserID),
+		Action: action, TargetType: targetType, TargetID: targetID, Details: js, RequestID: a.RequestID})
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
@@ -233,8 +241,7 @@ func audit(ctx context.Context, q DB, orgID string, a Actor, action, targetType,
 
 // repoInOrg reports whether repoID is a repo of orgID.
 func repoInOrg(ctx context.Context, q DB, orgID, repoID string) error {
-	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM repos WHERE id = $1 AND org_id = $2)`, repoID, orgID).Scan(&ok)
+	ok, err := reposdb.New(q).RepoInOrg(ctx, reposdb.RepoInOrgParams{ID: repoID, OrgID: orgID})
 	if err != nil {
 		return fmt.Errorf("check repo: %w", err)
 	}
@@ -245,12 +252,13 @@ func repoInOrg(ctx context.Context, q DB, orgID, repoID string) error {
 }
 
 func bundleInOrg(ctx context.Context, q DB, orgID, bundleID string, lock bool) error {
-	sql := `SELECT 1 FROM secret_bundles WHERE id = $1 AND org_id = $2`
+	arg := secretsdb.BundleInOrgParams{ID: bundleID, OrgID: orgID}
+	var err error
 	if lock {
-		sql += ` FOR UPDATE`
+		_, err = secretsdb.New(q).LockBundleInOrg(ctx, secretsdb.LockBundleInOrgParams(arg))
+	} else {
+		_, err = secretsdb.New(q).BundleInOrg(ctx, arg)
 	}
-	var one int
-	err := q.QueryRow(ctx, sql, bundleID, orgID).Scan(&one)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrBundleNotFound
 	}

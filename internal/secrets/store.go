@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // ValidateText checks free text (descriptions, names): bounded, no NUL.
@@ -23,45 +24,30 @@ func ValidateText(field, s string, max int) error {
 	return nil
 }
 
-const secretColumns = `s.id::text, s.key, s.description, s.repo_id::text, s.persist,
-	ARRAY(SELECT m.bundle_id::text FROM secret_bundle_secrets m WHERE m.secret_id = s.id ORDER BY m.created_at, m.bundle_id),
-	s.created_by::text, s.created_at, s.updated_at`
+// secretRow is a secret's metadata as every metadata query reads it (the
+// generated row types of GetSecret, ListSecrets and BundleSecrets convert to
+// it).
+type secretRow = secretsdb.GetSecretRow
 
-func scanSecret(row pgx.Row) (Secret, error) {
-	var s Secret
-	err := row.Scan(&s.ID, &s.Key, &s.Description, &s.RepoID, &s.Persist, &s.BundleIDs, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt)
+func secretFromRow(r secretRow) Secret {
+	s := Secret{ID: r.ID, Key: r.Key, Description: r.Description, RepoID: r.RepoID, Persist: r.Persist,
+		BundleIDs: r.BundleIds, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if s.BundleIDs == nil {
 		s.BundleIDs = []string{}
 	}
-	return s, err
-}
-
-func collectSecrets(rows pgx.Rows, err error) ([]Secret, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []Secret{}
-	for rows.Next() {
-		s, err := scanSecret(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return s
 }
 
 // Get returns a secret's metadata.
 func Get(ctx context.Context, q DB, orgID, id string) (Secret, error) {
-	s, err := scanSecret(q.QueryRow(ctx, `SELECT `+secretColumns+` FROM secrets s WHERE s.id = $1 AND s.org_id = $2`, id, orgID))
+	r, err := secretsdb.New(q).GetSecret(ctx, secretsdb.GetSecretParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Secret{}, ErrNotFound
 	}
 	if err != nil {
 		return Secret{}, fmt.Errorf("get secret: %w", err)
 	}
-	return s, nil
+	return secretFromRow(r), nil
 }
 
 // Page is a position in a list ordered by (created_at DESC, id DESC): rows
@@ -85,11 +71,14 @@ func List(ctx context.Context, q DB, orgID string, f ListFilter, p Page) ([]Secr
 			return nil, err
 		}
 	}
-	out, err := collectSecrets(q.Query(ctx, `SELECT `+secretColumns+` FROM secrets s
-		WHERE s.org_id = $1 AND ($2::uuid IS NULL OR s.repo_id = $2) AND (s.created_at, s.id) < ($3, $4::uuid)
-		ORDER BY s.created_at DESC, s.id DESC LIMIT $5`, orgID, nullable(f.RepoID), p.At, p.ID, p.Limit))
+	rows, err := secretsdb.New(q).ListSecrets(ctx, secretsdb.ListSecretsParams{OrgID: orgID, RepoID: nullable(f.RepoID),
+		CursorAt: p.At, CursorID: p.ID, MaxRows: int32(p.Limit)})
 	if err != nil {
 		return nil, fmt.Errorf("list secrets: %w", err)
+	}
+	out := make([]Secret, len(rows))
+	for i, r := range rows {
+		out[i] = secretFromRow(secretRow(r))
 	}
 	return out, nil
 }
@@ -107,12 +96,7 @@ func Check(ctx context.Context, q DB, orgID, repoID string, keys []string) (map[
 	for _, k := range keys {
 		out[k] = false
 	}
-	rows, err := q.Query(ctx, `SELECT DISTINCT key FROM secrets
-		WHERE org_id = $1 AND key = ANY($2) AND (repo_id IS NULL OR repo_id = $3)`, orgID, keys, nullable(repoID))
-	if err != nil {
-		return nil, fmt.Errorf("check secrets: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	found, err := secretsdb.New(q).ExistingSecretKeys(ctx, secretsdb.ExistingSecretKeysParams{OrgID: orgID, Keys: keys, RepoID: nullable(repoID)})
 	if err != nil {
 		return nil, fmt.Errorf("check secrets: %w", err)
 	}
@@ -167,10 +151,8 @@ func Create(ctx context.Context, db DB, box *secretbox.Box, in CreateInput) (Sec
 				return err
 			}
 		}
-		var id string
-		err := tx.QueryRow(ctx, `INSERT INTO secrets (org_id, repo_id, key, encrypted_value, description, persist, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`,
-			in.OrgID, nullable(in.RepoID), in.Key, sealed, in.Description, in.Persist, nullable(in.Actor.UserID)).Scan(&id)
+		id, err := secretsdb.New(tx).InsertSecret(ctx, secretsdb.InsertSecretParams{OrgID: in.OrgID, RepoID: nullable(in.RepoID),
+			Key: in.Key, EncryptedValue: sealed, Description: in.Description, Persist: in.Persist, CreatedBy: nullable(in.Actor.UserID)})
 		if code, _ := pgCode(err); code == "23505" {
 			return ErrExists
 		} else if code == "23503" && in.RepoID != "" {
@@ -180,8 +162,8 @@ func Create(ctx context.Context, db DB, box *secretbox.Box, in CreateInput) (Sec
 			return fmt.Errorf("insert secret: %w", err)
 		}
 		if in.BundleID != "" {
-			if _, err := tx.Exec(ctx, `INSERT INTO secret_bundle_secrets (org_id, bundle_id, secret_id) VALUES ($1, $2, $3)`,
-				in.OrgID, in.BundleID, id); err != nil {
+			if err := secretsdb.New(tx).InsertBundleMember(ctx, secretsdb.InsertBundleMemberParams{OrgID: in.OrgID,
+				BundleID: in.BundleID, SecretID: id}); err != nil {
 				return fmt.Errorf("add to bundle: %w", err)
 			}
 		}
@@ -218,15 +200,14 @@ func Update(ctx context.Context, db DB, box *secretbox.Box, orgID, id string, in
 	}
 	var out Secret
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var key string
-		var repoID *string
-		err := tx.QueryRow(ctx, `SELECT key, repo_id::text FROM secrets WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).Scan(&key, &repoID)
+		locked, err := secretsdb.New(tx).LockSecret(ctx, secretsdb.LockSecretParams{ID: id, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("lock secret: %w", err)
 		}
+		key, repoID := locked.Key, locked.RepoID
 		var sealed *string
 		var changed []string
 		if in.Value != nil {
@@ -243,9 +224,8 @@ func Update(ctx context.Context, db DB, box *secretbox.Box, orgID, id string, in
 		if in.Persist != nil {
 			changed = append(changed, "persist")
 		}
-		if _, err := tx.Exec(ctx, `UPDATE secrets SET encrypted_value = COALESCE($3, encrypted_value),
-			description = COALESCE($4, description), persist = COALESCE($5, persist), updated_at = now()
-			WHERE id = $1 AND org_id = $2`, id, orgID, sealed, in.Description, in.Persist); err != nil {
+		if err := secretsdb.New(tx).UpdateSecret(ctx, secretsdb.UpdateSecretParams{EncryptedValue: sealed,
+			Description: in.Description, Persist: in.Persist, ID: id, OrgID: orgID}); err != nil {
 			return fmt.Errorf("update secret: %w", err)
 		}
 		if err := audit(ctx, tx, orgID, in.Actor, "secret.update", "secret", id,
@@ -261,16 +241,14 @@ func Update(ctx context.Context, db DB, box *secretbox.Box, orgID, id string, in
 // Delete removes a secret (and its bundle memberships).
 func Delete(ctx context.Context, db DB, orgID, id string, a Actor) error {
 	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
-		var key string
-		var repoID *string
-		err := tx.QueryRow(ctx, `DELETE FROM secrets WHERE id = $1 AND org_id = $2 RETURNING key, repo_id::text`, id, orgID).Scan(&key, &repoID)
+		deleted, err := secretsdb.New(tx).DeleteSecret(ctx, secretsdb.DeleteSecretParams{ID: id, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("delete secret: %w", err)
 		}
-		return audit(ctx, tx, orgID, a, "secret.delete", "secret", id, map[string]any{"key": key, "repo_id": repoID})
+		return audit(ctx, tx, orgID, a, "secret.delete", "secret", id, map[string]any{"key": deleted.Key, "repo_id": deleted.RepoID})
 	})
 }
 
@@ -311,16 +289,10 @@ func Upsert(ctx context.Context, db DB, box *secretbox.Box, in UpsertInput) (Sec
 		if err := repoInOrg(ctx, tx, in.OrgID, in.RepoID); err != nil {
 			return err
 		}
-		var id string
-		err := tx.QueryRow(ctx, `INSERT INTO secrets (org_id, repo_id, key, encrypted_value, description, persist, created_by)
-			VALUES ($1, $2, $3, $4, COALESCE($5, ''), COALESCE($6, true), $7)
-			ON CONFLICT (org_id, repo_id, key) WHERE repo_id IS NOT NULL DO UPDATE SET
-				encrypted_value = EXCLUDED.encrypted_value,
-				description = COALESCE($5, secrets.description),
-				persist = COALESCE($6, secrets.persist),
-				updated_at = now()
-			RETURNING id::text, xmax = 0`,
-			in.OrgID, in.RepoID, in.Key, sealed, in.Description, in.Persist, nullable(in.Actor.UserID)).Scan(&id, &created)
+		row, err := secretsdb.New(tx).UpsertRepoSecret(ctx, secretsdb.UpsertRepoSecretParams{OrgID: in.OrgID, RepoID: &in.RepoID,
+			Key: in.Key, EncryptedValue: sealed, Description: in.Description, Persist: in.Persist, CreatedBy: nullable(in.Actor.UserID)})
+		id := row.ID
+		created = row.Created
 		if code, _ := pgCode(err); code == "23503" {
 			return ErrRepoNotFound
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 )
 
 // SlackBotScopes are the bot scopes the platform requests.
@@ -165,18 +166,17 @@ type SlackInstallation struct {
 	UpdatedAt          time.Time  `json:"updated_at"`
 }
 
-const slackCols = `id::text, org_id::text, team_id, team_name, enterprise_id, app_id, bot_user_id, scopes,
-	installed_by::text, status, support_channel_id, support_channel_name, support_invite_url, revoked_at, created_at, updated_at`
-
-func scanSlack(row pgx.Row) (SlackInstallation, error) {
-	var si SlackInstallation
-	err := row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
-		&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
-		&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt)
+// slackInstallation is an installation row (the queries returning one have
+// the same columns, so their row types convert to this one).
+func slackInstallation(r integrationsdb.GetSlackInstallationRow) SlackInstallation {
+	si := SlackInstallation{ID: r.ID, OrgID: r.OrgID, TeamID: r.TeamID, TeamName: r.TeamName, EnterpriseID: r.EnterpriseID,
+		AppID: r.AppID, BotUserID: r.BotUserID, Scopes: r.Scopes, InstalledBy: r.InstalledBy, Status: r.Status,
+		SupportChannelID: r.SupportChannelID, SupportChannelName: r.SupportChannelName, SupportInviteURL: r.SupportInviteUrl,
+		RevokedAt: r.RevokedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if si.Scopes == nil {
 		si.Scopes = []string{}
 	}
-	return si, err
+	return si
 }
 
 // slackAD binds a sealed bot token to its org and workspace.
@@ -233,20 +233,18 @@ func (s *Service) InstallSlack(ctx context.Context, orgID, userID, code, state s
 	var si SlackInstallation
 	var created bool
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		row := tx.QueryRow(ctx, `INSERT INTO slack_installations (org_id, team_id, team_name, enterprise_id, app_id,
-			bot_user_id, encrypted_bot_token, scopes, installed_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
-		ON CONFLICT (org_id, team_id) DO UPDATE SET team_name = EXCLUDED.team_name, enterprise_id = EXCLUDED.enterprise_id,
-			app_id = EXCLUDED.app_id, bot_user_id = EXCLUDED.bot_user_id, encrypted_bot_token = EXCLUDED.encrypted_bot_token,
-			scopes = EXCLUDED.scopes, installed_by = EXCLUDED.installed_by, status = 'active', revoked_at = NULL, updated_at = now()
-		RETURNING `+slackCols+`, (xmax = 0)`,
-			orgID, res.Team.ID, res.Team.Name, enterprise, res.AppID, res.BotUserID, sealed, scopes, userID)
-		err := row.Scan(&si.ID, &si.OrgID, &si.TeamID, &si.TeamName, &si.EnterpriseID, &si.AppID, &si.BotUserID, &si.Scopes,
-			&si.InstalledBy, &si.Status, &si.SupportChannelID, &si.SupportChannelName, &si.SupportInviteURL,
-			&si.RevokedAt, &si.CreatedAt, &si.UpdatedAt, &created)
+		r, err := integrationsdb.New(tx).UpsertSlackInstallation(ctx, integrationsdb.UpsertSlackInstallationParams{
+			OrgID: orgID, TeamID: res.Team.ID, TeamName: res.Team.Name, EnterpriseID: enterprise, AppID: res.AppID,
+			BotUserID: res.BotUserID, EncryptedBotToken: &sealed, Scopes: scopes, InstalledBy: &userID})
 		if err != nil {
 			return err
 		}
+		created = r.Created
+		si = slackInstallation(integrationsdb.GetSlackInstallationRow{ID: r.ID, OrgID: r.OrgID, TeamID: r.TeamID,
+			TeamName: r.TeamName, EnterpriseID: r.EnterpriseID, AppID: r.AppID, BotUserID: r.BotUserID, Scopes: r.Scopes,
+			InstalledBy: r.InstalledBy, Status: r.Status, SupportChannelID: r.SupportChannelID,
+			SupportChannelName: r.SupportChannelName, SupportInviteUrl: r.SupportInviteUrl, RevokedAt: r.RevokedAt,
+			CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
 		// The organization's audit trail: the workspace, never the token.
 		a := audit.ActorFrom(ctx)
 		if a.UserID == "" {
@@ -264,22 +262,25 @@ func (s *Service) InstallSlack(ctx context.Context, orgID, userID, code, state s
 
 // ListSlackInstallations lists an org's installations, newest first.
 func (s *Service) ListSlackInstallations(ctx context.Context, orgID string, p Page) ([]SlackInstallation, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+slackCols+` FROM slack_installations
-		WHERE org_id = $1 AND (created_at, id) < ($2, $3::uuid) ORDER BY created_at DESC, id DESC LIMIT $4`,
-		orgID, p.At, p.ID, p.Limit+1)
+	rows, err := integrationsdb.New(s.pool).ListSlackInstallations(ctx, integrationsdb.ListSlackInstallationsParams{
+		OrgID: orgID, BeforeAt: p.At, BeforeID: p.ID, MaxRows: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("list slack installations: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SlackInstallation, error) { return scanSlack(r) })
+	out := make([]SlackInstallation, len(rows))
+	for i, r := range rows {
+		out[i] = slackInstallation(integrationsdb.GetSlackInstallationRow(r))
+	}
+	return out, nil
 }
 
 // GetSlackInstallation returns one installation of org.
 func (s *Service) GetSlackInstallation(ctx context.Context, orgID, id string) (SlackInstallation, error) {
-	si, err := scanSlack(s.pool.QueryRow(ctx, `SELECT `+slackCols+` FROM slack_installations WHERE id = $1 AND org_id = $2`, id, orgID))
+	r, err := integrationsdb.New(s.pool).GetSlackInstallation(ctx, integrationsdb.GetSlackInstallationParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return si, ErrNotFound
+		return slackInstallation(r), ErrNotFound
 	}
-	return si, err
+	return slackInstallation(r), err
 }
 
 // UninstallSlack marks an installation revoked and discards its sealed
@@ -290,15 +291,13 @@ func (s *Service) UninstallSlack(ctx context.Context, orgID, id string) (SlackIn
 	var teamID string
 	var sealed *string
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var wasRevoked bool
-		err := tx.QueryRow(ctx, `WITH old AS (
-				SELECT id, team_id, encrypted_bot_token, revoked_at FROM slack_installations WHERE id = $1 AND org_id = $2 FOR UPDATE)
-			UPDATE slack_installations si SET status = 'revoked', encrypted_bot_token = NULL,
-				revoked_at = COALESCE(si.revoked_at, now()), updated_at = now()
-			FROM old WHERE si.id = old.id
-			RETURNING old.team_id, old.encrypted_bot_token, old.revoked_at IS NOT NULL`, id, orgID).Scan(&teamID, &sealed, &wasRevoked)
-		if err != nil || wasRevoked {
+		old, err := integrationsdb.New(tx).RevokeSlackInstallation(ctx, integrationsdb.RevokeSlackInstallationParams{ID: id, OrgID: orgID})
+		if err != nil {
 			return err
+		}
+		teamID, sealed = old.TeamID, old.EncryptedBotToken
+		if old.WasRevoked {
+			return nil
 		}
 		return audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "integration.disconnect", TargetType: "slack_installation", TargetID: id,
 			Details: map[string]any{"provider": "slack", "team_id": teamID}, Actor: audit.ActorFrom(ctx)})
@@ -333,24 +332,15 @@ func (s *Service) UninstallSlack(ctx context.Context, orgID, id string) (SlackIn
 // active workspaces it refuses to guess (ErrAmbiguous); use
 // SlackInstallationToken then.
 func (s *Service) SlackBotToken(ctx context.Context, orgID string) (Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT team_id, encrypted_bot_token FROM slack_installations
-		WHERE org_id = $1 AND status = 'active' LIMIT 2`, orgID)
+	found, err := integrationsdb.New(s.pool).ActiveSlackTokens(ctx, orgID)
 	if err != nil {
 		return Token{}, fmt.Errorf("find slack installation: %w", err)
-	}
-	type inst struct {
-		TeamID string
-		Sealed string
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[inst])
-	if err != nil {
-		return Token{}, err
 	}
 	switch len(found) {
 	case 0:
 		return Token{}, ErrNotFound
 	case 1:
-		return s.openSlack(orgID, found[0].TeamID, found[0].Sealed)
+		return s.openSlack(orgID, found[0].TeamID, found[0].EncryptedBotToken)
 	default:
 		return Token{}, ErrAmbiguous
 	}
@@ -358,20 +348,24 @@ func (s *Service) SlackBotToken(ctx context.Context, orgID string) (Token, error
 
 // SlackInstallationToken decrypts the bot token of one active installation.
 func (s *Service) SlackInstallationToken(ctx context.Context, orgID, installationID string) (Token, error) {
-	var teamID, sealed string
-	err := s.pool.QueryRow(ctx, `SELECT team_id, encrypted_bot_token FROM slack_installations
-		WHERE id = $1 AND org_id = $2 AND status = 'active'`, installationID, orgID).Scan(&teamID, &sealed)
+	r, err := integrationsdb.New(s.pool).SlackInstallationSealedToken(ctx,
+		integrationsdb.SlackInstallationSealedTokenParams{ID: installationID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Token{}, ErrNotFound
 	}
 	if err != nil {
 		return Token{}, fmt.Errorf("find slack installation: %w", err)
 	}
-	return s.openSlack(orgID, teamID, sealed)
+	return s.openSlack(orgID, r.TeamID, r.EncryptedBotToken)
 }
 
-func (s *Service) openSlack(orgID, teamID, sealed string) (Token, error) {
-	pt, err := s.box.Open(sealed, slackAD(orgID, teamID))
+// openSlack opens the sealed token of an active installation (never NULL:
+// the table's check constraint).
+func (s *Service) openSlack(orgID, teamID string, sealed *string) (Token, error) {
+	if sealed == nil {
+		return Token{}, fmt.Errorf("open slack token of team %s: no token", teamID)
+	}
+	pt, err := s.box.Open(*sealed, slackAD(orgID, teamID))
 	if err != nil {
 		return Token{}, fmt.Errorf("open slack token of team %s: %w", teamID, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 )
 
 // TokenOption refines GetToken.
@@ -164,18 +166,19 @@ type UserConnection struct {
 	UpdatedAt         time.Time `json:"updated_at"`
 }
 
-const userConnCols = `id::text, org_id::text, user_id::text, provider, integration_id, connection_id,
-	provider_config_key, status, created_at, updated_at`
+func userConnection(r integrationsdb.UserConnection) UserConnection {
+	return UserConnection{ID: r.ID, OrgID: r.OrgID, UserID: r.UserID, Provider: Provider(r.Provider),
+		IntegrationID: r.IntegrationID, ConnectionID: r.ConnectionID, ProviderConfigKey: r.ProviderConfigKey,
+		Status: Status(r.Status), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+}
 
 // userToken resolves the person's own connection; ok=false means they have
 // none usable and the org integration applies. A connection Nango lost or
 // cannot refresh is marked and skipped.
 func (s *Service) userToken(ctx context.Context, orgID, userID, integrationID string) (Token, bool, error) {
-	var uc UserConnection
-	err := s.pool.QueryRow(ctx, `SELECT `+userConnCols+` FROM user_connections
-		WHERE org_id = $1 AND user_id = $2 AND integration_id = $3 AND status = 'active'`,
-		orgID, userID, integrationID).Scan(&uc.ID, &uc.OrgID, &uc.UserID, &uc.Provider, &uc.IntegrationID,
-		&uc.ConnectionID, &uc.ProviderConfigKey, &uc.Status, &uc.CreatedAt, &uc.UpdatedAt)
+	q := integrationsdb.New(s.pool)
+	uc, err := q.ActiveUserConnection(ctx, integrationsdb.ActiveUserConnectionParams{
+		OrgID: orgID, UserID: userID, IntegrationID: integrationID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Token{}, false, nil
 	}
@@ -197,8 +200,7 @@ func (s *Service) userToken(ctx context.Context, orgID, userID, integrationID st
 	default:
 		return Token{}, false, err
 	}
-	_, uerr := s.pool.Exec(context.WithoutCancel(ctx), `UPDATE user_connections SET status = $2, updated_at = now()
-		WHERE id = $1 AND status = 'active'`, uc.ID, string(to))
+	uerr := q.MarkUserConnection(context.WithoutCancel(ctx), integrationsdb.MarkUserConnectionParams{ID: uc.ID, Status: string(to)})
 	s.log.Warn("user connection unusable; falling back to the org integration",
 		"org_id", orgID, "user_id", userID, "user_connection_id", uc.ID, "status", string(to), "error", err, "update_error", uerr)
 	return Token{}, false, nil
@@ -206,13 +208,16 @@ func (s *Service) userToken(ctx context.Context, orgID, userID, integrationID st
 
 // ListUserConnections lists a person's own connections in an org.
 func (s *Service) ListUserConnections(ctx context.Context, orgID, userID string, p Page) ([]UserConnection, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+userConnCols+` FROM user_connections
-		WHERE org_id = $1 AND user_id = $2 AND (created_at, id) < ($3, $4::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $5`, orgID, userID, p.At, p.ID, p.Limit+1)
+	rows, err := integrationsdb.New(s.pool).ListUserConnections(ctx, integrationsdb.ListUserConnectionsParams{
+		OrgID: orgID, UserID: userID, BeforeAt: p.At, BeforeID: p.ID, MaxRows: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("list user connections: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[UserConnection])
+	out := make([]UserConnection, len(rows))
+	for i, r := range rows {
+		out[i] = userConnection(r)
+	}
+	return out, nil
 }
 
 // RegisterUserConnection saves a person's own Nango connection after their
@@ -227,18 +232,13 @@ func (s *Service) RegisterUserConnection(ctx context.Context, orgID, userID, con
 	if !p.UserAttribution {
 		return UserConnection{}, false, invalid("provider_config_key", "does not support personal connections")
 	}
+	q := integrationsdb.New(s.pool)
 	var prev *string
-	_ = s.pool.QueryRow(ctx, `SELECT connection_id FROM user_connections WHERE org_id = $1 AND user_id = $2 AND integration_id = $3`,
-		orgID, userID, p.ID).Scan(&prev)
-	var uc UserConnection
-	var created bool
-	err = s.pool.QueryRow(ctx, `INSERT INTO user_connections (org_id, user_id, integration_id, connection_id, provider_config_key)
-		VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (org_id, user_id, integration_id) DO UPDATE SET connection_id = EXCLUDED.connection_id,
-			provider_config_key = EXCLUDED.provider_config_key, status = 'active', updated_at = now()
-		RETURNING `+userConnCols+`, (xmax = 0)`, orgID, userID, p.ID, connectionID, configKey).
-		Scan(&uc.ID, &uc.OrgID, &uc.UserID, &uc.Provider, &uc.IntegrationID, &uc.ConnectionID,
-			&uc.ProviderConfigKey, &uc.Status, &uc.CreatedAt, &uc.UpdatedAt, &created)
+	if id, err := q.UserConnectionID(ctx, integrationsdb.UserConnectionIDParams{OrgID: orgID, UserID: userID, IntegrationID: p.ID}); err == nil {
+		prev = &id
+	}
+	r, err := q.UpsertUserConnection(ctx, integrationsdb.UpsertUserConnectionParams{
+		OrgID: orgID, UserID: userID, IntegrationID: p.ID, ConnectionID: connectionID, ProviderConfigKey: configKey})
 	if isUniqueViolation(err) { // the connection id is registered to someone else
 		return UserConnection{}, false, invalid("connection_id", "is already registered")
 	}
@@ -251,15 +251,17 @@ func (s *Service) RegisterUserConnection(ctx context.Context, orgID, userID, con
 				"org_id", orgID, "user_id", userID, "error", err)
 		}
 	}
-	return uc, created, nil
+	uc := userConnection(integrationsdb.UserConnection{ID: r.ID, OrgID: r.OrgID, UserID: r.UserID, Provider: r.Provider,
+		IntegrationID: r.IntegrationID, ConnectionID: r.ConnectionID, ProviderConfigKey: r.ProviderConfigKey,
+		Status: r.Status, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt})
+	return uc, r.Created, nil
 }
 
 // DeleteUserConnection removes a person's own connection (and, best effort,
 // the Nango connection).
 func (s *Service) DeleteUserConnection(ctx context.Context, orgID, userID, id string) error {
-	var connID, key string
-	err := s.pool.QueryRow(ctx, `DELETE FROM user_connections WHERE id = $1 AND org_id = $2 AND user_id = $3
-		RETURNING connection_id, provider_config_key`, id, orgID, userID).Scan(&connID, &key)
+	r, err := integrationsdb.New(s.pool).DeleteUserConnection(ctx, integrationsdb.DeleteUserConnectionParams{
+		ID: id, OrgID: orgID, UserID: userID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -269,7 +271,7 @@ func (s *Service) DeleteUserConnection(ctx context.Context, orgID, userID, id st
 	if s.nango != nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), defaultUpstreamTimeout)
 		defer cancel()
-		if err := s.nango.DeleteConnection(ctx, connID, key); err != nil {
+		if err := s.nango.DeleteConnection(ctx, r.ConnectionID, r.ProviderConfigKey); err != nil {
 			s.log.Warn("user connection deleted locally; deleting the Nango connection failed",
 				"org_id", orgID, "user_id", userID, "error", err)
 		}

@@ -3,3 +3,20 @@
 //   sqlc v1.31.1
 
 package integrationsdb
+
+import (
+	"time"
+)
+
+type UserConnection struct {
+	ID                string
+	OrgID             string
+	UserID            string
+	Provider          string
+	IntegrationID     string
+	ConnectionID      string
+	ProviderConfigKey string
+	Status            string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}

@@ -16,24 +16,22 @@ import (
 // default) and without.
 func TestProviderContract(t *testing.T) {
 	e := setup(t)
-	for _, isolation := range []string{local.IsolationBwrap, local.IsolationNone} {
-		t.Run(isolation, func(t *testing.T) {
-			dataDir := t.TempDir()
-			f := sandboxtest.Features{Isolated: isolation == local.IsolationBwrap, Targets: platformTargets(t, e, dataDir)}
-			// Isolated sandboxes have limits (cgroups): small ones, so the
-			// suite's probes hit them fast, with room for the agent.
-			limits := local.Limits{MemoryBytes: 1 << 30, Pids: 128}
-			if isolation == local.IsolationBwrap {
-				f.Limits = &sandboxtest.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids}
-			}
-			sandboxtest.Run(t, f, func(t *testing.T) sandbox.Provider {
-				p, _ := newProviderWith(t, e, func(o *local.Options) {
-					o.DataDir, o.Isolation, o.Limits, o.RequireLimits = dataDir, isolation, limits, isolation == local.IsolationBwrap
-				})
-				return p
+	eachIsolation(t, func(t *testing.T, isolation string) {
+		dataDir := t.TempDir()
+		f := sandboxtest.Features{Isolated: isolation == local.IsolationBwrap, Targets: platformTargets(t, e, dataDir)}
+		// Isolated sandboxes have limits (cgroups): small ones, so the
+		// suite's probes hit them fast, with room for the agent.
+		limits := local.Limits{MemoryBytes: 1 << 30, Pids: 128}
+		if isolation == local.IsolationBwrap {
+			f.Limits = &sandboxtest.Limits{MemoryBytes: limits.MemoryBytes, Pids: limits.Pids}
+		}
+		sandboxtest.Run(t, f, func(t *testing.T) sandbox.Provider {
+			p, _ := newProviderWith(t, e, func(o *local.Options) {
+				o.DataDir, o.Isolation, o.Limits, o.RequireLimits = dataDir, isolation, limits, isolation == local.IsolationBwrap
 			})
+			return p
 		})
-	}
+	})
 }
 
 // platformTargets are what a local sandbox must not reach: the data dir

@@ -1,11 +1,8 @@
 package local_test
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,27 +43,11 @@ func openTerminal(t *testing.T, p *local.Provider, sessionID, sandboxID string) 
 // snapshotEntries lists a snapshot's entry names.
 func snapshotEntries(t *testing.T, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	gz, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
 	var names []string
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return names
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, h.Name)
+	for _, e := range readSnapshot(t, path) {
+		names = append(names, e.hdr.Name)
 	}
+	return names
 }
 
 // The session's variables reach the agent's bash, terminals and Exec of

@@ -46,6 +46,15 @@ func setup(t testing.TB) env {
 	return env{tools: s.Tools, sim: s.Sim, llm: s.LLM}
 }
 
+// eachIsolation runs f as a subtest with isolation (bubblewrap, the
+// default) and without.
+func eachIsolation(t *testing.T, f func(t *testing.T, isolation string)) {
+	t.Helper()
+	for _, isolation := range []string{local.IsolationBwrap, local.IsolationNone} {
+		t.Run(isolation, func(t *testing.T) { f(t, isolation) })
+	}
+}
+
 func newProvider(t *testing.T, e env) (*local.Provider, string, *testenv.LogBuffer) {
 	t.Helper()
 	dir := t.TempDir()

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"
 )

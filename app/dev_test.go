@@ -14,11 +14,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/app"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/consumers/billingledger"
 	"github.com/proliferate/proliferate/consumers/runartifacts"
 	"github.com/proliferate/proliferate/consumers/triggerprocessor"
-	"github.com/proliferate/proliferate/app"
-	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/outbox"

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/gateway/client"
 	"github.com/proliferate/proliferate/gateway/protocol"
-	"github.com/proliferate/proliferate/app/apptest"
 	"github.com/proliferate/proliferate/internal/config"
 	"github.com/proliferate/proliferate/internal/integrations/fakes"
 	"github.com/proliferate/proliferate/internal/llmsim"

@@ -15,11 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/consumers"
 	"github.com/proliferate/proliferate/consumers/consumerstest"
 	"github.com/proliferate/proliferate/consumers/notifier"
 	"github.com/proliferate/proliferate/consumers/sessionmaterializer"
-	"github.com/proliferate/proliferate/app"
 	"github.com/proliferate/proliferate/internal/obs"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/schemas"

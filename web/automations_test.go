@@ -19,8 +19,8 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/app/apptest"
+	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/testenv"

@@ -20,8 +20,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/gorilla/websocket"
 
-	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/app/apptest"
+	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/testenv"
 	"github.com/proliferate/proliferate/internal/testenv/browser"
 	"github.com/proliferate/proliferate/web"

@@ -17,7 +17,7 @@ var legacySQL = map[string][]string{
 	"app/repoaccess.go":                          {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"app/sessionprompt.go":                       {"configuration_repos", "configurations", "repos"},
 	"internal/integrations/bindings.go":          {"integrations", "repo_connections", "repos", "users"},
-	"internal/integrations/connectors.go":        {"org_connectors", "secrets"},
+	"internal/integrations/connectors.go":        {"secrets"},
 	"internal/integrations/reposimport.go":       {"integrations", "repo_connections", "repos"},
 	"internal/integrations/store.go":             {"integrations", "repo_connections", "repos", "users"},
 	"internal/orgs/admin.go":                     {"auth_sessions", "members", "organizations", "users"},

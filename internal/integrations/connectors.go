@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 )
 
 // Connector modes (per tool, and the connector's default).
@@ -251,17 +252,28 @@ func checkConnectorURL(raw string, prod bool) string {
 	return ""
 }
 
-const connectorCols = `id::text, org_id::text, name, transport, url, auth, risk_policy, tool_risk_overrides,
-	enabled, created_by::text, created_at, updated_at`
-
-func scanConnector(row pgx.Row) (Connector, error) {
-	var c Connector
-	err := row.Scan(&c.ID, &c.OrgID, &c.Name, &c.Transport, &c.URL, &c.Auth, &c.RiskPolicy, &c.ToolOverrides,
-		&c.Enabled, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt)
+// connector decodes a stored connector (its JSON columns into their types).
+func connector(r integrationsdb.OrgConnector) (Connector, error) {
+	c := Connector{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Transport: r.Transport, URL: r.Url,
+		Enabled: r.Enabled, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	err := errors.Join(json.Unmarshal(r.Auth, &c.Auth), json.Unmarshal(r.RiskPolicy, &c.RiskPolicy),
+		json.Unmarshal(r.ToolRiskOverrides, &c.ToolOverrides))
 	if c.ToolOverrides == nil {
 		c.ToolOverrides = map[string]ToolOverride{}
 	}
 	return c, err
+}
+
+// connectorJSON encodes a connector's JSON columns.
+func connectorJSON(c Connector) (auth, risk, overrides []byte, err error) {
+	if auth, err = json.Marshal(c.Auth); err != nil {
+		return nil, nil, nil, err
+	}
+	if risk, err = json.Marshal(c.RiskPolicy); err != nil {
+		return nil, nil, nil, err
+	}
+	overrides, err = json.Marshal(c.ToolOverrides)
+	return auth, risk, overrides, err
 }
 
 // ErrConnectorNameTaken: another connector of the org has the name.
@@ -317,14 +329,19 @@ func (s *Service) CreateConnector(ctx context.Context, orgID, userID string, c C
 	if err := s.validateConnector(ctx, s.pool, c); err != nil {
 		return Connector{}, err
 	}
+	auth, risk, overrides, err := connectorJSON(c)
+	if err != nil {
+		return Connector{}, fmt.Errorf("create connector: %w", err)
+	}
 	var out Connector
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = scanConnector(tx.QueryRow(ctx, `INSERT INTO org_connectors
-				(org_id, name, transport, url, auth, risk_policy, tool_risk_overrides, enabled, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+connectorCols,
-			orgID, c.Name, c.Transport, c.URL, c.Auth, c.RiskPolicy, c.ToolOverrides, c.Enabled, userID))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		r, err := integrationsdb.New(tx).InsertConnector(ctx, integrationsdb.InsertConnectorParams{
+			OrgID: orgID, Name: c.Name, Transport: c.Transport, Url: c.URL, Auth: auth, RiskPolicy: risk,
+			ToolRiskOverrides: overrides, Enabled: c.Enabled, CreatedBy: &userID})
 		if err != nil {
+			return err
+		}
+		if out, err = connector(r); err != nil {
 			return err
 		}
 		// The organization's audit trail: the connector's name and URL,
@@ -347,36 +364,49 @@ func (s *Service) CreateConnector(ctx context.Context, orgID, userID string, c C
 
 // GetConnector returns one connector of org.
 func (s *Service) GetConnector(ctx context.Context, orgID, id string) (Connector, error) {
-	c, err := scanConnector(s.pool.QueryRow(ctx, `SELECT `+connectorCols+` FROM org_connectors WHERE id = $1 AND org_id = $2`, id, orgID))
+	r, err := integrationsdb.New(s.pool).GetConnector(ctx, integrationsdb.GetConnectorParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
+		return Connector{ToolOverrides: map[string]ToolOverride{}}, ErrNotFound
 	}
-	if err != nil {
-		return c, fmt.Errorf("get connector: %w", err)
+	if err == nil {
+		var c Connector
+		if c, err = connector(r); err == nil {
+			return c, nil
+		}
 	}
-	return c, nil
+	return Connector{ToolOverrides: map[string]ToolOverride{}}, fmt.Errorf("get connector: %w", err)
 }
 
 // ListConnectors lists an org's connectors, newest first.
 func (s *Service) ListConnectors(ctx context.Context, orgID string, enabledOnly bool, p Page) ([]Connector, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+connectorCols+` FROM org_connectors
-		WHERE org_id = $1 AND (NOT $2 OR enabled) AND (created_at, id) < ($3, $4::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $5`, orgID, enabledOnly, p.At, p.ID, p.Limit+1)
+	rows, err := integrationsdb.New(s.pool).ListConnectors(ctx, integrationsdb.ListConnectorsParams{
+		OrgID: orgID, EnabledOnly: enabledOnly, BeforeAt: p.At, BeforeID: p.ID, MaxRows: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("list connectors: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Connector, error) { return scanConnector(r) })
+	return connectors(rows)
+}
+
+func connectors(rows []integrationsdb.OrgConnector) ([]Connector, error) {
+	out := make([]Connector, len(rows))
+	for i, r := range rows {
+		c, err := connector(r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
 }
 
 // ListEnabledConnectors returns every enabled connector of an org (Actions
 // discovery at session runtime).
 func (s *Service) ListEnabledConnectors(ctx context.Context, orgID string) ([]Connector, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+connectorCols+` FROM org_connectors
-		WHERE org_id = $1 AND enabled ORDER BY created_at, id`, orgID)
+	rows, err := integrationsdb.New(s.pool).ListEnabledConnectors(ctx, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("list enabled connectors: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Connector, error) { return scanConnector(r) })
+	return connectors(rows)
 }
 
 // UpdateConnector applies a patch; the result is validated as a whole (so
@@ -388,9 +418,14 @@ func (s *Service) UpdateConnector(ctx context.Context, orgID, id string, p Conne
 		return Connector{}, err
 	}
 	defer tx.Rollback(ctx)
-	c, err := scanConnector(tx.QueryRow(ctx, `SELECT `+connectorCols+` FROM org_connectors WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID))
+	q := integrationsdb.New(tx)
+	r, err := q.GetConnectorForUpdate(ctx, integrationsdb.GetConnectorForUpdateParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
+		return Connector{ToolOverrides: map[string]ToolOverride{}}, ErrNotFound
+	}
+	var c Connector
+	if err == nil {
+		c, err = connector(r)
 	}
 	if err != nil {
 		return c, fmt.Errorf("get connector: %w", err)
@@ -420,10 +455,16 @@ func (s *Service) UpdateConnector(ctx context.Context, orgID, id string, p Conne
 	if err := s.validateConnector(ctx, tx, c); err != nil {
 		return Connector{}, err
 	}
-	out, err := scanConnector(tx.QueryRow(ctx, `UPDATE org_connectors SET name = $3, transport = $4, url = $5, auth = $6,
-			risk_policy = $7, tool_risk_overrides = $8, enabled = $9, updated_at = now()
-		WHERE id = $1 AND org_id = $2 RETURNING `+connectorCols,
-		id, orgID, c.Name, c.Transport, c.URL, c.Auth, c.RiskPolicy, c.ToolOverrides, c.Enabled))
+	auth, risk, overrides, err := connectorJSON(c)
+	if err != nil {
+		return Connector{}, fmt.Errorf("update connector: %w", err)
+	}
+	r, err = q.UpdateConnector(ctx, integrationsdb.UpdateConnectorParams{ID: id, OrgID: orgID, Name: c.Name,
+		Transport: c.Transport, Url: c.URL, Auth: auth, RiskPolicy: risk, ToolRiskOverrides: overrides, Enabled: c.Enabled})
+	var out Connector
+	if err == nil {
+		out, err = connector(r)
+	}
 	if isUniqueViolation(err) {
 		return Connector{}, ErrConnectorNameTaken
 	}
@@ -436,8 +477,7 @@ func (s *Service) UpdateConnector(ctx context.Context, orgID, id string, p Conne
 // DeleteConnector removes a connector of org.
 func (s *Service) DeleteConnector(ctx context.Context, orgID, id string) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var name string
-		err := tx.QueryRow(ctx, `DELETE FROM org_connectors WHERE id = $1 AND org_id = $2 RETURNING name`, id, orgID).Scan(&name)
+		name, err := integrationsdb.New(tx).DeleteConnector(ctx, integrationsdb.DeleteConnectorParams{ID: id, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}

@@ -8,6 +8,21 @@ import (
 	"time"
 )
 
+type OrgConnector struct {
+	ID                string
+	OrgID             string
+	Name              string
+	Transport         string
+	Url               string
+	Auth              []byte
+	RiskPolicy        []byte
+	ToolRiskOverrides []byte
+	Enabled           bool
+	CreatedBy         *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
 type UserConnection struct {
 	ID                string
 	OrgID             string

@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/internal/audit"
-	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
@@ -242,59 +240,20 @@ func (h *handler) refresh(c *api.Ctx) error {
 	if !strings.HasPrefix(req.RefreshToken, identity.RefreshTokenPrefix) {
 		return httpapi.Unauthenticated()
 	}
-	old := identity.HashSecret(req.RefreshToken)
 	next := identity.NewSecret(identity.RefreshTokenPrefix)
 	now := h.s.Now()
-	var sessionID, userID string
-	var impersonator *string
-	reused := false
-	err := pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
-		q := identitydb.New(tx)
-		// The UPDATE is the compare-and-swap: of two concurrent exchanges of
-		// one token exactly one matches; the other is treated as reuse.
-		// Impersonation sessions keep their original expiry.
-		cur, err := q.RotateRefreshToken(ctx, identitydb.RotateRefreshTokenParams{OldHash: old, NewHash: identity.HashSecret(next),
-			Now: now, ExpiresAt: now.Add(h.sessionTTL)})
-		if err == nil {
-			sessionID, userID, impersonator = cur.ID, cur.UserID, cur.ImpersonatorID
-			return q.InsertRotatedRefreshToken(ctx, identitydb.InsertRotatedRefreshTokenParams{TokenHash: old, SessionID: sessionID, RotatedAt: now})
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		// Not current: was it rotated away? Then it leaked or was replayed;
-		// revoke the whole session so the thief's copy dies too.
-		rev, err := q.RevokeReusedRefreshSession(ctx, identitydb.RevokeReusedRefreshSessionParams{TokenHash: old, Now: now})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return httpapi.Unauthenticated()
-		}
-		if err != nil {
-			return err
-		}
-		sessionID, userID = rev.ID, rev.UserID
-		reused = true
-		err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{ActorID: &userID, Action: "auth.refresh_token_reused",
-			TargetType: "auth_session", TargetID: sessionID, Details: []byte("{}"), RequestID: c.RequestID()})
-		if err != nil {
-			return err
-		}
-		// The person's own trail (no organization: GET /me/audit); the
-		// actor is the person whose credential was presented.
-		return audit.Emit(ctx, tx, audit.Event{Action: "auth.refresh_token_reused", TargetType: "auth_session", TargetID: sessionID,
-			Details: map[string]any{"session_revoked": true}, Actor: audit.Actor{UserID: userID, RequestID: c.RequestID()}})
-	})
+	r, err := identity.RotateRefreshToken(ctx, h.s.Pool, req.RefreshToken, next, now, h.sessionTTL, c.RequestID())
+	if errors.Is(err, identity.ErrRefreshUnknown) {
+		return httpapi.Unauthenticated()
+	}
 	if err != nil {
 		return err
 	}
-	if reused {
-		c.Log().Warn("identity: rotated refresh token presented again; session revoked", "user_id", userID, "session_id", sessionID)
+	if r.Reused {
+		c.Log().Warn("identity: rotated refresh token presented again; session revoked", "user_id", r.UserID, "session_id", r.SessionID)
 		return httpapi.Unauthenticated()
 	}
-	imp := ""
-	if impersonator != nil {
-		imp = *impersonator
-	}
-	resp, err := h.authResponse(ctx, userID, sessionID, imp, next, now)
+	resp, err := h.authResponse(ctx, r.UserID, r.SessionID, r.ImpersonatorID, next, now)
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/api"
-	"github.com/proliferate/proliferate/internal/audit"
-	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/identity"
 	"github.com/proliferate/proliferate/internal/identity/identitydb"
@@ -121,11 +119,10 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 	}
 	ctx := c.Request.Context()
 	now := h.s.Now()
-	tokenHash := identity.HashSecret(req.Token)
 	// Check the token and the policy before hashing (argon2 is slow) and
 	// without using the token up: a refused password leaves the link working.
-	u, err := identitydb.New(h.s.Pool).ResetTokenUser(ctx, identitydb.ResetTokenUserParams{TokenHash: tokenHash, Now: now})
-	if errors.Is(err, pgx.ErrNoRows) {
+	u, err := identity.ResetTokenAccount(ctx, h.s.Pool, req.Token, now)
+	if errors.Is(err, identity.ErrTokenUnusable) {
 		return errBadResetToken
 	}
 	if err != nil {
@@ -134,42 +131,15 @@ func (h *handler) resetPassword(c *api.Ctx) error {
 	if problem := identity.CheckPassword(req.Password, u.Email, u.Name); problem != "" {
 		return httpapi.Invalid(httpapi.FieldError{Field: "password", Problem: problem})
 	}
-	userID := u.ID
+	userID := u.UserID
 	hash, err := identity.HashPassword(ctx, req.Password)
 	if err != nil {
 		return err
 	}
-	var revoked int64
-	err = pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
-		q := identitydb.New(tx)
-		// The compare-and-swap: of two concurrent resets with one link,
-		// exactly one uses it.
-		n, err := q.UseResetToken(ctx, identitydb.UseResetTokenParams{TokenHash: tokenHash, Now: now})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errBadResetToken
-		}
-		if err := q.UseUserResetTokens(ctx, identitydb.UseUserResetTokensParams{UserID: userID, Now: now}); err != nil {
-			return err
-		}
-		if err := q.SetPasswordHash(ctx, identitydb.SetPasswordHashParams{ID: userID, PasswordHash: hash}); err != nil {
-			return err
-		}
-		revoked, err = q.RevokeUserSessions(ctx, identitydb.RevokeUserSessionsParams{UserID: userID, RevokedAt: &now})
-		if err != nil {
-			return err
-		}
-		err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{ActorID: &userID, Action: "auth.password_reset",
-			TargetType: "user", TargetID: userID, Details: []byte("{}"), RequestID: c.RequestID()})
-		if err != nil {
-			return err
-		}
-		// The person's own trail (no organization: GET /me/audit).
-		return audit.Emit(ctx, tx, audit.Event{Action: "auth.password_reset", TargetType: "user", TargetID: userID,
-			Details: map[string]any{"sessions_revoked": revoked}, Actor: audit.Actor{UserID: userID, RequestID: c.RequestID()}})
-	})
+	revoked, err := identity.ResetPassword(ctx, h.s.Pool, req.Token, userID, hash, c.RequestID(), now)
+	if errors.Is(err, identity.ErrTokenUnusable) {
+		return errBadResetToken
+	}
 	if err != nil {
 		return err
 	}

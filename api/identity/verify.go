@@ -40,30 +40,10 @@ func (h *handler) verifyEmail(c *api.Ctx) error {
 	if !strings.HasPrefix(req.Token, identity.VerifyTokenPrefix) {
 		return errBadVerifyToken
 	}
-	ctx := c.Request.Context()
-	now := h.s.Now()
-	var email string
-	err := pgx.BeginFunc(ctx, h.s.Pool, func(tx pgx.Tx) error {
-		q := identitydb.New(tx)
-		tok, err := q.UseVerificationToken(ctx, identitydb.UseVerificationTokenParams{TokenHash: identity.HashSecret(req.Token), Now: now})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return errBadVerifyToken
-		}
-		if err != nil {
-			return err
-		}
-		email = tok.Email
-		// The token proves control of the address it was sent to; if the
-		// account's email changed since, it proves nothing about the new one.
-		n, err := q.MarkEmailVerified(ctx, identitydb.MarkEmailVerifiedParams{ID: tok.UserID, Email: tok.Email})
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errBadVerifyToken
-		}
-		return nil
-	})
+	email, err := identity.VerifyEmail(c.Request.Context(), h.s.Pool, req.Token, h.s.Now())
+	if errors.Is(err, identity.ErrTokenUnusable) {
+		return errBadVerifyToken
+	}
 	if err != nil {
 		return err
 	}

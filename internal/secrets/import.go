@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/dotenv"
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // LineProblem is a line of imported .env text that cannot be used. It has the
@@ -102,16 +103,6 @@ func Import(ctx context.Context, db DB, box *secretbox.Box, in ImportInput) (Imp
 		}
 		sealed[i] = s
 	}
-	conflict := `ON CONFLICT (org_id, key) WHERE repo_id IS NULL`
-	if in.RepoID != "" {
-		conflict = `ON CONFLICT (org_id, repo_id, key) WHERE repo_id IS NOT NULL`
-	}
-	insert := `INSERT INTO secrets (org_id, repo_id, key, encrypted_value, created_by) VALUES ($1, $2, $3, $4, $5) ` + conflict
-	if in.Overwrite {
-		insert += ` DO UPDATE SET encrypted_value = EXCLUDED.encrypted_value, updated_at = now() RETURNING xmax = 0`
-	} else {
-		insert += ` DO NOTHING RETURNING true`
-	}
 	res := ImportResult{CreatedKeys: []string{}, UpdatedKeys: []string{}, SkippedKeys: []string{}}
 	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if in.RepoID != "" {
@@ -124,28 +115,28 @@ func Import(ctx context.Context, db DB, box *secretbox.Box, in ImportInput) (Imp
 				return err
 			}
 		}
-		batch := &pgx.Batch{}
-		for i, e := range entries {
-			batch.Queue(insert, in.OrgID, nullable(in.RepoID), e.Key, sealed[i], nullable(in.Actor.UserID))
-		}
-		br := tx.SendBatch(ctx, batch)
-		for _, e := range entries {
-			var created bool
-			err := br.QueryRow().Scan(&created)
+		br := importBatch(ctx, secretsdb.New(tx), in, entries, sealed)
+		// The first error stops the import; the entries after it are not
+		// looked at (the transaction is aborted).
+		var failed error
+		br.QueryRow(func(i int, created bool, err error) {
 			switch {
+			case failed != nil:
 			case errors.Is(err, pgx.ErrNoRows):
-				res.SkippedKeys = append(res.SkippedKeys, e.Key)
+				res.SkippedKeys = append(res.SkippedKeys, entries[i].Key)
 			case err != nil:
-				_ = br.Close()
-				if code, _ := pgCode(err); code == "23503" {
-					return ErrRepoNotFound
-				}
-				return fmt.Errorf("import secret: %w", err)
+				failed = err
 			case created:
-				res.CreatedKeys = append(res.CreatedKeys, e.Key)
+				res.CreatedKeys = append(res.CreatedKeys, entries[i].Key)
 			default:
-				res.UpdatedKeys = append(res.UpdatedKeys, e.Key)
+				res.UpdatedKeys = append(res.UpdatedKeys, entries[i].Key)
 			}
+		})
+		if failed != nil {
+			if code, _ := pgCode(failed); code == "23503" {
+				return ErrRepoNotFound
+			}
+			return fmt.Errorf("import secret: %w", failed)
 		}
 		if err := br.Close(); err != nil {
 			return fmt.Errorf("import secrets: %w", err)
@@ -155,12 +146,11 @@ func Import(ctx context.Context, db DB, box *secretbox.Box, in ImportInput) (Imp
 			keys[i] = e.Key
 		}
 		if in.BundleID != "" {
-			if _, err := tx.Exec(ctx, `INSERT INTO secret_bundle_secrets (org_id, bundle_id, secret_id)
-				SELECT $1, $2, id FROM secrets WHERE org_id = $1 AND key = ANY($3) AND repo_id IS NOT DISTINCT FROM $4
-				ON CONFLICT DO NOTHING`, in.OrgID, in.BundleID, keys, nullable(in.RepoID)); err != nil {
+			if err := secretsdb.New(tx).AddKeysToBundle(ctx, secretsdb.AddKeysToBundleParams{OrgID: in.OrgID, BundleID: in.BundleID,
+				Keys: keys, RepoID: nullable(in.RepoID)}); err != nil {
 				return fmt.Errorf("add imported secrets to bundle: %w", err)
 			}
-			if _, err := tx.Exec(ctx, `UPDATE secret_bundles SET updated_at = now() WHERE id = $1`, in.BundleID); err != nil {
+			if err := secretsdb.New(tx).TouchBundle(ctx, in.BundleID); err != nil {
 				return fmt.Errorf("touch bundle: %w", err)
 			}
 		}
@@ -173,4 +163,54 @@ func Import(ctx context.Context, db DB, box *secretbox.Box, in ImportInput) (Imp
 	}
 	res.Created, res.Updated, res.Skipped = len(res.CreatedKeys), len(res.UpdatedKeys), len(res.SkippedKeys)
 	return res, nil
+}
+
+// importResults are the answers of an import batch, one per entry: whether
+// the row was inserted, or pgx.ErrNoRows for a key skipped.
+type importResults interface {
+	QueryRow(func(i int, created bool, err error))
+	Close() error
+}
+
+// importParams is the shape every import query takes.
+type importParams = struct {
+	OrgID          string
+	RepoID         *string
+	Key            string
+	EncryptedValue string
+	CreatedBy      *string
+}
+
+// importBatch sends one insert per entry, on the scope's unique index
+// (org-wide or the repo's), skipping or overwriting existing keys.
+func importBatch(ctx context.Context, q *secretsdb.Queries, in ImportInput, entries []dotenv.Entry, sealed []string) importResults {
+	args := make([]importParams, len(entries))
+	for i, e := range entries {
+		args[i] = importParams{OrgID: in.OrgID, RepoID: nullable(in.RepoID), Key: e.Key, EncryptedValue: sealed[i],
+			CreatedBy: nullable(in.Actor.UserID)}
+	}
+	switch {
+	case in.RepoID == "" && !in.Overwrite:
+		return q.ImportOrgSecretSkip(ctx, convertAll[secretsdb.ImportOrgSecretSkipParams](args))
+	case in.RepoID == "":
+		return q.ImportOrgSecretOverwrite(ctx, convertAll[secretsdb.ImportOrgSecretOverwriteParams](args))
+	case !in.Overwrite:
+		return q.ImportRepoSecretSkip(ctx, convertAll[secretsdb.ImportRepoSecretSkipParams](args))
+	default:
+		return q.ImportRepoSecretOverwrite(ctx, convertAll[secretsdb.ImportRepoSecretOverwriteParams](args))
+	}
+}
+
+func convertAll[P ~struct {
+	OrgID          string
+	RepoID         *string
+	Key            string
+	EncryptedValue string
+	CreatedBy      *string
+}](args []importParams) []P {
+	out := make([]P, len(args))
+	for i, a := range args {
+		out[i] = P(a)
+	}
+	return out
 }

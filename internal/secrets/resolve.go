@@ -6,9 +6,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/secretbox"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // Resolve returns the decrypted environment of a session of orgID on repoID
@@ -25,30 +25,19 @@ func Resolve(ctx context.Context, db DB, box *secretbox.Box, orgID, repoID strin
 		return nil, ErrNoEncryptionKeys
 	}
 	// Org-wide rows first, so repo-scoped ones overwrite them.
-	rows, err := db.Query(ctx, `SELECT id::text, key, repo_id::text, encrypted_value FROM secrets
-		WHERE org_id = $1 AND (repo_id IS NULL OR repo_id = $2)
-		ORDER BY repo_id IS NOT NULL, key`, orgID, nullable(repoID))
+	rows, err := secretsdb.New(db).ScopeSecrets(ctx, secretsdb.ScopeSecretsParams{OrgID: orgID, RepoID: nullable(repoID)})
 	if err != nil {
 		return nil, fmt.Errorf("resolve secrets: %w", err)
 	}
-	defer rows.Close()
 	env := map[string]string{}
 	var errs []error
-	for rows.Next() {
-		var id, key, sealed string
-		var scope *string
-		if err := rows.Scan(&id, &key, &scope, &sealed); err != nil {
-			return nil, fmt.Errorf("resolve secrets: %w", err)
-		}
-		pt, err := box.Open(sealed, AdditionalData(orgID, deref(scope), key))
+	for _, r := range rows {
+		pt, err := box.Open(r.EncryptedValue, AdditionalData(orgID, deref(r.RepoID), r.Key))
 		if err != nil {
-			errs = append(errs, &DecryptError{SecretID: id, Key: key, RepoID: deref(scope)})
+			errs = append(errs, &DecryptError{SecretID: r.ID, Key: r.Key, RepoID: deref(r.RepoID)})
 			continue
 		}
-		env[key] = string(pt)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("resolve secrets: %w", err)
+		env[r.Key] = string(pt)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -73,33 +62,19 @@ type EnvFileSpec struct {
 // of every file: its value must never reach the sandbox's disk. Bundles with
 // no such key produce no file.
 func EnvFiles(ctx context.Context, db DB, orgID, repoID string) ([]EnvFileSpec, error) {
-	rows, err := db.Query(ctx, `WITH effective AS (
-			SELECT DISTINCT ON (key) key, persist FROM secrets
-			WHERE org_id = $1 AND (repo_id IS NULL OR repo_id = $2)
-			ORDER BY key, repo_id IS NULL)
-		SELECT DISTINCT b.target_path, s.key
-		FROM secret_bundles b
-		JOIN secret_bundle_secrets m ON m.bundle_id = b.id AND m.org_id = b.org_id
-		JOIN secrets s ON s.id = m.secret_id AND s.org_id = b.org_id
-		JOIN effective e ON e.key = s.key AND e.persist
-		WHERE b.org_id = $1 AND b.target_path IS NOT NULL AND (s.repo_id IS NULL OR s.repo_id = $2)
-		ORDER BY b.target_path, s.key`, orgID, nullable(repoID))
+	rows, err := secretsdb.New(db).EnvFileKeys(ctx, secretsdb.EnvFileKeysParams{OrgID: orgID, RepoID: nullable(repoID)})
 	if err != nil {
 		return nil, fmt.Errorf("env files: %w", err)
 	}
-	defer rows.Close()
 	out := []EnvFileSpec{}
-	for rows.Next() {
-		var path, key string
-		if err := rows.Scan(&path, &key); err != nil {
-			return nil, fmt.Errorf("env files: %w", err)
-		}
+	for _, r := range rows {
+		path := deref(r.TargetPath) // never null: the query keeps bundles with a target path
 		if len(out) == 0 || out[len(out)-1].Path != path {
 			out = append(out, EnvFileSpec{WorkspacePath: ".", Path: path, Format: "env", Mode: "secret", Keys: []string{}})
 		}
-		out[len(out)-1].Keys = append(out[len(out)-1].Keys, key)
+		out[len(out)-1].Keys = append(out[len(out)-1].Keys, r.Key)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ResealResult counts what ResealAll did.
@@ -136,41 +111,43 @@ func resealAll(ctx context.Context, db DB, box *secretbox.Box, batchSize int) (R
 	var errs []error
 	after := "00000000-0000-0000-0000-000000000000"
 	for {
-		type row struct{ id, orgID, key, sealed, repoID string }
-		rows, err := db.Query(ctx, `SELECT id::text, org_id::text, key, encrypted_value, COALESCE(repo_id::text, '') FROM secrets
-			WHERE split_part(encrypted_value, '.', 2) <> $1 AND id > $2::uuid ORDER BY id LIMIT $3`, active, after, batchSize)
-		if err != nil {
-			return res, fmt.Errorf("reseal: list: %w", err)
-		}
-		batchRows, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			err := r.Scan(&x.id, &x.orgID, &x.key, &x.sealed, &x.repoID)
-			return x, err
-		})
+		q := secretsdb.New(db)
+		batchRows, err := q.ResealCandidates(ctx, secretsdb.ResealCandidatesParams{Active: active, After: after, MaxRows: int32(batchSize)})
 		if err != nil {
 			return res, fmt.Errorf("reseal: list: %w", err)
 		}
 		if len(batchRows) == 0 {
 			break
 		}
-		after = batchRows[len(batchRows)-1].id
-		batch := &pgx.Batch{}
+		after = batchRows[len(batchRows)-1].ID
+		var updates []secretsdb.ResealSecretParams
 		for _, r := range batchRows {
-			resealed, err := box.Reseal(r.sealed, AdditionalData(r.orgID, r.repoID, r.key))
+			resealed, err := box.Reseal(r.EncryptedValue, AdditionalData(r.OrgID, r.RepoID, r.Key))
 			if err != nil {
 				res.Failed++
-				errs = append(errs, &DecryptError{SecretID: r.id, Key: r.key, RepoID: r.repoID})
+				errs = append(errs, &DecryptError{SecretID: r.ID, Key: r.Key, RepoID: r.RepoID})
 				continue
 			}
-			batch.Queue(`UPDATE secrets SET encrypted_value = $2 WHERE id = $1 AND encrypted_value = $3`, r.id, resealed, r.sealed).
-				Exec(func(tag pgconn.CommandTag) error {
-					res.Resealed += int(tag.RowsAffected())
-					return nil
-				})
+			updates = append(updates, secretsdb.ResealSecretParams{Resealed: resealed, ID: r.ID, Sealed: r.EncryptedValue})
 		}
-		if batch.Len() > 0 {
-			if err := db.SendBatch(ctx, batch).Close(); err != nil {
-				return res, fmt.Errorf("reseal: update: %w", err)
+		if len(updates) > 0 {
+			// One row per ciphertext replaced; none when it changed meanwhile.
+			br := q.ResealSecret(ctx, updates)
+			var failed error
+			br.QueryRow(func(_ int, _ string, err error) {
+				switch {
+				case failed != nil, errors.Is(err, pgx.ErrNoRows):
+				case err != nil:
+					failed = err
+				default:
+					res.Resealed++
+				}
+			})
+			if failed == nil {
+				failed = br.Close()
+			}
+			if failed != nil {
+				return res, fmt.Errorf("reseal: update: %w", failed)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/secretbox"
 )
@@ -26,18 +27,14 @@ func SessionRepos(ctx context.Context, q DB, orgID, configurationID string) ([]S
 	if configurationID == "" {
 		return nil, nil
 	}
-	rows, err := q.Query(ctx, `SELECT repo_id::text, workspace_path FROM configuration_repos
-		WHERE configuration_id = $1 AND org_id = $2 ORDER BY position`, configurationID, orgID)
+	rows, err := reposdb.New(q).ConfigurationRepoPaths(ctx, reposdb.ConfigurationRepoPathsParams{ConfigurationID: configurationID,
+		OrgID: orgID})
 	if err != nil {
 		return nil, fmt.Errorf("session repos: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SessionRepo, error) {
-		var x SessionRepo
-		err := r.Scan(&x.RepoID, &x.WorkspacePath)
-		return x, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("session repos: %w", err)
+	out := make([]SessionRepo, len(rows))
+	for i, r := range rows {
+		out[i] = SessionRepo{RepoID: r.RepoID, WorkspacePath: r.WorkspacePath}
 	}
 	return out, nil
 }

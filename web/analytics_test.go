@@ -2,7 +2,6 @@ package web_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -30,22 +29,14 @@ func TestAnalyticsToolsAndUsage(t *testing.T) {
 	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("ada-%d@example.com", time.Now().UnixNano())
-	signUp(t, ctx, origin, "Ada Analyst", email)
-	token := settingsToken(t, ctx)
-	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
-	var me struct {
-		ID          string `json:"id"`
-		ActiveOrgID string `json:"active_org_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &me); status != http.StatusOK || err != nil || me.ActiveOrgID == "" {
-		t.Fatalf("me: %d %s", status, body)
-	}
+	token := signUp(t, ctx, origin, "Ada Analyst", email)
+	userID, orgID := whoAmI(t, origin, token)
 
 	sess := uuid.NewString()
 	now := time.Now().UTC()
 	var events []*schemas.Event
-	add := func(p schemas.Payload) { events = append(events, schemas.New(me.ActiveOrgID, p)) }
-	add(&schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindCreated, UserID: &me.ID})
+	add := func(p schemas.Payload) { events = append(events, schemas.New(orgID, p)) }
+	add(&schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindCreated, UserID: &userID})
 	add(&schemas.SessionEvent{SessionID: sess, Kind: schemas.SessionKindTelemetry,
 		Telemetry: &schemas.SessionTelemetry{MessagesExchanged: 6, ActiveSeconds: 420, PRURLs: []string{"https://github.com/acme/app/pull/7"}}})
 	for i, c := range []struct {
@@ -75,7 +66,7 @@ func TestAnalyticsToolsAndUsage(t *testing.T) {
 	testenv.Eventually(t, 60*time.Second, "the tool-materializer to apply the records", func() bool {
 		_, tools := settingsCall(t, origin, token, http.MethodGet, "/analytics/tools", nil)
 		_, usage := settingsCall(t, origin, token, http.MethodGet, "/analytics/usage?by=person", nil)
-		return strings.Contains(tools, `"tool":"verify"`) && strings.Contains(usage, me.ID)
+		return strings.Contains(tools, `"tool":"verify"`) && strings.Contains(usage, userID)
 	})
 
 	browser.Do(t, ctx, settingsWait,
@@ -155,23 +146,15 @@ func TestSessionPageShowsTokens(t *testing.T) {
 	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("tia-%d@example.com", time.Now().UnixNano())
-	signUp(t, ctx, origin, "Tia Tokens", email)
-	token := settingsToken(t, ctx)
-	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
-	var me struct {
-		ID          string `json:"id"`
-		ActiveOrgID string `json:"active_org_id"`
-	}
-	if err := json.Unmarshal([]byte(body), &me); status != http.StatusOK || err != nil || me.ActiveOrgID == "" {
-		t.Fatalf("me: %d %s", status, body)
-	}
-	sess := sessionstest.New(t, platform.App.Pool, me.ActiveOrgID, sessionstest.Options{CreatedBy: me.ID, Status: "stopped", Title: "Token session"})
+	token := signUp(t, ctx, origin, "Tia Tokens", email)
+	userID, orgID := whoAmI(t, origin, token)
+	sess := sessionstest.New(t, platform.App.Pool, orgID, sessionstest.Options{CreatedBy: userID, Status: "stopped", Title: "Token session"})
 	now := time.Now().UTC()
 	spend := &schemas.LLMSpend{RequestID: "req-" + uuid.NewString(), SessionID: &sess, Model: "claude-sonnet", InputTokens: 12345,
 		OutputTokens: 678, CacheReadTokens: 90000, CacheWriteTokens: 12, TotalTokens: 103035, StartedAt: now, EndedAt: now, Source: "llm-proxy"}
 	err := pgx.BeginFunc(context.Background(), platform.App.Pool, func(tx pgx.Tx) error {
 		for range 2 { // the same request twice: counted once
-			if err := outbox.AddEvent(context.Background(), tx, platform.App.Codec, topics.LLMSpend, me.ActiveOrgID, schemas.New(me.ActiveOrgID, spend)); err != nil {
+			if err := outbox.AddEvent(context.Background(), tx, platform.App.Codec, topics.LLMSpend, orgID, schemas.New(orgID, spend)); err != nil {
 				return err
 			}
 		}

@@ -1,12 +1,9 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -298,23 +295,8 @@ func notified(t *testing.T, ctx context.Context, timeout time.Duration, session,
 // origin with a bearer token.
 func gatewayDo(t *testing.T, origin, method, path, token string, body any) int {
 	t.Helper()
-	var rd io.Reader = http.NoBody
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, origin+"/proliferate"+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode
+	status, _ := bearerCall(t, method, origin+"/proliferate"+path, token, body)
+	return status
 }
 
 // Browser notifications, with the real agent and the scripted model: the

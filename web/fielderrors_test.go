@@ -23,8 +23,7 @@ func TestFormsShowFieldErrorsAndSaveNothing(t *testing.T) {
 	origin, platform := startPlatform(t)
 	ctx := browser.New(t, browser.Options{})
 	email := fmt.Sprintf("fe-%d@example.com", time.Now().UnixNano())
-	signUp(t, ctx, origin, "Fay", email)
-	token := settingsToken(t, ctx)
+	token := signUp(t, ctx, origin, "Fay", email)
 	var orgID string
 	if err := platform.App.Pool.QueryRow(t.Context(), `SELECT active_org_id::text FROM users WHERE email = $1`, email).Scan(&orgID); err != nil {
 		t.Fatal(err)

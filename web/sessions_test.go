@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -29,14 +30,23 @@ func waitJS(t *testing.T, ctx context.Context, timeout time.Duration, expr strin
 // apiDo calls the REST API with a bearer token and decodes the answer.
 func apiDo(t *testing.T, origin, method, path, token string, body, out any) int {
 	t.Helper()
-	var rd *bytes.Reader
+	status, raw := bearerCall(t, method, origin+"/api/v1"+path, token, body)
+	if out != nil {
+		_ = json.Unmarshal([]byte(raw), out)
+	}
+	return status
+}
+
+// bearerCall sends one request with a bearer token and body (nil: none,
+// else sent as JSON) and returns the status and body.
+func bearerCall(t *testing.T, method, url, token string, body any) (int, string) {
+	t.Helper()
+	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
 	}
-	req, _ := http.NewRequest(method, origin+"/api/v1"+path, rd)
+	req, _ := http.NewRequest(method, url, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -46,10 +56,22 @@ func apiDo(t *testing.T, origin, method, path, token string, body, out any) int 
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if out != nil {
-		_ = json.NewDecoder(resp.Body).Decode(out)
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// whoAmI is the signed-in person's id and active organization (GET /me).
+func whoAmI(t *testing.T, origin, token string) (id, orgID string) {
+	t.Helper()
+	status, body := settingsCall(t, origin, token, http.MethodGet, "/me", nil)
+	var me struct {
+		ID          string `json:"id"`
+		ActiveOrgID string `json:"active_org_id"`
 	}
-	return resp.StatusCode
+	if err := json.Unmarshal([]byte(body), &me); status != http.StatusOK || err != nil || me.ActiveOrgID == "" {
+		t.Fatalf("me: %d %s", status, body)
+	}
+	return me.ID, me.ActiveOrgID
 }
 
 // A person signs up, starts the trial and starts a session from the

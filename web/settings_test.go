@@ -1,12 +1,9 @@
 package web_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -33,27 +30,11 @@ func settingsToken(t *testing.T, ctx context.Context) string {
 	return tok.Access
 }
 
-// call sends one API request with a bearer token and returns the status
-// and body.
+// settingsCall sends one API request with a bearer token and returns the
+// status and body.
 func settingsCall(t *testing.T, origin, token, method, path string, body any) (int, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, origin+"/api/v1"+path, rd)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	return bearerCall(t, method, origin+"/api/v1"+path, token, body)
 }
 
 func settingsHTML(t *testing.T, ctx context.Context) string {

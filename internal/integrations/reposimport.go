@@ -10,7 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/repos"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 )
 
 // Bounds of what is read from an installation. GitHub lists 100 repositories
@@ -142,21 +144,14 @@ func (s *Service) AvailableRepos(ctx context.Context, orgID, viewer, integration
 		ids = append(ids, strconv.FormatInt(r.ID, 10))
 	}
 	known := map[string]string{}
-	rows, err := s.pool.Query(ctx, `SELECT github_repo_id, id::text FROM repos WHERE org_id = $1 AND github_repo_id = ANY($2)`, orgID, ids)
+	rows, err := reposdb.New(s.pool).GitHubRepoIDsInOrg(ctx, reposdb.GitHubRepoIDsInOrgParams{OrgID: orgID, GithubRepoIds: ids})
 	if err != nil {
 		return AvailablePage{}, fmt.Errorf("available repos: %w", err)
 	}
-	for rows.Next() {
-		var gid, id string
-		if err := rows.Scan(&gid, &id); err != nil {
-			rows.Close()
-			return AvailablePage{}, err
+	for _, r := range rows {
+		if r.GithubRepoID != nil {
+			known[*r.GithubRepoID] = r.ID
 		}
-		known[gid] = id
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return AvailablePage{}, err
 	}
 	for _, r := range match[start:end] {
 		a := AvailableRepo{GitHubRepository: r}
@@ -246,14 +241,14 @@ func (s *Service) upsertRepos(ctx context.Context, orgID, userID, integrationID 
 		return res, nil
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('repos-import:' || $1::text))`, orgID); err != nil {
+		if err := reposdb.New(tx).LockOrgReposImport(ctx, orgID); err != nil {
 			return fmt.Errorf("lock org repos: %w", err)
 		}
 		// The integration must still be active and in the org (key-share lock
 		// against a concurrent disconnect, as BindRepo does).
-		var status Status
-		err := tx.QueryRow(ctx, `SELECT status FROM integrations i WHERE i.id = $1 AND i.org_id = $2`+lockShare,
-			integrationID, orgID).Scan(&status)
+		st, err := integrationsdb.New(tx).IntegrationStatusForShare(ctx, integrationsdb.IntegrationStatusForShareParams{
+			ID: integrationID, OrgID: orgID})
+		status := Status(st)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -312,24 +307,24 @@ func upsertRepo(ctx context.Context, outer pgx.Tx, orgID, userID, integrationID 
 		if branch == "" {
 			branch = "main"
 		}
-		err := tx.QueryRow(ctx, `SELECT id::text FROM repos WHERE org_id = $1 AND (github_repo_id = $2 OR lower(github_repo_name) = lower($3))
-			ORDER BY (github_repo_id IS NOT DISTINCT FROM $2) DESC LIMIT 1 FOR UPDATE`, orgID, gid, r.FullName).Scan(&id)
+		rq := reposdb.New(tx)
+		var err error
+		id, err = rq.ImportedRepoMatch(ctx, reposdb.ImportedRepoMatchParams{OrgID: orgID, GithubRepoID: &gid, GithubRepoName: r.FullName})
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			created = true
-			err = tx.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_id, github_repo_name, github_url, default_branch, is_private, added_by)
-				VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`,
-				orgID, gid, r.FullName, repoURL(r), branch, r.Private, nullableUser(userID)).Scan(&id)
+			id, err = rq.InsertImportedRepo(ctx, reposdb.InsertImportedRepoParams{OrgID: orgID, GithubRepoID: &gid,
+				GithubRepoName: r.FullName, GithubUrl: repoURL(r), DefaultBranch: branch, IsPrivate: r.Private,
+				AddedBy: nullableUser(userID)})
 		case err == nil:
-			_, err = tx.Exec(ctx, `UPDATE repos SET github_repo_id = $2, github_repo_name = $3, github_url = $4, default_branch = $5,
-				is_private = $6, is_orphaned = false, updated_at = now() WHERE id = $1`,
-				id, gid, r.FullName, repoURL(r), branch, r.Private)
+			err = rq.RefreshImportedRepo(ctx, reposdb.RefreshImportedRepoParams{ID: id, GithubRepoID: &gid,
+				GithubRepoName: r.FullName, GithubUrl: repoURL(r), DefaultBranch: branch, IsPrivate: r.Private})
 		}
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO repo_connections (org_id, repo_id, integration_id, created_by)
-			VALUES ($1, $2, $3, $4) ON CONFLICT (repo_id, integration_id) DO NOTHING`, orgID, id, integrationID, nullableUser(userID))
+		_, err = integrationsdb.New(tx).BindRepo(ctx, integrationsdb.BindRepoParams{OrgID: orgID, RepoID: id,
+			IntegrationID: integrationID, CreatedBy: nullableUser(userID)})
 		return err
 	})
 	if err != nil && !isUniqueViolation(err) {
@@ -367,18 +362,12 @@ type SyncResult struct {
 // again changes nothing.
 func (s *Service) SyncInstallationRepos(ctx context.Context, installationID int64, added []GitHubRepository, removed []int64) (SyncResult, error) {
 	var res SyncResult
-	rows, err := s.pool.Query(ctx, `SELECT id::text, org_id::text FROM integrations
-		WHERE provider = 'github-app' AND github_installation_id = $1 AND status = 'active'`, installationID)
+	refs, err := integrationsdb.New(s.pool).ActiveInstallationIntegrations(ctx, &installationID)
 	if err != nil {
 		return res, fmt.Errorf("find installation %d: %w", installationID, err)
 	}
-	type ref struct{ id, org string }
-	refs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ref, error) {
-		var x ref
-		return x, r.Scan(&x.id, &x.org)
-	})
-	if err != nil || len(refs) == 0 {
-		return res, err
+	if len(refs) == 0 {
+		return res, nil
 	}
 	if len(added) > MaxImportRepos {
 		added = added[:MaxImportRepos]
@@ -411,7 +400,7 @@ func (s *Service) SyncInstallationRepos(ctx context.Context, installationID int6
 	}
 	for _, r := range refs {
 		if len(added) > 0 {
-			ir, err := s.upsertRepos(ctx, r.org, "", r.id, added)
+			ir, err := s.upsertRepos(ctx, r.OrgID, "", r.ID, added)
 			if errors.Is(err, ErrInactive) || errors.Is(err, ErrNotFound) {
 				continue // disconnected meanwhile
 			}
@@ -423,7 +412,7 @@ func (s *Service) SyncInstallationRepos(ctx context.Context, installationID int6
 			res.Skipped += len(ir.Skipped)
 		}
 		if len(removedIDs) > 0 {
-			unbound, orphaned, err := s.unbindByGitHubID(ctx, r.org, r.id, removedIDs)
+			unbound, orphaned, err := s.unbindByGitHubID(ctx, r.OrgID, r.ID, removedIDs)
 			if err != nil {
 				return res, err
 			}
@@ -440,31 +429,25 @@ func (s *Service) SyncInstallationRepos(ctx context.Context, installationID int6
 // Repos are locked first, as UnbindRepo does.
 func (s *Service) unbindByGitHubID(ctx context.Context, orgID, integrationID string, githubIDs []string) (unbound, orphaned int, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id::text FROM repos WHERE org_id = $1 AND github_repo_id = ANY($2)
-			ORDER BY id FOR UPDATE`, orgID, githubIDs)
-		if err != nil {
-			return fmt.Errorf("lock removed repos: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		rq := reposdb.New(tx)
+		ids, err := rq.LockReposByGitHubID(ctx, reposdb.LockReposByGitHubIDParams{OrgID: orgID, GithubRepoIds: githubIDs})
 		if err != nil {
 			return fmt.Errorf("lock removed repos: %w", err)
 		}
 		if len(ids) == 0 {
 			return nil
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM repo_connections WHERE integration_id = $1 AND org_id = $2 AND repo_id = ANY($3::uuid[])`,
-			integrationID, orgID, ids)
+		n, err := integrationsdb.New(tx).UnbindRepos(ctx, integrationsdb.UnbindReposParams{
+			IntegrationID: integrationID, OrgID: orgID, RepoIds: ids})
 		if err != nil {
 			return fmt.Errorf("unbind removed repos: %w", err)
 		}
-		unbound = int(tag.RowsAffected())
-		tag, err = tx.Exec(ctx, `UPDATE repos r SET is_orphaned = true, updated_at = now()
-			WHERE r.org_id = $1 AND r.id = ANY($2::uuid[]) AND NOT r.is_orphaned
-			AND NOT EXISTS (SELECT 1 FROM repo_connections rc WHERE rc.repo_id = r.id)`, orgID, ids)
+		unbound = int(n)
+		n, err = rq.OrphanUnboundRepos(ctx, reposdb.OrphanUnboundReposParams{OrgID: orgID, RepoIds: ids})
 		if err != nil {
 			return fmt.Errorf("flag orphaned repos: %w", err)
 		}
-		orphaned = int(tag.RowsAffected())
+		orphaned = int(n)
 		return nil
 	})
 	return unbound, orphaned, err

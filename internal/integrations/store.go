@@ -2,6 +2,7 @@ package integrations
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,30 +13,29 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 )
 
-// integrationCols are selected from integrations i LEFT JOIN users u.
-const integrationCols = `i.id::text, i.org_id::text, i.provider, i.integration_id, i.connection_id,
-	COALESCE(i.provider_config_key, ''), COALESCE(i.github_installation_id, 0), i.display_name, i.scopes,
-	i.status, i.status_reason, i.visibility, i.metadata, i.created_by::text, i.created_at, i.updated_at,
-	u.id::text, u.name, u.email`
-
-// visibleTo is the visibility rule, always applied in SQL: org-wide rows for
-// every member, private rows for their creator only. $2 is the viewer.
-const visibleTo = `(i.visibility = 'org' OR i.created_by = $2::uuid)`
-
-func scanIntegration(row pgx.Row) (Integration, error) {
-	var it Integration
-	var creatorID, creatorName, creatorEmail *string
-	err := row.Scan(&it.ID, &it.OrgID, &it.Provider, &it.IntegrationID, &it.ConnectionID,
-		&it.ProviderConfigKey, &it.GitHubInstallationID, &it.DisplayName, &it.Scopes,
-		&it.Status, &it.StatusReason, &it.Visibility, &it.Metadata, &it.CreatedBy, &it.CreatedAt, &it.UpdatedAt,
-		&creatorID, &creatorName, &creatorEmail)
-	if err != nil {
-		return it, err
+// integrationOf is an integration row with its creator (integrations i LEFT
+// JOIN users u). The queries returning one have the same columns (the
+// visibility rule, org-wide rows for every member and private rows for their
+// creator only, is applied in their SQL), so their row types convert to
+// LookupIntegrationRow.
+func integrationOf(r integrationsdb.LookupIntegrationRow) (Integration, error) {
+	i := r.Integration
+	it := Integration{ID: i.ID, OrgID: i.OrgID, Provider: Provider(i.Provider), IntegrationID: i.IntegrationID,
+		ConnectionID: i.ConnectionID, ProviderConfigKey: deref(i.ProviderConfigKey), DisplayName: i.DisplayName,
+		Scopes: i.Scopes, Status: Status(i.Status), StatusReason: i.StatusReason, Visibility: Visibility(i.Visibility),
+		CreatedBy: i.CreatedBy, CreatedAt: i.CreatedAt, UpdatedAt: i.UpdatedAt}
+	if i.GithubInstallationID != nil {
+		it.GitHubInstallationID = *i.GithubInstallationID
 	}
-	if creatorID != nil {
-		it.Creator = &Creator{ID: *creatorID, Name: deref(creatorName), Email: deref(creatorEmail)}
+	if err := json.Unmarshal(i.Metadata, &it.Metadata); err != nil {
+		return it, fmt.Errorf("integration %s metadata: %w", i.ID, err)
+	}
+	if r.CreatorID != nil {
+		it.Creator = &Creator{ID: *r.CreatorID, Name: deref(r.CreatorName), Email: deref(r.CreatorEmail)}
 	}
 	if it.Scopes == nil {
 		it.Scopes = []string{}
@@ -61,17 +61,19 @@ type ListFilter struct {
 
 // List returns the integrations of org visible to viewer, newest first.
 func (s *Service) List(ctx context.Context, orgID, viewer string, f ListFilter, p Page) ([]Integration, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+integrationCols+`
-		FROM integrations i LEFT JOIN users u ON u.id = i.created_by
-		WHERE i.org_id = $1 AND `+visibleTo+`
-		  AND ($3 = '' OR i.integration_id = $3) AND ($4 = '' OR i.status = $4)
-		  AND (i.created_at, i.id) < ($5, $6::uuid)
-		ORDER BY i.created_at DESC, i.id DESC LIMIT $7`,
-		orgID, viewer, f.IntegrationID, string(f.Status), p.At, p.ID, p.Limit+1)
+	rows, err := integrationsdb.New(s.pool).ListIntegrations(ctx, integrationsdb.ListIntegrationsParams{
+		OrgID: orgID, Viewer: viewer, IntegrationID: f.IntegrationID, Status: string(f.Status),
+		BeforeAt: p.At, BeforeID: p.ID, MaxRows: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("list integrations: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Integration, error) { return scanIntegration(r) })
+	out := make([]Integration, len(rows))
+	for i, r := range rows {
+		if out[i], err = integrationOf(integrationsdb.LookupIntegrationRow(r)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Get returns one integration of org visible to viewer.
@@ -85,23 +87,42 @@ type querier interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
-// Row locks taken by get. Changing or deleting an integration takes
-// lockUpdate; binding to it takes lockShare, which lets bindings proceed
-// together but waits for (and blocks) a disconnect. Both are taken before
-// any repo lock, so binds and disconnects cannot deadlock.
+// rowLock is the row lock get takes. Changing or deleting an integration
+// takes lockUpdate; binding to it takes lockShare, which lets bindings
+// proceed together but waits for (and blocks) a disconnect. Both are taken
+// before any repo lock, so binds and disconnects cannot deadlock.
+type rowLock int
+
 const (
-	lockNone   = ""
-	lockShare  = " FOR KEY SHARE OF i"
-	lockUpdate = " FOR UPDATE OF i"
+	lockNone rowLock = iota
+	lockShare
+	lockUpdate
 )
 
-func (s *Service) get(ctx context.Context, q querier, orgID, viewer, id string, lock string) (Integration, error) {
-	sql := `SELECT ` + integrationCols + `
-		FROM integrations i LEFT JOIN users u ON u.id = i.created_by
-		WHERE i.id = $3 AND i.org_id = $1 AND ` + visibleTo + lock
-	it, err := scanIntegration(q.QueryRow(ctx, sql, orgID, viewer, id))
+func (s *Service) get(ctx context.Context, db querier, orgID, viewer, id string, lock rowLock) (Integration, error) {
+	q := integrationsdb.New(db)
+	var r integrationsdb.LookupIntegrationRow
+	var err error
+	switch lock {
+	case lockShare:
+		var x integrationsdb.VisibleIntegrationForShareRow
+		x, err = q.VisibleIntegrationForShare(ctx, integrationsdb.VisibleIntegrationForShareParams{ID: id, OrgID: orgID, Viewer: viewer})
+		r = integrationsdb.LookupIntegrationRow(x)
+	case lockUpdate:
+		var x integrationsdb.VisibleIntegrationForUpdateRow
+		x, err = q.VisibleIntegrationForUpdate(ctx, integrationsdb.VisibleIntegrationForUpdateParams{ID: id, OrgID: orgID, Viewer: viewer})
+		r = integrationsdb.LookupIntegrationRow(x)
+	default:
+		var x integrationsdb.VisibleIntegrationRow
+		x, err = q.VisibleIntegration(ctx, integrationsdb.VisibleIntegrationParams{ID: id, OrgID: orgID, Viewer: viewer})
+		r = integrationsdb.LookupIntegrationRow(x)
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return it, ErrNotFound
+		return Integration{}, ErrNotFound
+	}
+	var it Integration
+	if err == nil {
+		it, err = integrationOf(r)
 	}
 	if err != nil {
 		return it, fmt.Errorf("get integration %s: %w", id, err)
@@ -112,11 +133,13 @@ func (s *Service) get(ctx context.Context, q querier, orgID, viewer, id string, 
 // Lookup returns an integration of org regardless of visibility: for platform
 // code acting for the org (runs, sessions, gateway), never for a person.
 func (s *Service) Lookup(ctx context.Context, orgID, id string) (Integration, error) {
-	it, err := scanIntegration(s.pool.QueryRow(ctx, `SELECT `+integrationCols+`
-		FROM integrations i LEFT JOIN users u ON u.id = i.created_by
-		WHERE i.id = $2 AND i.org_id = $1`, orgID, id))
+	r, err := integrationsdb.New(s.pool).LookupIntegration(ctx, integrationsdb.LookupIntegrationParams{ID: id, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return it, ErrNotFound
+		return Integration{}, ErrNotFound
+	}
+	var it Integration
+	if err == nil {
+		it, err = integrationOf(r)
 	}
 	if err != nil {
 		return it, fmt.Errorf("lookup integration %s: %w", id, err)
@@ -163,24 +186,21 @@ func (s *Service) save(ctx context.Context, r Registration) (Integration, bool, 
 	if r.ProviderConfigKey != "" {
 		cfgKey = &r.ProviderConfigKey
 	}
+	metadata, err := json.Marshal(r.Metadata)
+	if err != nil {
+		return Integration{}, false, fmt.Errorf("save integration: %w", err)
+	}
 	var id string
 	var created bool
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO integrations (org_id, provider, integration_id, connection_id,
-			provider_config_key, github_installation_id, display_name, scopes, status, visibility, metadata, created_by)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-		ON CONFLICT (org_id, connection_id) DO UPDATE SET
-			status = EXCLUDED.status, status_reason = '',
-			display_name = COALESCE(EXCLUDED.display_name, integrations.display_name),
-			scopes = EXCLUDED.scopes, metadata = EXCLUDED.metadata, updated_at = now()
-		WHERE integrations.provider = EXCLUDED.provider
-		  AND (integrations.visibility = 'org' OR integrations.created_by = EXCLUDED.created_by)
-		RETURNING id::text, (xmax = 0)`,
-			r.OrgID, string(r.Provider), r.IntegrationID, r.ConnectionID, cfgKey, instID, r.DisplayName,
-			r.Scopes, string(r.Status), string(r.Visibility), r.Metadata, r.UserID).Scan(&id, &created)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		row, err := integrationsdb.New(tx).UpsertIntegration(ctx, integrationsdb.UpsertIntegrationParams{
+			OrgID: r.OrgID, Provider: string(r.Provider), IntegrationID: r.IntegrationID, ConnectionID: r.ConnectionID,
+			ProviderConfigKey: cfgKey, GithubInstallationID: instID, DisplayName: r.DisplayName, Scopes: r.Scopes,
+			Status: string(r.Status), Visibility: string(r.Visibility), Metadata: metadata, CreatedBy: &r.UserID})
 		if err != nil {
 			return err
 		}
+		id, created = row.ID, row.Created
 		// The organization's audit trail, in the connection's transaction.
 		ev := audit.Event{OrgID: r.OrgID, Action: "integration.connect", TargetType: "integration", TargetID: id,
 			Details: map[string]any{"provider": string(r.Provider), "integration": r.IntegrationID, "name": r.DisplayName, "visibility": string(r.Visibility)},
@@ -370,8 +390,8 @@ func (s *Service) UpdateIntegration(ctx context.Context, orgID, viewer string, a
 	if u.Visibility != nil {
 		vis = *u.Visibility
 	}
-	if _, err := tx.Exec(ctx, `UPDATE integrations SET display_name = $3, visibility = $4, updated_at = now()
-		WHERE id = $1 AND org_id = $2`, id, orgID, name, string(vis)); err != nil {
+	if err := integrationsdb.New(tx).UpdateIntegration(ctx, integrationsdb.UpdateIntegrationParams{
+		DisplayName: name, Visibility: string(vis), ID: id, OrgID: orgID}); err != nil {
 		return it, fmt.Errorf("update integration: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -386,19 +406,20 @@ func (s *Service) SetStatus(ctx context.Context, orgID, id string, to Status, re
 	if !to.Valid() {
 		return ErrInvalidTransition
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE integrations SET status = $3, status_reason = $4, updated_at = now()
-		WHERE id = $1 AND org_id = $2 AND status = ANY($5)`, id, orgID, string(to), reason, sourcesOf(to))
+	q := integrationsdb.New(s.pool)
+	n, err := q.SetIntegrationStatus(ctx, integrationsdb.SetIntegrationStatusParams{
+		Status: string(to), StatusReason: reason, ID: id, OrgID: orgID, Sources: sourcesOf(to)})
 	if isUniqueViolation(err) { // reviving an installation another org now holds
 		return ErrInstallationClaimed
 	}
 	if err != nil {
 		return fmt.Errorf("set integration status: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
+	if n == 1 {
 		return nil
 	}
-	var cur Status
-	err = s.pool.QueryRow(ctx, `SELECT status FROM integrations WHERE id = $1 AND org_id = $2`, id, orgID).Scan(&cur)
+	st, err := q.IntegrationStatus(ctx, integrationsdb.IntegrationStatusParams{ID: id, OrgID: orgID})
+	cur := Status(st)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
@@ -420,25 +441,26 @@ func (s *Service) SetStatusByInstallation(ctx context.Context, installationID in
 	if !to.Valid() {
 		return 0, ErrInvalidTransition
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE integrations SET status = $2, status_reason = $3, updated_at = now()
-		WHERE github_installation_id = $1 AND status = ANY($4) AND status <> 'deleted'`, installationID, string(to), reason, sourcesOf(to))
+	n, err := integrationsdb.New(s.pool).SetInstallationStatus(ctx, integrationsdb.SetInstallationStatusParams{
+		Status: string(to), StatusReason: reason, InstallationID: &installationID, Sources: sourcesOf(to)})
 	if err != nil {
 		return 0, fmt.Errorf("set installation status: %w", err)
 	}
 	if s.github != nil && to != StatusActive {
 		s.github.Forget(installationID)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // DeletePrivateForUser removes a person's private integrations in an org
 // (nobody else can see or use them). Call it when a member leaves the org.
 func (s *Service) DeletePrivateForUser(ctx context.Context, orgID, userID string) (int, error) {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM integrations WHERE org_id = $1 AND created_by = $2 AND visibility = 'private'`, orgID, userID)
+	n, err := integrationsdb.New(s.pool).DeletePrivateIntegrations(ctx, integrationsdb.DeletePrivateIntegrationsParams{
+		OrgID: orgID, UserID: &userID})
 	if err != nil {
 		return 0, fmt.Errorf("delete private integrations: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return int(n), nil
 }
 
 // OrphanedRepo is a repo left without any connection.
@@ -481,23 +503,19 @@ func (s *Service) Disconnect(ctx context.Context, orgID, viewer string, admin bo
 	// Lock the bound repos first: a concurrent bind inserting into
 	// repo_connections (which key-share locks the repo) waits, so the orphan
 	// check below cannot miss a connection being added.
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM repos WHERE org_id = $1
-		AND id IN (SELECT repo_id FROM repo_connections WHERE integration_id = $2) ORDER BY id FOR UPDATE`, orgID, id); err != nil {
+	rq := reposdb.New(tx)
+	if err := rq.LockIntegrationRepos(ctx, reposdb.LockIntegrationReposParams{OrgID: orgID, IntegrationID: id}); err != nil {
 		return res, fmt.Errorf("lock bound repos: %w", err)
 	}
-	rows, err := tx.Query(ctx, `UPDATE repos r SET is_orphaned = true, updated_at = now()
-		WHERE r.org_id = $1
-		  AND r.id IN (SELECT repo_id FROM repo_connections WHERE integration_id = $2)
-		  AND NOT EXISTS (SELECT 1 FROM repo_connections o WHERE o.repo_id = r.id AND o.integration_id <> $2)
-		RETURNING r.id::text, r.github_repo_name`, orgID, id)
+	orphaned, err := rq.OrphanIntegrationRepos(ctx, reposdb.OrphanIntegrationReposParams{OrgID: orgID, IntegrationID: id})
 	if err != nil {
 		return res, fmt.Errorf("flag orphaned repos: %w", err)
 	}
-	res.OrphanedRepos, err = pgx.CollectRows(rows, pgx.RowToStructByPos[OrphanedRepo])
-	if err != nil {
-		return res, err
+	res.OrphanedRepos = make([]OrphanedRepo, len(orphaned))
+	for i, r := range orphaned {
+		res.OrphanedRepos[i] = OrphanedRepo{ID: r.ID, GitHubRepoName: r.GithubRepoName}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM integrations WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
+	if err := integrationsdb.New(tx).DeleteIntegration(ctx, integrationsdb.DeleteIntegrationParams{ID: id, OrgID: orgID}); err != nil {
 		return res, fmt.Errorf("delete integration: %w", err)
 	}
 	if err := audit.Emit(ctx, tx, audit.Event{OrgID: orgID, Action: "integration.disconnect", TargetType: "integration", TargetID: id,

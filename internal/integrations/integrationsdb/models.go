@@ -8,6 +8,25 @@ import (
 	"time"
 )
 
+type Integration struct {
+	ID                   string
+	OrgID                string
+	Provider             string
+	IntegrationID        string
+	ConnectionID         string
+	ProviderConfigKey    *string
+	GithubInstallationID *int64
+	DisplayName          *string
+	Scopes               []string
+	Status               string
+	StatusReason         string
+	Visibility           string
+	Metadata             []byte
+	CreatedBy            *string
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+}
+
 type OrgConnector struct {
 	ID                string
 	OrgID             string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -151,8 +152,8 @@ func Complete(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, orgID, sessi
 	if err != nil {
 		return CompleteResult{}, err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE automation_runs SET completion_id = $2, completion_json = $3 WHERE id = $1`,
-		r.ID, c.CompletionID, raw); err != nil {
+	if err := runsdb.New(tx).SetRunCompletion(ctx, runsdb.SetRunCompletionParams{ID: r.ID,
+		CompletionID: &c.CompletionID, CompletionJson: raw}); err != nil {
 		return CompleteResult{}, fmt.Errorf("store completion of run %s: %w", r.ID, err)
 	}
 	if err := LogEvent(ctx, tx, r.ID, "completion", "", "", map[string]any{

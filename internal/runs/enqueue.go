@@ -17,6 +17,8 @@ import (
 
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -89,20 +91,22 @@ func Enqueue(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, src Source, e
 	}
 	// The deadline is set here, from the automation, so that every run has
 	// one (the original system never set it).
-	var deadline time.Time
-	err = tx.QueryRow(ctx, `INSERT INTO automation_runs (org_id, automation_id, trigger_event_id, trigger_id, status, triggered_by, deadline_at)
-		VALUES ($1, $2, $3, $4, 'queued', $5,
-			now() + make_interval(secs => (SELECT run_deadline_seconds FROM automations WHERE id = $2)))
-		RETURNING id::text, deadline_at`,
-		src.OrgID, src.AutomationID, out.TriggerEventID, src.TriggerID, nullable(src.TriggeredBy)).Scan(&out.RunID, &deadline)
+	q := runsdb.New(tx)
+	trig := src.TriggerID
+	run, err := q.InsertQueuedRun(ctx, runsdb.InsertQueuedRunParams{OrgID: src.OrgID, AutomationID: src.AutomationID,
+		TriggerEventID: out.TriggerEventID, TriggerID: &trig, TriggeredBy: nullable(src.TriggeredBy)})
+	if err == nil && run.DeadlineAt == nil {
+		err = errors.New("the run has no deadline")
+	}
 	if err != nil {
 		return out, fmt.Errorf("insert run: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO automation_run_events (run_id, type, to_status, data)
-		VALUES ($1, 'status_transition', 'queued', jsonb_build_object('trigger_event_id', $2::text))`, out.RunID, out.TriggerEventID); err != nil {
+	out.RunID = run.ID
+	deadline := *run.DeadlineAt
+	if err := q.InsertQueuedRunEvent(ctx, runsdb.InsertQueuedRunEventParams{RunID: out.RunID,
+		TriggerEventID: out.TriggerEventID}); err != nil {
 		return out, fmt.Errorf("insert run event: %w", err)
 	}
-	trig := src.TriggerID
 	life := schemas.New(src.OrgID, &schemas.RunLifecycle{
 		RunID: out.RunID, AutomationID: src.AutomationID, TriggerEventID: out.TriggerEventID,
 		TriggerID: &trig, ToStatus: schemas.RunQueued, DeadlineAt: &deadline,
@@ -146,15 +150,11 @@ func insertEvent(ctx context.Context, tx pgx.Tx, src Source, ev Event, status, s
 		return Outcome{}, fmt.Errorf("runs: event context: %w", err)
 	}
 	var out Outcome
-	err = tx.QueryRow(ctx, `INSERT INTO trigger_events (org_id, trigger_id, status, skip_reason, error_message, provider,
-			provider_event_type, normalized_event_type, external_event_id, dedup_key, title, url, parsed_context,
-			webhook_event_id, occurred_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-		ON CONFLICT (trigger_id, dedup_key) DO NOTHING
-		RETURNING id::text`,
-		src.OrgID, src.TriggerID, status, nullable(skip), nullable(errMsg), ev.Provider, ev.ProviderEventType, ev.EventType,
-		nullable(ev.ExternalID), ev.DedupKey, ev.Title, nullable(ev.URL), ctxJSON, nullable(src.WebhookEventID), nullTime(ev.OccurredAt)).
-		Scan(&out.TriggerEventID)
+	out.TriggerEventID, err = triggersdb.New(tx).RecordTriggerEvent(ctx, triggersdb.RecordTriggerEventParams{
+		OrgID: src.OrgID, TriggerID: src.TriggerID, Status: status, SkipReason: nullable(skip), ErrorMessage: nullable(errMsg),
+		Provider: ev.Provider, ProviderEventType: ev.ProviderEventType, NormalizedEventType: ev.EventType,
+		ExternalEventID: nullable(ev.ExternalID), DedupKey: ev.DedupKey, Title: ev.Title, Url: nullable(ev.URL),
+		ParsedContext: ctxJSON, WebhookEventID: nullable(src.WebhookEventID), OccurredAt: nullTime(ev.OccurredAt)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Outcome{Duplicate: true}, nil
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -59,16 +61,17 @@ type Run struct {
 	QueuedAt                                time.Time
 }
 
-const runCols = `id::text, org_id::text, automation_id::text, trigger_event_id::text, trigger_id::text, status,
-	status_reason, failure_stage, attempt, session_id::text, configuration_id::text, completion_id,
-	completion_json, enrichment_json, prompt_sent_at, deadline_at, last_activity_at, completed_at, queued_at`
-
-func scanRun(row pgx.Row) (Run, error) {
-	var r Run
-	err := row.Scan(&r.ID, &r.OrgID, &r.AutomationID, &r.TriggerEventID, &r.TriggerID, &r.Status,
-		&r.StatusReason, &r.FailureStage, &r.Attempt, &r.SessionID, &r.ConfigurationID, &r.CompletionID,
-		&r.CompletionJSON, &r.EnrichmentJSON, &r.PromptSentAt, &r.DeadlineAt, &r.LastActivityAt, &r.CompletedAt, &r.QueuedAt)
-	return r, err
+// fromRow is the Run of a run row (LockRun, GetRun and MoveRun read the
+// same columns).
+func fromRow(row runsdb.LockRunRow) Run {
+	return Run{
+		ID: row.ID, OrgID: row.OrgID, AutomationID: row.AutomationID, TriggerEventID: row.TriggerEventID,
+		TriggerID: row.TriggerID, Status: row.Status, StatusReason: row.StatusReason, FailureStage: row.FailureStage,
+		Attempt: int(row.Attempt), SessionID: row.SessionID, ConfigurationID: row.ConfigurationID,
+		CompletionID: row.CompletionID, CompletionJSON: row.CompletionJson, EnrichmentJSON: row.EnrichmentJson,
+		PromptSentAt: row.PromptSentAt, DeadlineAt: row.DeadlineAt, LastActivityAt: row.LastActivityAt,
+		CompletedAt: row.CompletedAt, QueuedAt: row.QueuedAt,
+	}
 }
 
 // ErrNotFound is returned for a run id that does not exist (in the org).
@@ -82,31 +85,27 @@ var ErrStale = errors.New("runs: run is not in the expected status")
 // Lock reads a run and locks its row until tx ends. orgID, when not empty,
 // scopes the lookup (an id of another org is ErrNotFound).
 func Lock(ctx context.Context, tx pgx.Tx, orgID, runID string) (Run, error) {
-	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM automation_runs
-		WHERE id = $1 AND ($2 = '' OR org_id::text = $2) FOR UPDATE`, runID, orgID))
+	row, err := runsdb.New(tx).LockRun(ctx, runsdb.LockRunParams{ID: runID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
+		return Run{}, ErrNotFound
 	}
 	if err != nil {
-		return r, fmt.Errorf("lock run %s: %w", runID, err)
+		return Run{}, fmt.Errorf("lock run %s: %w", runID, err)
 	}
-	return r, nil
+	return fromRow(row), nil
 }
 
 // Get reads a run without locking it.
 func Get(ctx context.Context, q Querier, orgID, runID string) (Run, error) {
-	r, err := scanRun(q.QueryRow(ctx, `SELECT `+runCols+` FROM automation_runs
-		WHERE id = $1 AND ($2 = '' OR org_id::text = $2)`, runID, orgID))
+	row, err := runsdb.New(q).GetRun(ctx, runsdb.GetRunParams{ID: runID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
+		return Run{}, ErrNotFound
 	}
-	return r, err
+	return fromRow(runsdb.LockRunRow(row)), err
 }
 
 // Querier is what Get needs (a pool, a connection or a transaction).
-type Querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+type Querier = runsdb.DBTX
 
 // Move describes one status transition.
 type Move struct {
@@ -141,24 +140,12 @@ func Apply(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, r Run, m Move) 
 	if m.ErrorMessage != "" && len(m.ErrorMessage) > 2000 {
 		m.ErrorMessage = m.ErrorMessage[:2000]
 	}
-	updated, err := scanRun(tx.QueryRow(ctx, `UPDATE automation_runs SET
-			status = $2,
-			status_reason = coalesce($3, status_reason),
-			failure_stage = coalesce($4, failure_stage),
-			error_code = coalesce($5, error_code),
-			error_message = coalesce($6, error_message),
-			enrichment_started_at = CASE WHEN $2 = 'enriching' THEN now() ELSE enrichment_started_at END,
-			enrichment_completed_at = CASE WHEN $2 = 'ready' THEN now() ELSE enrichment_completed_at END,
-			execution_started_at = CASE WHEN $2 = 'running' AND NOT $7 THEN now() ELSE execution_started_at END,
-			last_activity_at = CASE WHEN $2 IN ('running') THEN now() ELSE last_activity_at END,
-			completed_at = CASE WHEN $2 IN ('queued', 'enriching', 'ready', 'running') OR $7 THEN NULL
-			                    ELSE coalesce(completed_at, now()) END,
-			updated_at = now()
-		WHERE id = $1 RETURNING `+runCols,
-		r.ID, m.To, nullable(m.Reason), nullable(m.Stage), nullable(m.ErrorCode), nullable(m.ErrorMessage), m.Waiting))
+	row, err := runsdb.New(tx).MoveRun(ctx, runsdb.MoveRunParams{ID: r.ID, Status: m.To, Reason: nullable(m.Reason),
+		Stage: nullable(m.Stage), ErrorCode: nullable(m.ErrorCode), ErrorMessage: nullable(m.ErrorMessage), Waiting: m.Waiting})
 	if err != nil {
 		return r, fmt.Errorf("update run %s to %s: %w", r.ID, m.To, err)
 	}
+	updated := fromRow(runsdb.LockRunRow(row))
 	data := map[string]any{}
 	for k, v := range m.Data {
 		data[k] = v
@@ -178,8 +165,8 @@ func Apply(ctx context.Context, tx pgx.Tx, codec *schemas.Codec, r Run, m Move) 
 		if m.To != StatusSucceeded && m.To != StatusNeedsHuman {
 			ev = "failed"
 		}
-		if _, err := tx.Exec(ctx, `UPDATE trigger_events SET status = $2 WHERE id = $1 AND status <> $2`,
-			r.TriggerEventID, ev); err != nil {
+		if err := triggersdb.New(tx).EndRunTriggerEvent(ctx, triggersdb.EndRunTriggerEventParams{
+			ID: r.TriggerEventID, Status: ev}); err != nil {
 			return r, fmt.Errorf("update trigger event of run %s: %w", r.ID, err)
 		}
 	}
@@ -209,8 +196,8 @@ func LogEvent(ctx context.Context, tx pgx.Tx, runID, typ, from, to string, data 
 	if err != nil {
 		return fmt.Errorf("run event data: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO automation_run_events (run_id, type, from_status, to_status, data)
-		VALUES ($1, $2, $3, $4, $5)`, runID, typ, nullable(from), nullable(to), raw); err != nil {
+	if err := runsdb.New(tx).InsertRunEvent(ctx, runsdb.InsertRunEventParams{RunID: runID, Type: typ,
+		FromStatus: nullable(from), ToStatus: nullable(to), Data: raw}); err != nil {
 		return fmt.Errorf("insert run event: %w", err)
 	}
 	return nil

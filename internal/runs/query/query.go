@@ -38,6 +38,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -105,30 +106,17 @@ type Summary struct {
 	UpdatedAt       time.Time  `json:"updated_at"`
 }
 
-const summaryFrom = ` FROM automation_runs r
-	JOIN automations a ON a.id = r.automation_id
-	JOIN trigger_events e ON e.id = r.trigger_event_id`
-
-const summaryCols = `r.id::text, r.automation_id::text, a.name, r.trigger_event_id::text, r.trigger_id::text,
-	e.title, e.provider, r.status, r.status_reason, r.failure_stage, r.error_code, r.error_message,
-	r.session_id::text, r.configuration_id::text, r.assigned_to::text, r.assigned_at, r.queued_at, r.deadline_at,
-	r.completed_at, r.resolved_at, r.created_at, r.updated_at`
-
-func (s *Summary) fields() []any {
-	return []any{&s.ID, &s.AutomationID, &s.AutomationName, &s.TriggerEventID, &s.TriggerID,
-		&s.Title, &s.Provider, &s.Status, &s.StatusReason, &s.FailureStage, &s.ErrorCode, &s.ErrorMessage,
-		&s.SessionID, &s.ConfigurationID, &s.AssignedTo, &s.AssignedAt, &s.QueuedAt, &s.DeadlineAt,
-		&s.CompletedAt, &s.ResolvedAt, &s.CreatedAt, &s.UpdatedAt}
-}
-
-func collectSummaries(rows pgx.Rows, err error) ([]Summary, error) {
+// summaries are the Summary of each row (the list queries read the
+// summary's columns, in its order).
+func summaries[R runsdb.RunSummaryRow | runsdb.ListAutomationRunsRow | runsdb.AttentionRunsRow | runsdb.ClaimedRunsRow](rows []R, err error) ([]Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Summary, error) {
-		var s Summary
-		return s, r.Scan(s.fields()...)
-	})
+	out := make([]Summary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Summary(runsdb.RunSummaryRow(r)))
+	}
+	return out, nil
 }
 
 // Page is a list position: rows strictly after (At, ID) in (created_at DESC,
@@ -152,29 +140,21 @@ func (s *Store) ListForAutomation(ctx context.Context, orgID, automationID strin
 	if statuses == nil {
 		statuses = []string{}
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT `+summaryCols+summaryFrom+`
-		WHERE r.org_id = $1 AND r.automation_id = $2 AND (cardinality($3::text[]) = 0 OR r.status = ANY($3::text[]))
-		  AND (r.created_at, r.id) < ($4, $5::uuid)
-		ORDER BY r.created_at DESC, r.id DESC LIMIT $6`, orgID, automationID, statuses, p.At, p.ID, p.Limit+1)
-	return collectSummaries(rows, err)
+	return summaries(runsdb.New(s.Pool).ListAutomationRuns(ctx, runsdb.ListAutomationRunsParams{OrgID: orgID,
+		AutomationID: automationID, Statuses: statuses, At: p.At, AfterID: p.ID, Max: int32(p.Limit + 1)}))
 }
 
 // Attention lists the organization's unresolved failed, needs_human and
 // timed_out runs that ended within maxAgeDays, most recently ended first.
 func (s *Store) Attention(ctx context.Context, orgID string, maxAgeDays, limit int) ([]Summary, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+summaryCols+summaryFrom+`
-		WHERE r.org_id = $1 AND r.status IN ('failed', 'needs_human', 'timed_out') AND r.resolved_at IS NULL
-		  AND r.completed_at >= now() - make_interval(days => $2)
-		ORDER BY r.completed_at DESC, r.id DESC LIMIT $3`, orgID, maxAgeDays, limit)
-	return collectSummaries(rows, err)
+	return summaries(runsdb.New(s.Pool).AttentionRuns(ctx, runsdb.AttentionRunsParams{OrgID: orgID,
+		MaxAgeDays: int32(maxAgeDays), Max: int32(limit)}))
 }
 
 // Claimed lists the runs userID claimed in the organization, newest first.
 func (s *Store) Claimed(ctx context.Context, orgID, userID string, p Page) ([]Summary, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+summaryCols+summaryFrom+`
-		WHERE r.org_id = $1 AND r.assigned_to = $2 AND (r.created_at, r.id) < ($3, $4::uuid)
-		ORDER BY r.created_at DESC, r.id DESC LIMIT $5`, orgID, userID, p.At, p.ID, p.Limit+1)
-	return collectSummaries(rows, err)
+	return summaries(runsdb.New(s.Pool).ClaimedRuns(ctx, runsdb.ClaimedRunsParams{OrgID: orgID, UserID: &userID,
+		At: p.At, AfterID: p.ID, Max: int32(p.Limit + 1)}))
 }
 
 // Detail is everything about one run.
@@ -239,38 +219,44 @@ const maxEvents = 1000
 // Get returns a run's detail.
 func (s *Store) Get(ctx context.Context, orgID, runID string) (Detail, error) {
 	var d Detail
-	var resolvedBy, note *string
-	te := &d.TriggerEvent
-	err := s.Pool.QueryRow(ctx, `SELECT `+summaryCols+`, r.attempt, r.triggered_by::text, r.enrichment_started_at,
-			r.enrichment_completed_at, r.execution_started_at, r.prompt_sent_at, r.last_activity_at, r.completion_id,
-			r.enrichment_json, r.completion_json, r.enrichment_artifact_ref, r.completion_artifact_ref,
-			r.resolved_by::text, r.resolution_note, e.id::text, e.title, e.provider, e.url, e.normalized_event_type,
-			e.provider_event_type, e.external_event_id, e.occurred_at`+summaryFrom+`
-		WHERE r.id = $1 AND r.org_id = $2`, runID, orgID).Scan(append(d.fields(),
-		&d.Attempt, &d.TriggeredBy, &d.EnrichmentStartedAt, &d.EnrichmentCompletedAt, &d.ExecutionStartedAt,
-		&d.PromptSentAt, &d.LastActivityAt, &d.CompletionID, &d.EnrichmentJSON, &d.CompletionJSON,
-		&d.EnrichmentArtifactRef, &d.CompletionArtifactRef, &resolvedBy, &note, &te.ID, &te.Title, &te.Provider,
-		&te.URL, &te.EventType, &te.ProviderEventType, &te.ExternalEventID, &te.OccurredAt)...)
+	q := runsdb.New(s.Pool)
+	row, err := q.RunDetail(ctx, runsdb.RunDetailParams{ID: runID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, ErrNotFound
 	}
 	if err != nil {
 		return d, fmt.Errorf("get run: %w", err)
 	}
+	d = Detail{
+		Summary: Summary{ID: row.ID, AutomationID: row.AutomationID, AutomationName: row.AutomationName,
+			TriggerEventID: row.TriggerEventID, TriggerID: row.TriggerID, Title: row.Title, Provider: row.Provider,
+			Status: row.Status, StatusReason: row.StatusReason, FailureStage: row.FailureStage, ErrorCode: row.ErrorCode,
+			ErrorMessage: row.ErrorMessage, SessionID: row.SessionID, ConfigurationID: row.ConfigurationID,
+			AssignedTo: row.AssignedTo, AssignedAt: row.AssignedAt, QueuedAt: row.QueuedAt, DeadlineAt: row.DeadlineAt,
+			CompletedAt: row.CompletedAt, ResolvedAt: row.ResolvedAt, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt},
+		Attempt: int(row.Attempt), TriggeredBy: row.TriggeredBy, EnrichmentStartedAt: row.EnrichmentStartedAt,
+		EnrichmentCompletedAt: row.EnrichmentCompletedAt, ExecutionStartedAt: row.ExecutionStartedAt,
+		PromptSentAt: row.PromptSentAt, LastActivityAt: row.LastActivityAt, CompletionID: row.CompletionID,
+		EnrichmentJSON: row.EnrichmentJson, CompletionJSON: row.CompletionJson,
+		EnrichmentArtifactRef: row.EnrichmentArtifactRef, CompletionArtifactRef: row.CompletionArtifactRef,
+		TriggerEvent: TriggerEvent{ID: row.EventID, Title: row.Title, Provider: row.Provider, URL: row.EventUrl,
+			EventType: row.NormalizedEventType, ProviderEventType: row.ProviderEventType,
+			ExternalEventID: row.ExternalEventID, OccurredAt: row.OccurredAt},
+	}
 	if d.ResolvedAt != nil {
-		d.Resolution = &Resolution{ResolvedBy: resolvedBy, ResolvedAt: *d.ResolvedAt, Note: note}
+		d.Resolution = &Resolution{ResolvedBy: row.ResolvedBy, ResolvedAt: *d.ResolvedAt, Note: row.ResolutionNote}
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT id, type, from_status, to_status, data, created_at
-		FROM automation_run_events WHERE run_id = $1 ORDER BY id LIMIT $2`, runID, maxEvents)
+	events, err := q.RunEventLog(ctx, runsdb.RunEventLogParams{RunID: runID, Max: maxEvents})
 	if err != nil {
 		return d, fmt.Errorf("run events: %w", err)
 	}
-	d.Events, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Event])
-	if err != nil {
-		return d, fmt.Errorf("run events: %w", err)
-	}
-	if d.Events == nil {
-		d.Events = []Event{}
+	d.Events = make([]Event, 0, len(events))
+	for _, e := range events {
+		ev := Event{ID: e.ID, Type: e.Type, FromStatus: e.FromStatus, ToStatus: e.ToStatus, CreatedAt: e.CreatedAt}
+		if err := json.Unmarshal(e.Data, &ev.Data); err != nil {
+			return d, fmt.Errorf("run events: %w", err)
+		}
+		d.Events = append(d.Events, ev)
 	}
 	if d.Evidence, err = (&evidence.Store{Pool: s.Pool}).ListRun(ctx, orgID, runID); err != nil {
 		return d, fmt.Errorf("run evidence: %w", err)
@@ -280,12 +266,11 @@ func (s *Store) Get(ctx context.Context, orgID, runID string) (Detail, error) {
 
 // getSummary reads one run's summary (inside the write's transaction).
 func getSummary(ctx context.Context, q pgx.Tx, orgID, runID string) (Summary, error) {
-	var s Summary
-	err := q.QueryRow(ctx, `SELECT `+summaryCols+summaryFrom+` WHERE r.id = $1 AND r.org_id = $2`, runID, orgID).Scan(s.fields()...)
+	row, err := runsdb.New(q).RunSummary(ctx, runsdb.RunSummaryParams{ID: runID, OrgID: orgID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s, ErrNotFound
+		return Summary{}, ErrNotFound
 	}
-	return s, err
+	return Summary(row), err
 }
 
 // lock locks the run of the organization and returns it with its claimant
@@ -298,13 +283,11 @@ func lock(ctx context.Context, tx pgx.Tx, orgID, runID string) (runs.Run, *strin
 	if err != nil {
 		return r, nil, nil, err
 	}
-	var claimant *string
-	var resolvedAt *time.Time
-	if err := tx.QueryRow(ctx, `SELECT assigned_to::text, resolved_at FROM automation_runs WHERE id = $1`, runID).
-		Scan(&claimant, &resolvedAt); err != nil {
+	claim, err := runsdb.New(tx).RunClaim(ctx, runID)
+	if err != nil {
 		return r, nil, nil, fmt.Errorf("read claim: %w", err)
 	}
-	return r, claimant, resolvedAt, nil
+	return r, claim.AssignedTo, claim.ResolvedAt, nil
 }
 
 // Assign claims a run for userID (idempotent for the claimant).
@@ -319,8 +302,7 @@ func (s *Store) Assign(ctx context.Context, orgID, runID, userID string) (Summar
 		case claimant != nil && *claimant != userID:
 			return &ClaimedError{By: *claimant}
 		case claimant == nil:
-			if _, err := tx.Exec(ctx, `UPDATE automation_runs SET assigned_to = $2, assigned_at = now(), updated_at = now()
-				WHERE id = $1`, runID, userID); err != nil {
+			if err := runsdb.New(tx).AssignRun(ctx, runsdb.AssignRunParams{ID: runID, UserID: &userID}); err != nil {
 				return fmt.Errorf("assign run: %w", err)
 			}
 			if err := runs.LogEvent(ctx, tx, runID, "assigned", "", "", map[string]any{"user_id": userID}); err != nil {
@@ -346,8 +328,7 @@ func (s *Store) Unassign(ctx context.Context, orgID, runID, userID string, asAdm
 			if *claimant != userID && !asAdmin {
 				return ErrNotClaimant
 			}
-			if _, err := tx.Exec(ctx, `UPDATE automation_runs SET assigned_to = NULL, assigned_at = NULL, updated_at = now()
-				WHERE id = $1`, runID); err != nil {
+			if err := runsdb.New(tx).UnassignRun(ctx, runID); err != nil {
 				return fmt.Errorf("unassign run: %w", err)
 			}
 			if err := runs.LogEvent(ctx, tx, runID, "unassigned", "", "", map[string]any{
@@ -396,8 +377,8 @@ func (s *Store) Resolve(ctx context.Context, orgID, runID, userID string, asAdmi
 			Outcome: outcome, Data: data}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE automation_runs SET resolved_by = $2, resolved_at = now(), resolution_note = $3
-			WHERE id = $1`, runID, userID, nullable(note)); err != nil {
+		if err := runsdb.New(tx).RecordRunResolution(ctx, runsdb.RecordRunResolutionParams{ID: runID,
+			UserID: &userID, Note: nullable(note)}); err != nil {
 			return fmt.Errorf("record resolution: %w", err)
 		}
 		out, err = getSummary(ctx, tx, orgID, runID)

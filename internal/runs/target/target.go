@@ -38,7 +38,9 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 )
 
 // Target types.
@@ -168,8 +170,8 @@ func clone(s *string) *string {
 
 // Querier is a pool, a connection or a transaction.
 type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	reposdb.DBTX
+	prebuildsdb.DBTX
 }
 
 // PG is the Postgres Lookup over repos, configurations and
@@ -182,8 +184,8 @@ func (l pgLookup) RepoInOrg(ctx context.Context, orgID, repoID string) (bool, er
 	if !isUUID(orgID) || !isUUID(repoID) {
 		return false, nil
 	}
-	var ok bool
-	if err := l.q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM repos WHERE id = $1 AND org_id = $2)`, repoID, orgID).Scan(&ok); err != nil {
+	ok, err := reposdb.New(l.q).RepoInOrg(ctx, reposdb.RepoInOrgParams{ID: repoID, OrgID: orgID})
+	if err != nil {
 		return false, fmt.Errorf("repo in org: %w", err)
 	}
 	return ok, nil
@@ -202,19 +204,10 @@ func (l pgLookup) ConfigurationsWithRepo(ctx context.Context, orgID, repoID stri
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	// The allowlist's order is kept through WITH ORDINALITY; a duplicate id
-	// keeps its first position.
-	rows, err := l.q.Query(ctx, `
-		SELECT c.id::text
-		FROM unnest($3::uuid[]) WITH ORDINALITY AS a (id, ord)
-		JOIN configurations c ON c.id = a.id AND c.org_id = $1
-		JOIN configuration_repos cr ON cr.configuration_id = c.id AND cr.repo_id = $2
-		GROUP BY c.id
-		ORDER BY min(a.ord)`, orgID, repoID, ids)
-	if err != nil {
-		return nil, fmt.Errorf("configurations with repo: %w", err)
-	}
-	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	// The allowlist's order is kept; a duplicate id keeps its first
+	// position.
+	found, err := prebuildsdb.New(l.q).ConfigurationsWithRepo(ctx, prebuildsdb.ConfigurationsWithRepoParams{
+		OrgID: orgID, RepoID: repoID, Among: ids})
 	if err != nil {
 		return nil, fmt.Errorf("configurations with repo: %w", err)
 	}

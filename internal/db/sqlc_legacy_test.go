@@ -16,7 +16,6 @@ var legacySQL = map[string][]string{
 	"app/gateway.go":                             {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"app/repoaccess.go":                          {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"app/sessionprompt.go":                       {"configuration_repos", "configurations", "repos"},
-	"internal/integrations/connectors.go":        {"secrets"},
 	"internal/orgs/admin.go":                     {"auth_sessions", "members", "organizations", "users"},
 	"internal/orgs/invitations.go":               {"invitations", "members", "organizations", "users"},
 	"internal/orgs/members.go":                   {"members", "users"},

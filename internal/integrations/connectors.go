@@ -18,6 +18,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/audit"
 	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // Connector modes (per tool, and the connector's default).
@@ -281,13 +282,11 @@ var ErrConnectorNameTaken = fmt.Errorf("connector name %w", ErrConflict)
 
 // checkSecret verifies that the auth secret exists as an org-wide secret
 // (repo_id IS NULL) of org. Only the key is read, never the value.
-func (s *Service) checkSecret(ctx context.Context, q querier, orgID string, a ConnectorAuth) error {
+func (s *Service) checkSecret(ctx context.Context, q secretsdb.DBTX, orgID string, a ConnectorAuth) error {
 	if a.Type == AuthNone {
 		return nil
 	}
-	var ok bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM secrets WHERE org_id = $1 AND key = $2 AND repo_id IS NULL)`,
-		orgID, a.SecretKey).Scan(&ok)
+	ok, err := secretsdb.New(q).OrgWideSecretKeyExists(ctx, secretsdb.OrgWideSecretKeyExistsParams{OrgID: orgID, Key: a.SecretKey})
 	if err != nil {
 		return fmt.Errorf("check connector secret: %w", err)
 	}
@@ -297,7 +296,7 @@ func (s *Service) checkSecret(ctx context.Context, q querier, orgID string, a Co
 	return nil
 }
 
-func (s *Service) validateConnector(ctx context.Context, q querier, c Connector) error {
+func (s *Service) validateConnector(ctx context.Context, q secretsdb.DBTX, c Connector) error {
 	if fe := ValidateConnector(c, s.prod); len(fe) > 0 {
 		return &ValidationError{Fields: fe}
 	}

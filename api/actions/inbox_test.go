@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/httpapi"
 )
@@ -108,7 +109,7 @@ func TestInboxShowsDefinitionDiff(t *testing.T) {
 	a := newOrg(t, e)
 	sid := session(t, e, a.ID, "Docs")
 	diff := `{"reviewed_known":true,"changes":[{"path":"params.properties.delete_all","change":"added","new":{"type":"boolean"}}]}`
-	id := scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
+	id := apitest.Scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
 			mode_source, drifted, params, status, expires_at, definition_hash, reviewed_hash, definition_diff)
 		VALUES ($1, $2, 'connector:00000000-0000-0000-0000-000000000001', 'search_docs', 'read', 'require_approval',
 			'inferred_default', true, '{}', 'pending', now() + interval '1 hour', 'new-hash', 'old-hash', $3)

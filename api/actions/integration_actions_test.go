@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs/runstest"
 )
@@ -47,7 +48,7 @@ func TestIntegrationActionsResolveTheCascade(t *testing.T) {
 
 	runstest.NewTrigger(t, e.Deps.Pool, runstest.Trigger{OrgID: a.ID, AutomationID: a.AutomationID, Provider: "linear"})
 	runstest.NewTrigger(t, e.Deps.Pool, runstest.Trigger{OrgID: a.ID, AutomationID: a.AutomationID, Provider: "github"})
-	exec(t, e, `UPDATE automations SET enabled_tools = '{"slack": {"enabled": true}, "sentry": false}' WHERE id = $1`, a.AutomationID)
+	e.Exec(t, `UPDATE automations SET enabled_tools = '{"slack": {"enabled": true}, "sentry": false}' WHERE id = $1`, a.AutomationID)
 
 	path := "/automations/" + a.AutomationID + "/integration-actions"
 	get := func() actionsapi.IntegrationActionsResponse {
@@ -125,15 +126,15 @@ func TestIntegrationActionsResolveTheCascade(t *testing.T) {
 	check("connector:"+docs, "delete_page", "allow", "org_default")
 	put("automation", a.Admin.Token, mode("connector:"+docs, "search_docs", "require_approval"))
 	check("connector:"+docs, "search_docs", "require_approval", "automation_override")
-	if got := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID); got !=
+	if got := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID); got !=
 		`{"connector:`+docs+`:search_docs": "require_approval"}` {
 		t.Fatalf("automation action_modes %s", got)
 	}
 	// The connector's own per-tool mode is the tool's inferred default.
-	exec(t, e, `UPDATE org_connectors SET tool_risk_overrides = '{"create_page": {"mode": "deny"}}', updated_at = now() WHERE id = $1`, docs)
+	e.Exec(t, `UPDATE org_connectors SET tool_risk_overrides = '{"create_page": {"mode": "deny"}}', updated_at = now() WHERE id = $1`, docs)
 	check("connector:"+docs, "create_page", "deny", "inferred_default")
 	// A stored value that is not a mode denies, and says why.
-	exec(t, e, `UPDATE organizations SET action_modes = '{"slack:send_message": "yes"}' WHERE id = $1`, a.ID)
+	e.Exec(t, `UPDATE organizations SET action_modes = '{"slack:send_message": "yes"}' WHERE id = $1`, a.ID)
 	sm := findAction(t, findIntegration(t, get(), "slack"), "send_message")
 	if sm.Mode != "deny" || sm.ModeSource != "org_default" || sm.DeniedReason != "unknown_mode:yes" {
 		t.Fatalf("send_message %+v", sm)
@@ -151,7 +152,7 @@ func TestIntegrationActionsResolveTheCascade(t *testing.T) {
 	assertField(t, e.Do(t, http.MethodPut, "/automations/"+a.AutomationID+"/action-modes", a.Owner.Token, mode("linear", "x", "sometimes")).
 		ExpectError(t, 422, httpapi.CodeValidation), "mode")
 	// Another org's automation keeps its modes untouched.
-	if got := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, b.AutomationID); got != "{}" {
+	if got := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, b.AutomationID); got != "{}" {
 		t.Fatalf("org b automation modes %s", got)
 	}
 

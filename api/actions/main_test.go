@@ -39,26 +39,10 @@ func newOrg(t *testing.T, e *apitest.Env) *org {
 	return &org{Org: o, AutomationID: runstest.Automation(t, e.Deps.Pool, o.ID)}
 }
 
-func exec(t *testing.T, e *apitest.Env, sql string, args ...any) {
-	t.Helper()
-	if _, err := e.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func scalar[T any](t *testing.T, e *apitest.Env, sql string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := e.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // session inserts a session of org with a title.
 func session(t *testing.T, e *apitest.Env, orgID, title string) string {
 	t.Helper()
-	return scalar[string](t, e, `INSERT INTO sessions (org_id, title) VALUES ($1, $2) RETURNING id::text`, orgID, title)
+	return apitest.Scalar[string](t, e, `INSERT INTO sessions (org_id, title) VALUES ($1, $2) RETURNING id::text`, orgID, title)
 }
 
 // invocation inserts an invocation of a session with a status, created at
@@ -70,7 +54,7 @@ func invocation(t *testing.T, e *apitest.Env, orgID, sessionID, status string, a
 		x := at.Add(time.Hour)
 		expires = &x
 	}
-	return scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
+	return apitest.Scalar[string](t, e, `INSERT INTO action_invocations (org_id, session_id, integration, action, risk_level, mode,
 			mode_source, params, status, expires_at, created_at)
 		VALUES ($1, $2, 'linear', 'create_issue', 'write', 'require_approval', 'inferred_default', '{"title":"x"}', $3, $4, $5)
 		RETURNING id::text`, orgID, sessionID, status, expires, at)
@@ -82,7 +66,7 @@ func connector(t *testing.T, e *apitest.Env, orgID, name, url string, authJSON s
 	if authJSON == "" {
 		authJSON = `{"type":"none"}`
 	}
-	return scalar[string](t, e, `INSERT INTO org_connectors (org_id, name, url, auth, enabled) VALUES ($1, $2, $3, $4, $5)
+	return apitest.Scalar[string](t, e, `INSERT INTO org_connectors (org_id, name, url, auth, enabled) VALUES ($1, $2, $3, $4, $5)
 		RETURNING id::text`, orgID, name, url, authJSON, enabled)
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	actionsapi "github.com/proliferate/proliferate/api/actions"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/providers/linear"
 	"github.com/proliferate/proliferate/internal/actions/providers/sentry"
@@ -55,7 +56,7 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 	}
 	// Changing a mode replaces it; the row holds exactly what the API says.
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "create_issue", "require_approval")).Expect(t, http.StatusOK, fresh(&m))
-	if got := scalar[string](t, e, `SELECT action_modes->>'linear:create_issue' FROM organizations WHERE id = $1`, a.ID); got != "require_approval" {
+	if got := apitest.Scalar[string](t, e, `SELECT action_modes->>'linear:create_issue' FROM organizations WHERE id = $1`, a.ID); got != "require_approval" {
 		t.Fatalf("stored %q", got)
 	}
 	// null clears; clearing a key that is not there is a no-op.
@@ -71,7 +72,7 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 	}
 
 	// Invalid input is 422 naming the field, and changes nothing.
-	before := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID)
+	before := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID)
 	cases := []struct {
 		body  any
 		field string
@@ -92,7 +93,7 @@ func TestOrgModesRoundTripAndAccess(t *testing.T) {
 	for _, c := range cases {
 		assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, c.body).ExpectError(t, 422, httpapi.CodeValidation), c.field)
 	}
-	if after := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); after != before {
+	if after := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); after != before {
 		t.Fatalf("refused writes changed the modes: %s → %s", before, after)
 	}
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, "{").ExpectError(t, http.StatusBadRequest, httpapi.CodeBadRequest)
@@ -125,7 +126,7 @@ func TestConcurrentModeWritesKeepEveryKey(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := scalar[int](t, e, `SELECT count(*) FROM automations a, jsonb_object_keys(a.action_modes) WHERE a.id = $1`, a.AutomationID); got != n {
+	if got := apitest.Scalar[int](t, e, `SELECT count(*) FROM automations a, jsonb_object_keys(a.action_modes) WHERE a.id = $1`, a.AutomationID); got != n {
 		t.Fatalf("%d keys stored, want %d", got, n)
 	}
 }
@@ -135,7 +136,7 @@ func TestModesAreBounded(t *testing.T) {
 	a := newOrg(t, e)
 	// Stale keys fill the map (a cleared key needs no catalog check), plus
 	// one real action.
-	exec(t, e, `UPDATE organizations SET action_modes = (SELECT jsonb_object_agg('linear:a' || g, 'deny') FROM generate_series(1, $2) g)
+	e.Exec(t, `UPDATE organizations SET action_modes = (SELECT jsonb_object_agg('linear:a' || g, 'deny') FROM generate_series(1, $2) g)
 		|| '{"linear:create_issue":"deny"}' WHERE id = $1`, a.ID, actionsapi.MaxModes-1)
 	assertField(t, e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "get_issue", "allow")).
 		ExpectError(t, 422, httpapi.CodeValidation), "action")
@@ -193,7 +194,7 @@ func TestModeKeysAreCheckedAgainstTheCatalog(t *testing.T) {
 	dead := newMCPServer(t, "x")
 	dead.Close()
 	down := connector(t, e, a.ID, "Down", dead.URL, "", true)
-	exec(t, e, `UPDATE org_connectors SET tool_risk_overrides = '{"archive":{"mode":"deny"}}' WHERE id = $1`, down)
+	e.Exec(t, `UPDATE org_connectors SET tool_risk_overrides = '{"archive":{"mode":"deny"}}' WHERE id = $1`, down)
 
 	var m actionsapi.ModesResponse
 	for _, p := range []string{"/actions/modes", "/automations/" + a.AutomationID + "/action-modes"} {
@@ -204,8 +205,8 @@ func TestModeKeysAreCheckedAgainstTheCatalog(t *testing.T) {
 			t.Fatalf("%s: %v", p, m.ActionModes)
 		}
 	}
-	orgBefore := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID)
-	autoBefore := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID)
+	orgBefore := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID)
+	autoBefore := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID)
 	cases := []struct {
 		body any
 		key  string
@@ -226,14 +227,14 @@ func TestModeKeysAreCheckedAgainstTheCatalog(t *testing.T) {
 		assertField(t, e.Do(t, http.MethodPut, p, a.Admin.Token, mode("linear", "create_issue", "always")).
 			ExpectError(t, 422, httpapi.CodeValidation), "mode")
 	}
-	if got := scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); got != orgBefore {
+	if got := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM organizations WHERE id = $1`, a.ID); got != orgBefore {
 		t.Fatalf("refused writes changed the org modes: %s → %s", orgBefore, got)
 	}
-	if got := scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID); got != autoBefore {
+	if got := apitest.Scalar[string](t, e, `SELECT action_modes::text FROM automations WHERE id = $1`, a.AutomationID); got != autoBefore {
 		t.Fatalf("refused writes changed the automation modes: %s → %s", autoBefore, got)
 	}
 	// A stale key (an action that no longer exists) can still be cleared.
-	exec(t, e, `UPDATE organizations SET action_modes = action_modes || '{"linear:gone":"deny"}' WHERE id = $1`, a.ID)
+	e.Exec(t, `UPDATE organizations SET action_modes = action_modes || '{"linear:gone":"deny"}' WHERE id = $1`, a.ID)
 	e.Do(t, http.MethodPut, "/actions/modes", a.Admin.Token, mode("linear", "gone", nil)).Expect(t, http.StatusOK, fresh(&m))
 	if _, ok := m.ActionModes["linear:gone"]; ok || len(m.ActionModes) != 3 {
 		t.Fatalf("after clearing a stale key: %v", m.ActionModes)

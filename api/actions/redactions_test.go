@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/actions"
 	"github.com/proliferate/proliferate/internal/actions/redaction"
 	"github.com/proliferate/proliferate/internal/httpapi"
@@ -81,10 +82,10 @@ func TestRedactionPatternsRoundTripAndAccess(t *testing.T) {
 
 	// [] clears the list.
 	e.Do(t, http.MethodPut, "/actions/redactions", a.Owner.Token, map[string]any{"patterns": []any{}}).Expect(t, http.StatusOK, &set)
-	if len(set.Patterns) != 0 || scalar[int](t, e, `SELECT jsonb_array_length(patterns) FROM action_redactions WHERE org_id = $1`, a.ID) != 0 {
+	if len(set.Patterns) != 0 || apitest.Scalar[int](t, e, `SELECT jsonb_array_length(patterns) FROM action_redactions WHERE org_id = $1`, a.ID) != 0 {
 		t.Fatalf("clear: %+v", set)
 	}
-	if n := scalar[int](t, e, `SELECT count(*) FROM audit_log WHERE org_id = $1 AND action = 'action_redactions.update'`, a.ID); n != 2 {
+	if n := apitest.Scalar[int](t, e, `SELECT count(*) FROM audit_log WHERE org_id = $1 AND action = 'action_redactions.update'`, a.ID); n != 2 {
 		t.Fatalf("audit rows: %d", n)
 	}
 }

@@ -346,6 +346,24 @@ func (r *Response) Expect(t testing.TB, status int, v any) {
 	}
 }
 
+// Exec runs a statement on the test database (state no route sets up).
+func (e *Env) Exec(t testing.TB, sql string, args ...any) {
+	t.Helper()
+	if _, err := e.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Scalar runs a query of one row and one column on the test database.
+func Scalar[T any](t testing.TB, e *Env, sql string, args ...any) T {
+	t.Helper()
+	var v T
+	if err := e.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // CountRows counts rows of a table matching a condition (to prove that a
 // rejected request wrote nothing).
 func (e *Env) CountRows(t testing.TB, table, where string, args ...any) int {

@@ -52,13 +52,6 @@ func ledger(t *testing.T, env *apitest.Env) *billing.Ledger {
 	return &billing.Ledger{Pool: env.Deps.Pool, Codec: codec}
 }
 
-func exec(t *testing.T, env *apitest.Env, sql string, args ...any) {
-	t.Helper()
-	if _, err := env.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestInfoUsageAndIsolation(t *testing.T) {
 	env, _ := newEnv(t)
 	ctx := context.Background()
@@ -109,7 +102,7 @@ func TestInfoUsageAndIsolation(t *testing.T) {
 func TestSettings(t *testing.T) {
 	env, _ := newEnv(t)
 	tm := newTeam(t, env)
-	exec(t, env, `UPDATE organizations SET overage_decline_at = now() WHERE id = $1`, tm.OrgID)
+	env.Exec(t, `UPDATE organizations SET overage_decline_at = now() WHERE id = $1`, tm.OrgID)
 	env.Do(t, "PUT", "/billing/settings", tm.Member.Token, map[string]any{"overage_policy": "allow"}).ExpectError(t, 403, httpapi.CodeForbidden)
 	for _, body := range []any{
 		map[string]any{"overage_policy": "sometimes"},
@@ -214,7 +207,7 @@ func TestReconciliationsAndReconcile(t *testing.T) {
 	if _, err := l.ActivatePlan(ctx, tm.OrgID, "dev", "plan:rec:"+tm.OrgID, ""); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, env, `UPDATE organizations SET autumn_customer_id = id::text WHERE id = $1`, tm.OrgID)
+	env.Exec(t, `UPDATE organizations SET autumn_customer_id = id::text WHERE id = $1`, tm.OrgID)
 	fake.SetCustomer(autumnfake.Customer{ID: tm.OrgID, BalanceMicros: 900 * billing.Micros})
 	env.Do(t, "POST", "/billing/reconcile", tm.Member.Token, nil).ExpectError(t, 403, httpapi.CodeForbidden)
 	var rr billingapi.ReconcileResult

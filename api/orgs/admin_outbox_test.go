@@ -30,7 +30,7 @@ func TestAdminOutboxDeadLetters(t *testing.T) {
 	// Ids far above any real outbox id, unique per run.
 	base := time.Now().UnixNano()
 	for i := range 2 {
-		exec(t, env, `INSERT INTO outbox_dead_letters (id, topic, key, value, headers, created_at, error)
+		env.Exec(t, `INSERT INTO outbox_dead_letters (id, topic, key, value, headers, created_at, error)
 			VALUES ($1, 'missing.events', 'k', 'v', '{}', now(), 'UNKNOWN_TOPIC_OR_PARTITION')`, base+int64(i))
 	}
 	first, second := strconv.FormatInt(base, 10), strconv.FormatInt(base+1, 10)
@@ -63,7 +63,7 @@ func TestAdminOutboxDeadLetters(t *testing.T) {
 	if err := env.Deps.Pool.QueryRow(context.Background(), `SELECT topic FROM outbox WHERE id = $1 AND published_at IS NULL`, retried.IDs[0]).Scan(&topic); err != nil || topic != "missing.events" {
 		t.Fatalf("retried row in the outbox: %q, %v", topic, err)
 	}
-	exec(t, env, `DELETE FROM outbox WHERE id = $1`, retried.IDs[0]) // no relay runs here
+	env.Exec(t, `DELETE FROM outbox WHERE id = $1`, retried.IDs[0]) // no relay runs here
 	env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+second, ops.Token, nil).Expect(t, 204, nil)
 	env.Do(t, "DELETE", "/admin/outbox/dead-letters/"+second, ops.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	if n := env.CountRows(t, "outbox_dead_letters", "id IN ("+first+","+second+")"); n != 0 {

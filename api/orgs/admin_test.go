@@ -30,10 +30,10 @@ func adminEnv(t *testing.T) (env *apitest.Env, byEmail, byFlag *apitest.User) {
 	opsEmail := strings.ToLower(apitest.Unique("ops")) + "@ops.example.org"
 	env = newEnv(t, apitest.WithEnv("SUPER_ADMIN_EMAILS", "someone@else.org,"+strings.ToUpper(opsEmail)))
 	byEmail = env.NewUser(t)
-	exec(t, env, `UPDATE users SET email = $2 WHERE id = $1`, byEmail.ID, opsEmail)
+	env.Exec(t, `UPDATE users SET email = $2 WHERE id = $1`, byEmail.ID, opsEmail)
 	byEmail.Email = opsEmail
 	byFlag = env.NewUser(t)
-	exec(t, env, `UPDATE users SET is_super_admin = true WHERE id = $1`, byFlag.ID)
+	env.Exec(t, `UPDATE users SET is_super_admin = true WHERE id = $1`, byFlag.ID)
 	return env, byEmail, byFlag
 }
 
@@ -120,7 +120,7 @@ func TestImpersonation(t *testing.T) {
 		WHERE m.user_id = $1 AND o.is_personal`, target.ID).Scan(&personal); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, env, `UPDATE users SET active_org_id = $2 WHERE id = $1`, target.ID, personal)
+	env.Exec(t, `UPDATE users SET active_org_id = $2 WHERE id = $1`, target.ID, personal)
 
 	start := time.Now()
 	var imp impersonation

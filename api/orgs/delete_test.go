@@ -169,7 +169,7 @@ func TestRestoreAfterGrace(t *testing.T) {
 	var org domain.Membership
 	env.Do(t, "GET", "/orgs/current", tm.Owner.Token, nil).Expect(t, 200, &org)
 	env.Do(t, "DELETE", "/orgs/"+tm.OrgID, tm.Owner.Token, map[string]any{"confirm_name": org.Name}).Expect(t, 202, nil)
-	exec(t, env, `UPDATE organizations SET delete_after = now() - interval '1 second' WHERE id = $1`, tm.OrgID)
+	env.Exec(t, `UPDATE organizations SET delete_after = now() - interval '1 second' WHERE id = $1`, tm.OrgID)
 	env.Do(t, "POST", "/orgs/"+tm.OrgID+"/restore", tm.Owner.Token, nil).ExpectError(t, 409, domain.CodeDeletionGraceOver)
 }
 
@@ -248,7 +248,7 @@ func TestFinalizeDeletion(t *testing.T) {
 	if _, err := secrets.Create(ctx, env.Deps.Pool, env.Deps.Box, secrets.CreateInput{OrgID: tm.OrgID, Key: "DEPLOY_TOKEN", Value: secretValue}); err != nil {
 		t.Fatal(err)
 	}
-	exec(t, env, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, provider_config_key, visibility, created_by)
+	env.Exec(t, `INSERT INTO integrations (org_id, provider, integration_id, connection_id, provider_config_key, visibility, created_by)
 		VALUES ($1, 'nango', 'linear', $2, 'linear', 'private', $3)`, tm.OrgID, "conn-"+uuid.NewString(), tm.Admin.ID)
 	invite(t, env, tm.Admin.Token, "someone-"+tm.Owner.Email, auth.RoleMember)
 	sid := w.running(t, tm.OrgID, tm.Owner.ID)

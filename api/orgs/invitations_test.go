@@ -178,7 +178,7 @@ func TestInvitationExpiry(t *testing.T) {
 	tm := newTeam(t, env)
 	invitee := env.NewUser(t)
 	inv, tok := invite(t, env, tm.Admin.Token, invitee.Email, auth.RoleMember)
-	exec(t, env, `UPDATE invitations SET expires_at = now() - interval '1 minute' WHERE id = $1`, inv.ID)
+	env.Exec(t, `UPDATE invitations SET expires_at = now() - interval '1 minute' WHERE id = $1`, inv.ID)
 
 	// Lists: gone from the pending lists, shown as expired.
 	var mine api.Page[domain.ReceivedInvitation]
@@ -333,7 +333,7 @@ func TestInvitationRules(t *testing.T) {
 	other := env.NewUser(t)
 	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", other.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
 	env.Do(t, "POST", "/invitations/not-a-uuid/accept", other.Token, nil).ExpectError(t, 404, httpapi.CodeNotFound)
-	exec(t, env, `UPDATE users SET email_verified = false WHERE id = $1`, invitee.ID)
+	env.Exec(t, `UPDATE users SET email_verified = false WHERE id = $1`, invitee.ID)
 	var mine api.Page[domain.ReceivedInvitation]
 	env.Do(t, "GET", "/invitations", invitee.Token, nil).Expect(t, 200, &mine)
 	if len(mine.Items) != 0 {
@@ -343,7 +343,7 @@ func TestInvitationRules(t *testing.T) {
 	if role(t, env, tm.OrgID, invitee.ID) != "" {
 		t.Fatal("accepted without a verified email")
 	}
-	exec(t, env, `UPDATE users SET email_verified = true WHERE id = $1`, invitee.ID)
+	env.Exec(t, `UPDATE users SET email_verified = true WHERE id = $1`, invitee.ID)
 	var acc domain.Accepted
 	env.Do(t, "POST", "/invitations/"+inv.ID+"/accept", invitee.Token, nil).Expect(t, 200, &acc)
 	if acc.Membership.Role != auth.RoleMember || activeOrg(t, env, invitee.ID) != tm.OrgID {

@@ -60,14 +60,6 @@ func activeOrg(t testing.TB, env *apitest.Env, userID string) string {
 	return o
 }
 
-// exec runs SQL on the test database.
-func exec(t testing.TB, env *apitest.Env, sql string, args ...any) {
-	t.Helper()
-	if _, err := env.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestSmoke(t *testing.T) {
 	env := newEnv(t)
 	tm := newTeam(t, env)

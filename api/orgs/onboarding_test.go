@@ -85,7 +85,7 @@ func TestOnboarding(t *testing.T) {
 
 	// Without an active organization: has_org=false, not an error.
 	u := env.NewUser(t)
-	exec(t, env, `UPDATE users SET active_org_id = NULL WHERE id = $1`, u.ID)
+	env.Exec(t, `UPDATE users SET active_org_id = NULL WHERE id = $1`, u.ID)
 	var none domain.Onboarding
 	env.Do(t, "GET", "/onboarding", u.Token, nil).Expect(t, 200, &none)
 	if st = none; st.HasOrg || st.OrgID != "" {

@@ -133,7 +133,7 @@ func TestListOrgsPaginates(t *testing.T) {
 func setEmail(t testing.TB, env *apitest.Env, u *apitest.User, domainName string, verified bool) {
 	t.Helper()
 	u.Email = strings.ToLower(apitest.Unique("p")) + "@" + domainName
-	exec(t, env, `UPDATE users SET email = $2, email_verified = $3 WHERE id = $1`, u.ID, u.Email, verified)
+	env.Exec(t, `UPDATE users SET email = $2, email_verified = $3 WHERE id = $1`, u.ID, u.Email, verified)
 }
 
 func uniqueDomain() string { return strings.ToLower(apitest.Unique("corp")) + ".io" }
@@ -249,7 +249,7 @@ func TestSuggestionsAndJoin(t *testing.T) {
 	// A personal org with the domain (set directly) is never suggested.
 	colleague := env.NewUser(t)
 	setEmail(t, env, colleague, d, true)
-	exec(t, env, `UPDATE organizations o SET allowed_domains = $2 FROM members m
+	env.Exec(t, `UPDATE organizations o SET allowed_domains = $2 FROM members m
 		WHERE m.org_id = o.id AND m.user_id = $1 AND o.is_personal`, tm.Owner.ID, []string{d})
 
 	resp := env.Do(t, "GET", "/orgs/suggestions", colleague.Token, nil)

@@ -113,11 +113,4 @@ func configReposJSON(t *testing.T, env *apitest.Env, cfgID string) string {
 	return s
 }
 
-func exec(t *testing.T, env *apitest.Env, sql string, args ...any) {
-	t.Helper()
-	if _, err := env.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 const missingID = "00000000-0000-4000-8000-000000000000"

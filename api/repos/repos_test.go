@@ -250,7 +250,7 @@ func TestRepoIsolation(t *testing.T) {
 	}
 	// A user without an active organization cannot list anything.
 	loner := env.NewUser(t)
-	exec(t, env, `UPDATE users SET active_org_id = NULL WHERE id = $1`, loner.ID)
+	env.Exec(t, `UPDATE users SET active_org_id = NULL WHERE id = $1`, loner.ID)
 	env.Do(t, http.MethodGet, "/repos", loner.Token, nil).ExpectError(t, http.StatusForbidden, httpapi.CodeForbidden)
 }
 

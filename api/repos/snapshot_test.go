@@ -35,7 +35,7 @@ func TestSnapshotTransitionMatrix(t *testing.T) {
 			t.Run(from+"->"+to, func(t *testing.T) {
 				// The state "from", with a previous snapshot unless it is "none"
 				// (building and failed: a rebuild of an earlier snapshot).
-				exec(t, env, `UPDATE configurations SET snapshot_status = $2,
+				env.Exec(t, `UPDATE configurations SET snapshot_status = $2,
 						snapshot_id = CASE WHEN $2 <> 'none' THEN 'snap-old' END,
 						snapshot_error = CASE WHEN $2 = 'failed' THEN 'old error' END,
 						snapshot_repos_version = CASE WHEN $2 <> 'none' THEN repos_version END,
@@ -88,7 +88,7 @@ func TestSnapshotReportValidation(t *testing.T) {
 	o := env.NewOrg(t)
 	repo := createRepo(t, env, o.Admin.Token, "acme/app", nil)
 	cfg := createConfig(t, env, o.Admin.Token, map[string]any{"name": "x", "repos": refs(repo.ID)})
-	exec(t, env, `UPDATE configurations SET snapshot_status = 'building' WHERE id = $1`, cfg.ID)
+	env.Exec(t, `UPDATE configurations SET snapshot_status = 'building' WHERE id = $1`, cfg.ID)
 	row := rowJSON(t, env, "configurations", cfg.ID)
 	path := "/configurations/" + cfg.ID + "/snapshot"
 	for name, c := range map[string]struct {

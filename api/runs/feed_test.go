@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
 	runsapi "github.com/proliferate/proliferate/api/runs"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs"
@@ -40,9 +41,9 @@ func TestRunFeed(t *testing.T) {
 	failed := run(t, e, o, runs.StatusFailed)
 	human := run(t, e, o, runs.StatusNeedsHuman)
 	queued := run(t, e, o, runs.StatusQueued)
-	sess := scalar[string](t, e, `INSERT INTO sessions (org_id, title, status, pause_reason, latest_task, pr_urls)
+	sess := apitest.Scalar[string](t, e.Env, `INSERT INTO sessions (org_id, title, status, pause_reason, latest_task, pr_urls)
 		VALUES ($1, 'Fix the disk', 'paused', 'credit_limit', 'Deleting core dumps', '{https://github.com/acme/app/pull/7}') RETURNING id::text`, o.ID)
-	exec(t, e, `UPDATE automation_runs SET session_id = $1 WHERE id = $2`, sess, human)
+	e.Exec(t, `UPDATE automation_runs SET session_id = $1 WHERE id = $2`, sess, human)
 
 	all := feed(t, e, "", o.Member.Token)
 	if want := []string{queued, human, failed, ok}; !slices.Equal(feedIDs(all), want) {

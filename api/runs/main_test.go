@@ -143,26 +143,10 @@ func run(t *testing.T, e *env, o *org, status string) string {
 	return id
 }
 
-func scalar[T any](t *testing.T, e *env, sql string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := e.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-func exec(t *testing.T, e *env, sql string, args ...any) {
-	t.Helper()
-	if _, err := e.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // snapshot is what a refused write must leave unchanged.
 func snapshot(t *testing.T, e *env, runID string) string {
 	t.Helper()
-	return scalar[string](t, e, `SELECT concat_ws('|', status, assigned_to, resolved_at, resolution_note, updated_at,
+	return apitest.Scalar[string](t, e.Env, `SELECT concat_ws('|', status, assigned_to, resolved_at, resolution_note, updated_at,
 		(SELECT count(*) FROM automation_run_events WHERE run_id = $1), (SELECT count(*) FROM outbox WHERE key = $1::text))
 		FROM automation_runs WHERE id = $1`, runID)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/internal/runs/query"
@@ -20,7 +21,7 @@ func TestRunDetail(t *testing.T) {
 	e := newEnv(t)
 	o := newOrg(t, e)
 	id := run(t, e, o, runs.StatusRunning)
-	exec(t, e, `UPDATE automation_runs SET enrichment_json = '{"version": 1, "summary": {"title": "Issue"}}' WHERE id = $1`, id)
+	e.Exec(t, `UPDATE automation_runs SET enrichment_json = '{"version": 1, "summary": {"title": "Issue"}}' WHERE id = $1`, id)
 	var res query.CompleteResult
 	e.Do(t, http.MethodPost, "/runs/"+id+"/complete", e.Service, map[string]any{"completion_id": "c-1", "outcome": "needs_human",
 		"summary_markdown": "I need a decision"}).Expect(t, http.StatusOK, &res)
@@ -75,7 +76,7 @@ func TestListStatusFilterAndPagination(t *testing.T) {
 			move(t, e, id, runs.StatusEnriching)
 		}
 		if i%3 == 0 {
-			exec(t, e, `UPDATE automation_runs SET status = 'failed', completed_at = now() WHERE id = $1`, id)
+			e.Exec(t, `UPDATE automation_runs SET status = 'failed', completed_at = now() WHERE id = $1`, id)
 			failed[id] = true
 		}
 	}
@@ -154,7 +155,7 @@ func TestAttention(t *testing.T) {
 	run(t, e, o, runs.StatusSucceeded)
 	run(t, e, o, runs.StatusRunning)
 	old := run(t, e, o, runs.StatusFailed)
-	exec(t, e, `UPDATE automation_runs SET completed_at = now() - interval '10 days' WHERE id = $1`, old)
+	e.Exec(t, `UPDATE automation_runs SET completed_at = now() - interval '10 days' WHERE id = $1`, old)
 	resolved := run(t, e, o, runs.StatusNeedsHuman)
 	e.Do(t, http.MethodPost, "/runs/"+resolved+"/resolve", o.Member.Token, map[string]any{"outcome": "failed"}).Expect(t, http.StatusOK, nil)
 	run(t, e, other, runs.StatusFailed)
@@ -309,7 +310,7 @@ func TestResolve(t *testing.T) {
 				if outcome == runs.StatusFailed {
 					wantEvent = "failed"
 				}
-				if got := scalar[string](t, e, `SELECT status FROM trigger_events WHERE id = $1`, d.TriggerEventID); got != wantEvent {
+				if got := apitest.Scalar[string](t, e.Env, `SELECT status FROM trigger_events WHERE id = $1`, d.TriggerEventID); got != wantEvent {
 					t.Fatalf("trigger event %s, want %s", got, wantEvent)
 				}
 				// Once.

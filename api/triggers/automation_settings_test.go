@@ -18,7 +18,7 @@ import (
 // revoked).
 func slackInstallation(t *testing.T, env *apitest.Env, orgID, status string) string {
 	t.Helper()
-	return scalar[string](t, env, `INSERT INTO slack_installations (org_id, team_id, bot_user_id, encrypted_bot_token, status)
+	return apitest.Scalar[string](t, env, `INSERT INTO slack_installations (org_id, team_id, bot_user_id, encrypted_bot_token, status)
 		VALUES ($1, $2, 'UBOT', 'sealed', $3) RETURNING id::text`, orgID, apitest.Unique("T"), status)
 }
 
@@ -26,7 +26,7 @@ func slackInstallation(t *testing.T, env *apitest.Env, orgID, status string) str
 // nothing.
 func automationRow(t *testing.T, env *apitest.Env, id string) string {
 	t.Helper()
-	return scalar[string](t, env, `SELECT row_to_json(a)::text FROM automations a WHERE id = $1`, id)
+	return apitest.Scalar[string](t, env, `SELECT row_to_json(a)::text FROM automations a WHERE id = $1`, id)
 }
 
 func TestAutomationEverySetting(t *testing.T) {
@@ -97,7 +97,7 @@ func TestAutomationEverySetting(t *testing.T) {
 	}
 	// Once the installation is revoked, other edits still work; re-pointing
 	// notifications at it does not.
-	exec(t, env, `UPDATE slack_installations SET status = 'revoked' WHERE id = $1`, inst)
+	env.Exec(t, `UPDATE slack_installations SET status = 'revoked' WHERE id = $1`, inst)
 	env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"description": "still editable"}).Expect(t, http.StatusOK, nil)
 	assertField(t, env.Do(t, http.MethodPatch, "/automations/"+a.ID, o.Admin.Token, map[string]any{"notification_destination_type": "slack_channel",
 		"notification_channel_id": "C1"}).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation), "notification_slack_installation_id")
@@ -223,7 +223,7 @@ func TestAutomationEnableDisable(t *testing.T) {
 	}{{o.Member.Token, 403, httpapi.CodeForbidden}, {other.Owner.Token, 404, httpapi.CodeNotFound}} {
 		env.Do(t, http.MethodPost, "/automations/"+a.ID+"/disable", tc.token, nil).ExpectError(t, tc.status, tc.code)
 	}
-	if !scalar[bool](t, env, `SELECT enabled FROM automations WHERE id = $1`, a.ID) {
+	if !apitest.Scalar[bool](t, env, `SELECT enabled FROM automations WHERE id = $1`, a.ID) {
 		t.Fatal("a refused disable wrote")
 	}
 }
@@ -254,7 +254,7 @@ func TestAutomationConnections(t *testing.T) {
 	linear := integration(t, env, o.ID, "linear", false, o.Owner.ID)
 	private := integration(t, env, o.ID, "sentry", true, o.Owner.ID)
 	inactive := integration(t, env, o.ID, "github", false, o.Owner.ID)
-	exec(t, env, `UPDATE integrations SET status = 'revoked' WHERE id = $1`, inactive)
+	env.Exec(t, `UPDATE integrations SET status = 'revoked' WHERE id = $1`, inactive)
 	theirs := integration(t, env, other.ID, "linear", false, other.Owner.ID)
 	base := "/automations/" + a.ID + "/connections"
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 )
@@ -68,7 +69,7 @@ func TestAutomationDefaultConfiguration(t *testing.T) {
 	if !strings.Contains(body.Error.Message, "default_configuration_id") {
 		t.Fatalf("error %+v", body.Error)
 	}
-	if got := scalar[string](t, env, `SELECT name || ':' || default_configuration_id::text FROM automations WHERE id = $1`, auto.ID); got != "x:"+mine {
+	if got := apitest.Scalar[string](t, env, `SELECT name || ':' || default_configuration_id::text FROM automations WHERE id = $1`, auto.ID); got != "x:"+mine {
 		t.Fatalf("a rejected patch changed the automation: %s", got)
 	}
 	var got store.Automation
@@ -91,7 +92,7 @@ func TestAutomationIsolation(t *testing.T) {
 		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodDelete, "/automations/"+auto.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/run", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
-	if got := scalar[string](t, env, `SELECT name || ':' || enabled::text FROM automations WHERE id = $1`, auto.ID); got != "A's:true" {
+	if got := apitest.Scalar[string](t, env, `SELECT name || ':' || enabled::text FROM automations WHERE id = $1`, auto.ID); got != "A's:true" {
 		t.Fatalf("another org changed the automation: %s", got)
 	}
 	if n := env.CountRows(t, "automation_runs", "automation_id = $1", auto.ID); n != 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/api"
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/store"
 	"github.com/proliferate/proliferate/schemas"
@@ -20,12 +21,12 @@ func TestEventListFiltersAndPagination(t *testing.T) {
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	t1 := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
 	t2 := createTrigger(t, env, o.Admin.Token, auto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
-	start := scalar[time.Time](t, env, `SELECT now()`)
+	start := apitest.Scalar[time.Time](t, env, `SELECT now()`)
 	q1 := enqueue(t, env, t1.ID, "queued", 3)
-	mid := scalar[time.Time](t, env, `SELECT clock_timestamp()`)
+	mid := apitest.Scalar[time.Time](t, env, `SELECT clock_timestamp()`)
 	enqueue(t, env, t1.ID, "skipped", 2)
 	enqueue(t, env, t2.ID, "failed", 1)
-	exec(t, env, `UPDATE trigger_events SET provider = 'linear' WHERE id = $1`, q1[0])
+	env.Exec(t, `UPDATE trigger_events SET provider = 'linear' WHERE id = $1`, q1[0])
 	otherAuto := createAutomation(t, env, other.Admin.Token, nil)
 	otherTr := createTrigger(t, env, other.Admin.Token, otherAuto.ID, map[string]any{"trigger_type": "webhook", "provider": "custom"})
 	enqueue(t, env, otherTr.ID, "queued", 2)
@@ -166,8 +167,8 @@ func TestSkipQueuedEvent(t *testing.T) {
 	}
 
 	// Anything but a queued event with a queued run is an invalid transition.
-	exec(t, env, `UPDATE automation_runs SET status = 'enriching' WHERE trigger_event_id = $1`, ids[1])
-	exec(t, env, `UPDATE trigger_events SET status = 'completed' WHERE id = $1`, ids[2])
+	env.Exec(t, `UPDATE automation_runs SET status = 'enriching' WHERE trigger_event_id = $1`, ids[1])
+	env.Exec(t, `UPDATE trigger_events SET status = 'completed' WHERE id = $1`, ids[2])
 	for _, id := range []string{ids[0], ids[1], ids[2], skippedID} {
 		outbox := env.CountRows(t, "outbox", "true")
 		env.Do(t, http.MethodPost, "/trigger-events/"+id+"/skip", o.Owner.Token, nil).ExpectError(t, http.StatusConflict, "invalid_transition")

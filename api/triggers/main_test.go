@@ -141,22 +141,6 @@ func enqueue(t *testing.T, env *apitest.Env, triggerID, kind string, n int) []st
 	return ids
 }
 
-func exec(t *testing.T, env *apitest.Env, sql string, args ...any) {
-	t.Helper()
-	if _, err := env.Deps.Pool.Exec(context.Background(), sql, args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func scalar[T any](t *testing.T, env *apitest.Env, sql string, args ...any) T {
-	t.Helper()
-	var v T
-	if err := env.Deps.Pool.QueryRow(context.Background(), sql, args...).Scan(&v); err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // getPage fetches a list page into a fresh value.
 func getPage[T any](t *testing.T, env *apitest.Env, path, token string) api.Page[T] {
 	t.Helper()

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proliferate/proliferate/api/apitest"
 	"github.com/proliferate/proliferate/internal/httpapi"
 	"github.com/proliferate/proliferate/internal/triggers/schedule"
 	"github.com/proliferate/proliferate/internal/triggers/store"
@@ -41,7 +42,7 @@ func TestScheduleLifecycle(t *testing.T) {
 		t.Fatalf("created %+v", sc)
 	}
 	nextBetween(t, "30 2 * * 1-5", "America/New_York", sc.NextRunAt, before, after)
-	if got := scalar[string](t, env, `SELECT trigger_type || ':' || provider || ':' || enabled::text || ':' || automation_id::text
+	if got := apitest.Scalar[string](t, env, `SELECT trigger_type || ':' || provider || ':' || enabled::text || ':' || automation_id::text
 		FROM triggers WHERE id = $1`, sc.TriggerID); got != "scheduled:scheduled:true:"+auto.ID {
 		t.Fatalf("schedule trigger %s", got)
 	}

@@ -30,7 +30,7 @@ func assertNoSecret(t *testing.T, env *apitest.Env, secret string, bodies ...[]b
 
 func openSecret(t *testing.T, env *apitest.Env, triggerID string) string {
 	t.Helper()
-	sealed := scalar[string](t, env, `SELECT webhook_secret_sealed FROM triggers WHERE id = $1`, triggerID)
+	sealed := apitest.Scalar[string](t, env, `SELECT webhook_secret_sealed FROM triggers WHERE id = $1`, triggerID)
 	plain, err := env.Deps.Box.Open(sealed, store.WebhookSecretAD(triggerID))
 	if err != nil {
 		t.Fatalf("open sealed secret: %v", err)
@@ -55,7 +55,7 @@ func TestCustomWebhookSecretShownOnce(t *testing.T) {
 		!tr.Enabled || tr.AutomationID != auto.ID {
 		t.Fatalf("created %+v", tr)
 	}
-	sealed := scalar[string](t, env, `SELECT webhook_secret_sealed FROM triggers WHERE id = $1`, tr.ID)
+	sealed := apitest.Scalar[string](t, env, `SELECT webhook_secret_sealed FROM triggers WHERE id = $1`, tr.ID)
 	if strings.Contains(sealed, secret) {
 		t.Fatal("the secret is stored in clear")
 	}
@@ -181,7 +181,7 @@ func TestTriggerValidation(t *testing.T) {
 		body := env.Do(t, http.MethodPatch, "/triggers/"+tr.ID, o.Admin.Token, tc.body).ExpectError(t, http.StatusUnprocessableEntity, httpapi.CodeValidation)
 		assertField(t, body, tc.field)
 	}
-	if got := scalar[string](t, env, `SELECT config::text FROM triggers WHERE id = $1`, tr.ID); got != `{"branches": ["main"]}` {
+	if got := apitest.Scalar[string](t, env, `SELECT config::text FROM triggers WHERE id = $1`, tr.ID); got != `{"branches": ["main"]}` {
 		t.Fatalf("a rejected patch changed the config: %s", got)
 	}
 	var upd store.Trigger
@@ -233,7 +233,7 @@ func TestTriggerIsolation(t *testing.T) {
 		ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodDelete, "/triggers/"+trA.ID, b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	env.Do(t, http.MethodPost, "/triggers/"+trA.ID+"/rotate-secret", b.Owner.Token, nil).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
-	if got := scalar[string](t, env, `SELECT enabled::text || config::text FROM triggers WHERE id = $1`, trA.ID); got != `true{"states": ["Todo"]}` {
+	if got := apitest.Scalar[string](t, env, `SELECT enabled::text || config::text FROM triggers WHERE id = $1`, trA.ID); got != `true{"states": ["Todo"]}` {
 		t.Fatalf("another org changed the trigger: %s", got)
 	}
 	page := getPage[store.Trigger](t, env, "/triggers", b.Member.Token)
@@ -250,7 +250,7 @@ func TestTriggerIsolation(t *testing.T) {
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/triggers", a.Admin.Token, map[string]any{"trigger_type": "webhook",
 		"provider": "linear", "integration_id": priv}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	createTrigger(t, env, a.Owner.Token, autoA.ID, map[string]any{"trigger_type": "webhook", "provider": "linear", "integration_id": priv})
-	exec(t, env, `UPDATE integrations SET status = 'deleted' WHERE id = $1`, integA)
+	env.Exec(t, `UPDATE integrations SET status = 'deleted' WHERE id = $1`, integA)
 	env.Do(t, http.MethodPost, "/automations/"+autoA.ID+"/triggers", a.Admin.Token, map[string]any{"trigger_type": "webhook",
 		"provider": "linear", "integration_id": integA}).ExpectError(t, http.StatusNotFound, httpapi.CodeNotFound)
 	// The admin sees the trigger on the owner's private integration, but not the integration itself.
@@ -333,7 +333,7 @@ func TestManagedTriggersAreRefused(t *testing.T) {
 	auto := createAutomation(t, env, o.Admin.Token, nil)
 	sc := createSchedule(t, env, o.Admin.Token, auto.ID, map[string]any{"cron_expression": "*/5 * * * *"})
 	env.Do(t, http.MethodPost, "/automations/"+auto.ID+"/run", o.Member.Token, nil).Expect(t, http.StatusCreated, nil)
-	manual := scalar[string](t, env, `SELECT id::text FROM triggers WHERE automation_id = $1 AND trigger_type = 'manual'`, auto.ID)
+	manual := apitest.Scalar[string](t, env, `SELECT id::text FROM triggers WHERE automation_id = $1 AND trigger_type = 'manual'`, auto.ID)
 	for _, id := range []string{sc.TriggerID, manual} {
 		env.Do(t, http.MethodPatch, "/triggers/"+id, o.Admin.Token, map[string]any{"enabled": false}).ExpectError(t, http.StatusConflict, "managed_trigger")
 		env.Do(t, http.MethodDelete, "/triggers/"+id, o.Admin.Token, nil).ExpectError(t, http.StatusConflict, "managed_trigger")
@@ -406,8 +406,8 @@ func TestPendingAndStatusCounts(t *testing.T) {
 	enqueue(t, env, busy.ID, "failed", 1)
 	enqueue(t, env, quiet.ID, "skipped", 1)
 	// One queued event is being processed, one completed.
-	exec(t, env, `UPDATE trigger_events SET status = 'processing' WHERE id = $1`, queued[0])
-	exec(t, env, `UPDATE trigger_events SET status = 'completed' WHERE id = $1`, queued[1])
+	env.Exec(t, `UPDATE trigger_events SET status = 'processing' WHERE id = $1`, queued[0])
+	env.Exec(t, `UPDATE trigger_events SET status = 'completed' WHERE id = $1`, queued[1])
 
 	page := getPage[store.Trigger](t, env, "/triggers", o.Member.Token)
 	counts := map[string]int{}

@@ -59,8 +59,7 @@ func (f *fakeKeys) revokedWith(id, reason string) bool {
 // Every boot gets its own key in the sandbox's LLM configuration; pause,
 // resume and stop revoke and re-issue; a failing revocation never blocks.
 func TestLLMKeysFollowTheSessionLifecycle(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	keys := &fakeKeys{failRev: true}
 	d := e.deps(unique("gw-"))
 	d.LLM.Model = "claude-test"
@@ -100,8 +99,7 @@ func TestLLMKeysFollowTheSessionLifecycle(t *testing.T) {
 }
 
 func TestIdleSnapshotRevokesKeys(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	keys := &fakeKeys{}
 	d := idleDeps(e)
 	d.LLMKeys = keys
@@ -123,22 +121,11 @@ func TestIdleSnapshotRevokesKeys(t *testing.T) {
 // An organization without credits for a key cannot boot: credits_exhausted,
 // no sandbox.
 func TestNoCreditsForKeyRefusesBoot(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := e.deps(unique("gw-"))
 	d.LLMKeys = &fakeKeys{noCredit: true}
-	m := e.manager(t, d)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &recClient{}
-	detach, err := h.Attach(context.Background(), c, e.principal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
-	err = h.EnsureRuntimeReady(context.Background())
+	h, c, _ := attachOnly(t, e.manager(t, d), id, e.principal())
+	err := h.EnsureRuntimeReady(context.Background())
 	if dn, ok := billing.AsDenial(err); !ok || dn.Code != billing.DenyExhausted {
 		t.Fatalf("boot: %v, want %s", err, billing.DenyExhausted)
 	}
@@ -180,26 +167,15 @@ func (g *gateRec) calls() []billing.Operation {
 // fails the boot with the denial, clients get its code; an unreadable
 // gate fails closed; once allowed, the session resumes.
 func TestResumeGate(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	if _, err := e.store.MarkPaused(context.Background(), id, sessions.PauseCreditLimit, ""); err != nil {
 		t.Fatal(err)
 	}
 	g := &gateRec{answer: &billing.Denial{Code: billing.DenyExhausted, Message: "no credits", Action: "buy_credits"}}
 	d := e.deps(unique("gw-"))
 	d.Gate = g.gate
-	m := e.manager(t, d)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &recClient{}
-	detach, err := h.Attach(context.Background(), c, e.principal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer detach()
-	err = h.EnsureRuntimeReady(context.Background())
+	h, c, _ := attachOnly(t, e.manager(t, d), id, e.principal())
+	err := h.EnsureRuntimeReady(context.Background())
 	if dn, ok := billing.AsDenial(err); !ok || dn.Code != billing.DenyExhausted {
 		t.Fatalf("resume: %v, want %s", err, billing.DenyExhausted)
 	}

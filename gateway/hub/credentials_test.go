@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
@@ -59,9 +58,8 @@ func (e *env) revokeReason(t *testing.T, tok string) string {
 // token minted for the boot that did not happen never works); a dead
 // sandbox's replacement, pause, a failed resume and terminate each end it.
 func TestSandboxTokenLivesWithItsSandbox(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	logs := &testenv.LogBuffer{}
 	withLogs := func(d hub.Deps) hub.Deps {
 		d.Log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -184,9 +182,8 @@ func TestSandboxTokenLivesWithItsSandbox(t *testing.T) {
 // hub revoking it: it authenticates only while its session runs on the
 // sandbox it is bound to.
 func TestSandboxTokenEndsWithTheSessionsSandbox(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	tok := sessionstest.SandboxToken(t, e.pool, id)
 	if _, ok := e.tokenValid(t, tok); !ok {
 		t.Fatal("fresh token refused")
@@ -212,9 +209,8 @@ func TestSandboxTokenEndsWithTheSessionsSandbox(t *testing.T) {
 // and token keep working, and the next boot recovers it again. Only a
 // boot that started nothing revokes the session's keys.
 func TestFailedBootKeepsTheRecoveredSandboxsCredentials(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	keys := &fakeKeys{}
 	da, db := e.deps(unique("gw-a-")), e.deps(unique("gw-b-"))
 	da.LLMKeys, db.LLMKeys = keys, keys

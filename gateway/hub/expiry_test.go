@@ -6,10 +6,8 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/sessions"
-	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
 )
 
@@ -32,8 +30,7 @@ func expiryDeps(e *env) hub.Deps {
 // then aborted, the client sees status running again, the history moved
 // with it and prompts work.
 func TestExpiryMigrationWithClient(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := expiryDeps(e)
 	d.ExpiryScanEvery = time.Hour // started by hand below, once the turn is running
 	m := e.manager(t, d)
@@ -101,8 +98,7 @@ func TestExpiryMigrationWithClient(t *testing.T) {
 // An idle session whose sandbox is expiring is paused (inactivity), not
 // stopped, and resumes later.
 func TestExpiryOfIdleSessionPauses(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, expiryDeps(e))
 	h := started(t, m, id)
 	s := e.waitStatus(t, id, sessions.StatusPaused)
@@ -123,8 +119,7 @@ func TestExpiryOfIdleSessionPauses(t *testing.T) {
 // The schedule is in the database: a second gateway instance that serves
 // the session after the first one shut down picks the due expiry up.
 func TestExpiryScheduleSurvivesGatewayRestart(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d1 := expiryDeps(e)
 	d1.ExpiryScanEvery = time.Hour // gateway 1 never scans
 	m1 := hub.NewManager(d1)

@@ -18,8 +18,6 @@ import (
 	"github.com/proliferate/proliferate/gateway/protocol"
 	"github.com/proliferate/proliferate/internal/llmsim"
 	"github.com/proliferate/proliferate/internal/sandbox"
-	"github.com/proliferate/proliferate/internal/sandbox/egress"
-	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -38,7 +36,6 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 
 	// The remote: acme/app.git with one commit on main.
 	remote := newGitRemote(t)
-	githost, gitAddr, _ := remote.serve(t)
 
 	// The real agent (OpenCode against the scripted LLM, whose requests
 	// are kept to read what the agent was told) in a bubblewrap sandbox
@@ -65,10 +62,7 @@ func TestGitFreshnessOnResumeWithTheRealAgent(t *testing.T) {
 			mu.Unlock()
 		}
 	})
-	d, prov := realAgent(t, e, local.Options{Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}}, llm)
-	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
-		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app"}}, nil
-	})
+	d, prov, _ := realAgentOnRemote(t, e, remote, "", llm)
 	d.GitFreshness = hub.GitFreshness{PullOnRestore: true}
 	logs := &testenv.LogBuffer{}
 	d.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))

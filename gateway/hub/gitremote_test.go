@@ -3,6 +3,7 @@ package hub_test
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/proliferate/proliferate/gateway/hub"
+	"github.com/proliferate/proliferate/internal/sandbox"
+	"github.com/proliferate/proliferate/internal/sandbox/egress"
+	"github.com/proliferate/proliferate/internal/sandbox/local"
+	"github.com/proliferate/proliferate/internal/sessions"
 )
 
 // gitRemote is a session repository's remote for the hub's git tests: a
@@ -83,6 +90,20 @@ func (p *packFetches) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	p.next.ServeHTTP(w, r)
+}
+
+// realAgentOnRemote is realAgent (llm as there) in a bubblewrap sandbox
+// whose egress reaches only remote, served over smart HTTP; the sessions'
+// repository is the remote's app.git, cloned into app (on branch, when
+// set). fetches counts the remote's pack fetches.
+func realAgentOnRemote(t *testing.T, e *env, remote *gitRemote, branch string, llm http.Handler) (hub.Deps, *local.Provider, *packFetches) {
+	t.Helper()
+	githost, gitAddr, fetches := remote.serve(t)
+	d, prov := realAgent(t, e, local.Options{Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}}, llm)
+	d.Repos = hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
+		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app", Branch: branch}}, nil
+	})
+	return d, prov, fetches
 }
 
 func hostGit(t *testing.T, dir string, args ...string) string {

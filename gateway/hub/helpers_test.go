@@ -60,6 +60,14 @@ func newEnv(t testing.TB, simOpts agentsim.Options) *env {
 	return e
 }
 
+// newEnvSession is newEnv with the simulator's defaults and one session
+// (sessionstest's defaults) of its user.
+func newEnvSession(t testing.TB) (*env, string) {
+	t.Helper()
+	e := newEnv(t, agentsim.Options{})
+	return e, e.session(t, sessionstest.Options{})
+}
+
 func (e *env) session(t testing.TB, o sessionstest.Options) string {
 	t.Helper()
 	if o.CreatedBy == "" {
@@ -195,19 +203,28 @@ func agentIdle(f map[string]any) bool { return f["status"] == "running" && f["ag
 // runtime to be up.
 func attach(t testing.TB, m *hub.Manager, id string, p *auth.Principal) (*hub.Hub, *recClient) {
 	t.Helper()
+	h, c, _ := attachOnly(t, m, id, p)
+	if err := h.EnsureRuntimeReady(context.Background()); err != nil {
+		t.Fatalf("EnsureRuntimeReady: %v", err)
+	}
+	return h, c
+}
+
+// attachOnly creates the hub and attaches a recording client without
+// asking for the runtime; detach (run again, harmlessly, when the test
+// ends) detaches the client.
+func attachOnly(t testing.TB, m *hub.Manager, id string, p *auth.Principal) (h *hub.Hub, c *recClient, detach func()) {
+	t.Helper()
 	ctx := context.Background()
 	h, err := m.Hub(ctx, id)
 	if err != nil {
 		t.Fatalf("Hub: %v", err)
 	}
-	c := &recClient{}
-	detach, err := h.Attach(ctx, c, p)
+	c = &recClient{}
+	detach, err = h.Attach(ctx, c, p)
 	if err != nil {
 		t.Fatalf("Attach: %v", err)
 	}
 	t.Cleanup(detach)
-	if err := h.EnsureRuntimeReady(ctx); err != nil {
-		t.Fatalf("EnsureRuntimeReady: %v", err)
-	}
-	return h, c
+	return h, c, detach
 }

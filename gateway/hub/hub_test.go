@@ -19,9 +19,8 @@ import (
 )
 
 func TestOwnerLeaseAcrossManagers(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	a := e.manager(t, e.deps(unique("gw-a-")))
 	b := e.manager(t, e.deps(unique("gw-b-")))
 
@@ -93,9 +92,8 @@ func (f *fakeClock) Advance(d time.Duration) {
 }
 
 func TestRenewalLagBeyondTTLTerminatesHub(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	clock := &fakeClock{}
 	d := e.deps(unique("gw-"))
 	d.Now = clock.Now
@@ -126,9 +124,8 @@ func TestRenewalLagBeyondTTLTerminatesHub(t *testing.T) {
 }
 
 func TestStolenLeaseTerminatesHub(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, e.deps(unique("gw-")))
 	h, c := attach(t, m, id, e.principal())
 	// Another instance got the lease (e.g. it expired during a partition).
@@ -278,9 +275,8 @@ func (w *stuckWriter) CloseWith(code int, reason string) error {
 }
 
 func TestSlowClientIsDisconnected(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	d := e.deps(unique("gw-"))
 	d.TokenBatch = -1 // one frame per delta: maximum pressure
 	m := e.manager(t, d)
@@ -313,9 +309,8 @@ func TestSlowClientIsDisconnected(t *testing.T) {
 }
 
 func TestCancelAndAgentErrors(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, e.deps(unique("gw-")))
 	h, c := attach(t, m, id, e.principal())
 	if err := h.Prompt(ctx, e.principal(), "[[tokens:3]][[hang]]"); err != nil {
@@ -425,9 +420,8 @@ func TestEnsureRuntimeReadyIsSingleFlight(t *testing.T) {
 }
 
 func TestSSEReconnectAndSandboxLoss(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, e.deps(unique("gw-")))
 	h, c := attach(t, m, id, e.principal())
 	srv, _ := e.prov.Server(id)
@@ -450,9 +444,8 @@ func TestSSEReconnectAndSandboxLoss(t *testing.T) {
 }
 
 func TestPauseAndResumeFromSnapshot(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	m := e.manager(t, e.deps(unique("gw-")))
 	h, c := attach(t, m, id, e.principal())
 	sandboxID := h.Status().SandboxID
@@ -488,23 +481,14 @@ func TestPauseAndResumeFromSnapshot(t *testing.T) {
 }
 
 func TestIdleHubIsPausedAndEvicted(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	d := e.deps(unique("gw-"))
 	d.IdleTTL = 200 * time.Millisecond
 	d.IdleCheckEvery = 20 * time.Millisecond
 	d.IdleGrace = 100 * time.Millisecond
 	m := e.manager(t, d)
-	h, err := m.Hub(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &recClient{}
-	detach, err := h.Attach(ctx, c, e.principal())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, detach := attachOnly(t, m, id, e.principal())
 	if err := h.EnsureRuntimeReady(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -100,18 +100,10 @@ func historyHas(c *recClient, text string) bool {
 // checks (7, 13); reconnect resumes from the snapshot with the history;
 // a prompt works; later the runtime-less hub is evicted.
 func TestIdleSnapshotKeepsHubThenEvicts(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := idleDeps(e)
 	m := e.manager(t, d)
-	h, err := m.Hub(context.Background(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	detach, err := h.Attach(context.Background(), &recClient{}, e.principal())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, detach := attachOnly(t, m, id, e.principal())
 	promptAndWait(t, e, h, "remember the word pelican")
 	if m.MonitoredHubs() != 1 {
 		t.Fatalf("monitored hubs = %d, want 1", m.MonitoredHubs())
@@ -167,8 +159,7 @@ func (c *recClient) send(t testing.TB, h *hub.Hub, e *env, raw string) {
 // Constraint 2/3: activity between the check and the lock makes the
 // re-check under the lock stand down.
 func TestActivityDuringLockWaitAbortsSnapshot(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, idleDeps(e))
 	var once sync.Once
 	touched := make(chan struct{})
@@ -189,8 +180,7 @@ func TestActivityDuringLockWaitAbortsSnapshot(t *testing.T) {
 // A prompt and a reconnecting client arriving while the snapshot runs wait
 // for it and resume from it: one sandbox at a time, the prompt delivered.
 func TestPromptDuringSnapshotResumes(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, idleDeps(e))
 	promptErr := make(chan error, 1)
 	attached := make(chan *recClient, 1)
@@ -238,8 +228,7 @@ func TestPromptDuringSnapshotResumes(t *testing.T) {
 // Constraints 4 and 9: idle checks never move the activity mark; the
 // agent's busy → idle transition does.
 func TestGraceCountsFromAgentDone(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := idleDeps(e)
 	d.IdleGrace = time.Hour
 	m := e.manager(t, d)
@@ -299,8 +288,7 @@ func TestSnapshotAfterStreamDropWhenKnownIdle(t *testing.T) {
 // Constraint 8: proxy connections block the snapshot; removal is
 // idempotent.
 func TestProxyConnectionBlocksSnapshot(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, idleDeps(e))
 	h := started(t, m, id)
 	remove := h.AddProxyConnection()
@@ -363,8 +351,7 @@ func TestAutoReconnectDoesNotUndoSnapshot(t *testing.T) {
 // Constraint 14: when the session moves to another sandbox during the
 // snapshot, the fenced write changes nothing.
 func TestStaleSnapshotWriteIsFenced(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, idleDeps(e))
 	var once sync.Once
 	hub.SetIdleHooks(m, nil, nil, func(h *hub.Hub) {
@@ -385,8 +372,7 @@ func TestStaleSnapshotWriteIsFenced(t *testing.T) {
 // Constraint 5: a snapshot that cannot be restored is cleared and reported;
 // the next start is fresh instead of failing again.
 func TestUnrestorableSnapshotStartsFresh(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	m := e.manager(t, idleDeps(e))
 	h := started(t, m, id)
 	s := e.waitStatus(t, id, sessions.StatusPaused)
@@ -416,8 +402,7 @@ func TestUnrestorableSnapshotStartsFresh(t *testing.T) {
 // Three failed idle snapshots in a row stop the session (circuit breaker);
 // fewer leave it running.
 func TestSnapshotCircuitBreaker(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := idleDeps(e)
 	d.IdleGrace = 50 * time.Millisecond
 	m := e.manager(t, d)
@@ -439,8 +424,7 @@ func TestSnapshotCircuitBreaker(t *testing.T) {
 // A failed idle snapshot leaves the session running; a later success
 // resets the count.
 func TestFailedIdleSnapshotKeepsRunning(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
-	id := e.session(t, sessionstest.Options{})
+	e, id := newEnvSession(t)
 	d := idleDeps(e)
 	d.IdleGrace = 50 * time.Millisecond
 	m := e.manager(t, d)

@@ -109,15 +109,7 @@ func TestIdleSnapshotFullCycleWithTheRealAgent(t *testing.T) {
 	d.IdleGrace = 2 * time.Second
 	m := e.manager(t, d)
 
-	h, err := m.Hub(ctx, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &recClient{}
-	detach, err := h.Attach(ctx, c, e.principal())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, _, detach := attachOnly(t, m, id, e.principal())
 	if err := h.Prompt(ctx, e.principal(), "[[script:slow]] Tell me a long story about a pelican"); err != nil {
 		t.Fatal(err)
 	}

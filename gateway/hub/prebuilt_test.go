@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/prebuilds"
 	"github.com/proliferate/proliferate/internal/sandbox"
-	"github.com/proliferate/proliferate/internal/sandbox/egress"
-	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 	"github.com/proliferate/proliferate/internal/testenv"
@@ -29,23 +26,14 @@ func TestSessionBootsFromConfigurationSnapshot(t *testing.T) {
 	e := newEnv(t, agentsim.Options{})
 
 	remote := newGitRemote(t)
-	githost, gitAddr, fetches := remote.serve(t)
-
-	d, prov := realAgent(t, e, local.Options{Isolation: local.IsolationBwrap, Egress: egress.ModeAllowlist, EgressAllow: []string{gitAddr}}, nil)
-	repos := hub.RepoResolverFunc(func(context.Context, sessions.Session) ([]sandbox.Repo, error) {
-		return []sandbox.Repo{{CloneURL: githost.URL + "/app.git", WorkspacePath: "app", Branch: "main"}}, nil
-	})
-	d.Repos = repos
+	d, prov, fetches := realAgentOnRemote(t, e, remote, "main", nil)
 	logs := &testenv.LogBuffer{}
 	d.Log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	pb := &prebuilds.Resolver{Pool: e.pool, Toolchain: "local/test", Repos: repos.ResolveRepos, Log: d.Log}
+	pb := &prebuilds.Resolver{Pool: e.pool, Toolchain: "local/test", Repos: d.Repos.ResolveRepos, Log: d.Log}
 	d.Prebuilt = pb
 	m := e.manager(t, d)
 
-	var cfg string
-	if err := e.pool.QueryRow(ctx, `INSERT INTO configurations (org_id, name) VALUES ($1, 'prebuilt') RETURNING id::text`, e.org).Scan(&cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := sessionstest.Configuration(t, e.pool, e.org, "prebuilt")
 	inSandbox := func(id, script string) (string, int) {
 		t.Helper()
 		s := e.get(t, id)

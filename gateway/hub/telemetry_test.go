@@ -11,17 +11,14 @@ import (
 	"time"
 
 	"github.com/proliferate/proliferate/gateway/hub"
-	"github.com/proliferate/proliferate/gateway/hub/agentsim"
 	"github.com/proliferate/proliferate/internal/sessions"
-	"github.com/proliferate/proliferate/internal/sessions/sessionstest"
 )
 
 // Concurrent recording and flushing (some writes failing) must end with
 // the database holding exactly what was recorded.
 func TestTelemetryConcurrentFlushesLoseNothingCountNothingTwice(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	c := hub.NewCounters()
 	var calls atomic.Int64
 	write := func(ctx context.Context, d sessions.Telemetry) error {
@@ -99,9 +96,8 @@ func TestTelemetryConcurrentFlushesLoseNothingCountNothingTwice(t *testing.T) {
 // Active time includes the running stretch at flush time and is not
 // counted again by the next flush.
 func TestTelemetryActiveSeconds(t *testing.T) {
-	e := newEnv(t, agentsim.Options{})
+	e, id := newEnvSession(t)
 	ctx := context.Background()
-	id := e.session(t, sessionstest.Options{})
 	c := hub.NewCounters()
 	write := func(ctx context.Context, d sessions.Telemetry) error { return e.store.FlushTelemetry(ctx, id, d) }
 	t0 := time.Now()

@@ -294,7 +294,7 @@ func (s *Server) previewMember(r *http.Request, tok, sid string, port int) (prev
 		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}
 	p := &auth.Principal{Kind: auth.KindUser, UserID: g.UserID, OrgID: g.OrgID}
-	role, err := orgsdb.New(s.d.Pool).PreviewMemberRole(ctx, orgsdb.PreviewMemberRoleParams{OrgID: g.OrgID, UserID: g.UserID})
+	role, err := orgsdb.New(s.d.Pool).MembershipRole(ctx, orgsdb.MembershipRoleParams{OrgID: g.OrgID, UserID: g.UserID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return previewCaller{}, previewGrant{}, httpapi.Unauthenticated()
 	}

@@ -76,6 +76,8 @@ type MembershipRoleParams struct {
 	UserID string
 }
 
+// The member's role in the organization (API keys; the gateway's preview
+// links check it at every request).
 func (q *Queries) MembershipRole(ctx context.Context, arg MembershipRoleParams) (string, error) {
 	row := q.db.QueryRow(ctx, membershipRole, arg.OrgID, arg.UserID)
 	var role string

@@ -5,6 +5,8 @@
 SELECT EXISTS (SELECT 1 FROM members WHERE org_id = sqlc.arg(org_id) AND user_id = sqlc.arg(user_id));
 
 -- name: MembershipRole :one
+-- The member's role in the organization (API keys; the gateway's preview
+-- links check it at every request).
 SELECT role FROM members WHERE org_id = $1 AND user_id = $2;
 
 -- name: InsertOwnerMembership :exec

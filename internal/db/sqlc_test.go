@@ -111,6 +111,8 @@ var owners = map[string]string{
 	"slack_installations":                "internal/integrations",
 	"user_connections":                   "internal/integrations",
 	"org_connectors":                     "internal/integrations",
+	"automation_connections":             "internal/integrations",
+	"session_connections":                "internal/integrations",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

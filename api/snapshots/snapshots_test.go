@@ -138,10 +138,8 @@ func TestListShowsTheOrgsLiveSnapshotsWithSummaryAndPages(t *testing.T) {
 
 func TestDeleteIsForAdminsOfTheOrgAndClearsTheSession(t *testing.T) {
 	e := newEnv(t)
-	owner, admin, member := e.NewUser(t), e.NewUser(t), e.NewUser(t)
-	e.AddMember(t, admin, owner.OrgID, auth.RoleAdmin)
-	e.AddMember(t, member, owner.OrgID, auth.RoleMember)
-	org := owner.OrgID
+	o := e.NewOrg(t)
+	owner, admin, member, org := o.Owner, o.Admin, o.Member, o.ID
 	sess := sessionstest.New(t, e.Deps.Pool, org, sessionstest.Options{Status: sessions.StatusPaused})
 	id := e.snap(org, sess, time.Hour, 100, true)
 	stranger := e.NewUser(t)

@@ -88,10 +88,10 @@ func (h *Hub) ProxyConnections() int {
 func (h *Hub) Sandbox() (sandbox.Sandbox, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.rt == nil {
+	if h.run.cur == nil {
 		return sandbox.Sandbox{}, false
 	}
-	return h.rt.sb, true
+	return h.run.cur.sb, true
 }
 
 // OpenTerminal opens a shell in the live sandbox's workspace (the runtime

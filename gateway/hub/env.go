@@ -304,7 +304,7 @@ func (h *Hub) SubmitEnv(ctx context.Context, p *auth.Principal, sub protocol.Env
 		return protocol.EnvSubmitResult{}, &EnvInvalidError{probs}
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	w, ok := h.m.d.Provider.(sandbox.EnvWriter)
 	if rt == nil || !ok {

@@ -56,7 +56,7 @@ func (m *Manager) expiryPass(ctx context.Context) (int, error) {
 func (h *Hub) beginExpiry() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.idleInFlight || h.rt == nil {
+	if h.idleInFlight || h.run.cur == nil {
 		return false
 	}
 	h.idleInFlight = true

@@ -26,7 +26,7 @@ func (m *Manager) IdlePass(now time.Time) { m.idle.pass(now, nil) }
 func (h *Hub) Booting() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.ready != nil
+	return h.run.boot != nil
 }
 
 // ExpiryPass runs one expiry scan now.

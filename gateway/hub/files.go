@@ -14,7 +14,7 @@ func (h *Hub) ReadWorkspaceFile(ctx context.Context, rel string, limit int64) ([
 		return nil, err
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return nil, ErrClosed

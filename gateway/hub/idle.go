@@ -65,13 +65,13 @@ var errLockLost = errors.New("hub: migration lock lost during snapshot")
 // idleStateLocked is what the idle policy decides on (h.mu held).
 func (h *Hub) idleStateLocked() idleState {
 	s := idleState{
-		closed: h.closed, runtime: h.rt != nil, booting: h.ready != nil, migrating: h.migrating != nil, idleWork: h.idleInFlight,
+		closed: h.closed, runtime: h.run.cur != nil, booting: h.run.boot != nil, migrating: h.migrating != nil, idleWork: h.idleInFlight,
 		clients: len(h.clients), proxies: len(h.proxies), tools: h.activeTools,
-		agentBusy: h.proc.Busy(), streamUp: h.sseReady, knownIdle: h.lastKnownIdle, activity: h.lastActivity, lastUsed: h.lastUsed,
+		agentBusy: h.proc.Busy(), streamUp: h.run.streamUp, knownIdle: h.lastKnownIdle, activity: h.lastActivity, lastUsed: h.lastUsed,
 		clientType: h.sess.ClientType, storedSandboxID: deref(h.sess.SandboxID), expiresAt: h.sess.SandboxExpiresAt,
 	}
-	if h.rt != nil {
-		s.sandboxID = h.rt.sb.ID
+	if h.run.cur != nil {
+		s.sandboxID = h.run.cur.sb.ID
 	}
 	return s
 }
@@ -116,7 +116,7 @@ func (h *Hub) runIdleSnapshot() error {
 	ctx, cancel := context.WithTimeout(h.life, d.MigrationLockTTL)
 	defer cancel()
 	h.mu.Lock()
-	pre := h.rt
+	pre := h.run.cur
 	h.mu.Unlock()
 	if pre == nil {
 		return nil
@@ -147,12 +147,12 @@ func (h *Hub) runIdleSnapshot() error {
 func (h *Hub) beginMigration(cond func() bool) (*flight, *runtimeState, sessions.Session, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.rt == nil || h.closed || h.ready != nil || h.migrating != nil || !cond() {
+	if h.run.cur == nil || h.closed || h.run.boot != nil || h.migrating != nil || !cond() {
 		return nil, nil, sessions.Session{}, false
 	}
 	mg := &flight{done: make(chan struct{})}
 	h.migrating = mg
-	return mg, h.rt, h.sess, true
+	return mg, h.run.cur, h.sess, true
 }
 
 func (h *Hub) endMigration(mg *flight) {
@@ -192,9 +192,7 @@ func (h *Hub) takeSnapshot(ctx context.Context, rt *runtimeState, sess sessions.
 // of the idle checks.
 func (h *Hub) dropRuntime(rt *runtimeState) {
 	h.mu.Lock()
-	if h.rt == rt {
-		h.rt = nil
-		h.sseReady = false
+	if h.run.release(rt) {
 		h.lastKnownIdle = time.Time{}
 	}
 	h.mu.Unlock()
@@ -256,7 +254,7 @@ func (h *Hub) idleSnapshotFailed(err error) {
 		return
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return

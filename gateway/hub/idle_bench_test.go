@@ -22,8 +22,8 @@ func BenchmarkIdleCheck1000Hubs(b *testing.B) {
 	b.Cleanup(func() { m.cancel(); m.wg.Wait() })
 	for i := range n {
 		h := newHub(m, sessions.Session{ID: fmt.Sprintf("s-%d", i), ClientType: sessions.ClientWeb})
-		h.rt = &runtimeState{sb: sandbox.Sandbox{ID: "sb"}}
-		h.sseReady = true
+		h.run.cur = &runtimeState{sb: sandbox.Sandbox{ID: "sb"}}
+		h.run.streamUp = true
 		m.hubs[h.id] = h
 		m.idle.add(h)
 	}

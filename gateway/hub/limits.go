@@ -48,7 +48,7 @@ func (m *Manager) limitHit(ev sandbox.LimitEvent) {
 // a dead agent.
 func (h *Hub) limitHit(ev sandbox.LimitEvent) {
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	current := rt != nil && rt.sb.ID == ev.SandboxID
 	h.log.Warn("hub: sandbox hit a resource limit", "sandbox_id", ev.SandboxID, "limit", ev.Kind,

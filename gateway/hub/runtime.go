@@ -30,6 +30,42 @@ func (rt *runtimeState) stop() {
 	<-rt.done
 }
 
+// runtimeSlot is the hub's runtime: the ready one, the boot in flight,
+// and whether the ready one's event stream is connected. It is guarded by
+// Hub.mu.
+type runtimeSlot struct {
+	cur      *runtimeState // nil: no runtime
+	boot     *flight       // a boot in flight
+	streamUp bool          // cur's event stream is connected
+}
+
+// set installs a runtime that just booted (its stream is connected).
+func (s *runtimeSlot) set(rt *runtimeState) { s.cur, s.streamUp = rt, true }
+
+// release forgets rt if it is still the current runtime.
+func (s *runtimeSlot) release(rt *runtimeState) bool {
+	if s.cur != rt {
+		return false
+	}
+	s.cur, s.streamUp = nil, false
+	return true
+}
+
+// take forgets and returns the current runtime (nil if none).
+func (s *runtimeSlot) take() *runtimeState {
+	rt := s.cur
+	s.cur = nil
+	return rt
+}
+
+// setStreamUp records whether rt's event stream is connected (ignored for
+// a runtime that is no longer current).
+func (s *runtimeSlot) setStreamUp(rt *runtimeState, up bool) {
+	if s.cur == rt {
+		s.streamUp = up
+	}
+}
+
 // bootTimeout bounds one runtime boot (sandbox creation included).
 const bootTimeout = 5 * time.Minute
 
@@ -60,14 +96,14 @@ func (h *Hub) ensureRuntime(ctx context.Context, auto bool) error {
 				return ctx.Err()
 			}
 		}
-		if h.rt != nil {
+		if h.run.cur != nil {
 			h.mu.Unlock()
 			return nil
 		}
-		f := h.ready
+		f := h.run.boot
 		if f == nil {
 			f = &flight{done: make(chan struct{}), auto: auto}
-			h.ready = f
+			h.run.boot = f
 			go h.boot(f)
 		} else if !auto {
 			f.auto = false
@@ -92,13 +128,12 @@ func (h *Hub) boot(f *flight) {
 		err = ErrClosed
 	}
 	if err == nil {
-		h.rt = rt
-		h.sseReady = true
+		h.run.set(rt)
 		h.lastKnownIdle = time.Time{} // a fresh sandbox: agent state unknown
 		h.lastActivity = h.m.d.Now()  // a full grace period before the next idle snapshot
 		h.idleInFlight = false
 	}
-	h.ready = nil
+	h.run.boot = nil
 	h.mu.Unlock()
 	if err != nil {
 		if rt != nil {
@@ -249,7 +284,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	if err != nil {
 		return nil, fmt.Errorf("hub: agent client: %w", err)
 	}
-	agentID, err := h.ensureAgentSession(ctx, oc, sess)
+	agentID, err := ensureAgentSession(ctx, h.log, oc, sess)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +292,7 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 	// missed.
 	// The stream lives as long as the bridge (not the boot context).
 	bctx, cancel := context.WithCancel(h.life)
-	stream, err := h.connectEvents(ctx, bctx, oc)
+	stream, err := h.bridge.connect(ctx, bctx, oc)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("hub: connect event stream: %w", err)
@@ -277,141 +312,21 @@ func (h *Hub) doBoot(ctx context.Context, f *flight) (rt *runtimeState, err erro
 		}
 	}
 	rt = &runtimeState{sb: sb, oc: oc, agentSessionID: agentID, cancel: cancel, done: make(chan struct{})}
-	go h.bridge(bctx, rt, stream)
+	go h.bridge.run(bctx, rt, stream)
 	if !recovered {
 		go h.autoStart(bctx, sess, sb, "boot") // services.go; never fails the boot
 	}
 	return rt, nil
 }
 
-// ensureAgentSession reuses the stored OpenCode session when the sandbox
-// still has it, else creates one (bounded retries with backoff).
-func (h *Hub) ensureAgentSession(ctx context.Context, oc *opencode.Client, sess sessions.Session) (string, error) {
-	if sess.CodingAgentSessionID != nil && *sess.CodingAgentSessionID != "" {
-		if s, err := oc.GetSession(ctx, *sess.CodingAgentSessionID); err == nil {
-			return s.ID, nil
-		}
-	}
-	delay := 200 * time.Millisecond
-	var lastErr error
-	for attempt := 1; attempt <= 4; attempt++ {
-		s, err := oc.CreateSession(ctx, sess.Title)
-		if err == nil {
-			return s.ID, nil
-		}
-		lastErr = err
-		var apiErr *opencode.APIError
-		if errors.As(err, &apiErr) && apiErr.Status < 500 && apiErr.Status != 429 {
-			break
-		}
-		h.log.Warn("hub: create agent session failed; retrying", "attempt", attempt, "err", err)
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return "", ctx.Err()
-		}
-		delay *= 2
-	}
-	return "", fmt.Errorf("hub: create agent session: %w", lastErr)
-}
-
-// bridge pumps SSE events into the processor and reconnects with backoff
-// (Deps.ReconnectDelays). When reconnecting keeps failing and the provider
-// reports the sandbox dead, the runtime is dropped and, if anyone is
-// watching (clients or a headless automation), booted again.
-func (h *Hub) bridge(ctx context.Context, rt *runtimeState, stream *opencode.EventStream) {
-	defer close(rt.done)
-	delays := h.m.d.ReconnectDelays
-	failures := 0
-	for {
-		if stream != nil {
-			err := h.pump(ctx, stream)
-			if ctx.Err() != nil {
-				return
-			}
-			h.log.Warn("hub: event stream ended; reconnecting", "err", err)
-			h.setSSEReady(rt, false)
-			stream = nil
-		}
-		delay := delays[min(failures, len(delays)-1)]
-		select {
-		case <-time.After(delay):
-		case <-ctx.Done():
-			return
-		}
-		s, err := rt.oc.Events(ctx, opencode.EventsOptions{HeartbeatTimeout: h.m.d.SSEHeartbeatTimeout})
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			failures++
-			h.log.Warn("hub: event stream reconnect failed", "attempt", failures, "err", err)
-			if failures%3 == 0 {
-				if alive, aerr := h.m.d.Provider.Alive(ctx, rt.sb.ID); aerr == nil && !alive {
-					h.runtimeLost(rt)
-					return
-				}
-			}
-			continue
-		}
-		failures = 0
-		stream = s
-		h.setSSEReady(rt, true)
-		// Events may have been missed while disconnected: resync agent state.
-		if st, err := rt.oc.Status(ctx); err == nil {
-			if s, ok := st[rt.agentSessionID]; !ok || s.Type == "idle" {
-				h.proc.process(opencode.Event{Type: opencode.EventSessionIdle, SessionID: rt.agentSessionID})
-			}
-		}
-	}
-}
-
-// connectEvents opens the event stream under streamCtx, giving up when
-// waitCtx ends before the server answers.
-func (h *Hub) connectEvents(waitCtx, streamCtx context.Context, oc *opencode.Client) (*opencode.EventStream, error) {
-	type res struct {
-		s   *opencode.EventStream
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		s, err := oc.Events(streamCtx, opencode.EventsOptions{HeartbeatTimeout: h.m.d.SSEHeartbeatTimeout})
-		ch <- res{s, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.s, r.err
-	case <-waitCtx.Done():
-		go func() {
-			if r := <-ch; r.s != nil {
-				r.s.Close()
-			}
-		}()
-		return nil, waitCtx.Err()
-	}
-}
-
-func (h *Hub) pump(ctx context.Context, stream *opencode.EventStream) error {
-	defer stream.Close()
-	for {
-		ev, err := stream.Next(ctx)
-		if err != nil {
-			return err
-		}
-		h.proc.process(ev)
-	}
-}
-
 // runtimeLost forgets a dead runtime and boots a new one when the session
 // is watched.
 func (h *Hub) runtimeLost(rt *runtimeState) {
 	h.mu.Lock()
-	if h.rt != rt {
+	if !h.run.release(rt) {
 		h.mu.Unlock()
 		return
 	}
-	h.rt = nil
-	h.sseReady = false
 	watched := len(h.clients) > 0 || h.sess.ClientType == sessions.ClientAutomation
 	h.mu.Unlock()
 	h.m.unmonitor(h)
@@ -464,9 +379,7 @@ func (h *Hub) sendInitialPrompt() {
 // a runtime the hub no longer has).
 func (h *Hub) setSSEReady(rt *runtimeState, ready bool) {
 	h.mu.Lock()
-	if h.rt == rt {
-		h.sseReady = ready
-	}
+	h.run.setStreamUp(rt, ready)
 	h.mu.Unlock()
 }
 

@@ -232,7 +232,7 @@ func (h *Hub) RunAutoStart(ctx context.Context, p *auth.Principal) error {
 		return err
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return ErrClosed

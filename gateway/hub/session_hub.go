@@ -45,8 +45,7 @@ type Hub struct {
 	stopRenew   context.CancelFunc
 	beatID      string // the sandbox whose liveness heartbeat this hub wrote last (leases.go)
 	closed      bool
-	rt          *runtimeState
-	ready       *flight
+	run         runtimeSlot // the runtime, its boot, its event stream (runtime.go)
 	activeTools int
 	lastUsed    time.Time
 	sendingInit bool
@@ -55,7 +54,6 @@ type Hub struct {
 	// Idle snapshotting and expiry (idle.go, expiry.go).
 	lastActivity  time.Time // set only by activity (TouchActivity and client/prompt paths)
 	lastKnownIdle time.Time // when the agent was last seen turning idle; zero = unknown
-	sseReady      bool      // the agent's event stream is connected
 	proxies       map[uint64]struct{}
 	proxySeq      uint64
 	migrating     *flight // an idle snapshot or expiry migration in progress
@@ -68,7 +66,8 @@ type Hub struct {
 
 	lastAutoStart []byte // the last auto_start_output frame, for clients that attach later (services.go)
 
-	git *SessionGit // git operations on the workspace (git.go)
+	git    *SessionGit  // git operations on the workspace (git.go)
+	bridge *eventBridge // the runtime's agent events (bridge.go)
 }
 
 type flight struct {
@@ -98,6 +97,9 @@ func newHub(m *Manager, sess sessions.Session) *Hub {
 	empty := []Client{}
 	h.clientsSnap.Store(&empty)
 	h.proc = newProcessor(h.Broadcast, h.counters, m.d.Now, m.d.TokenBatch, h.agentChanged)
+	h.bridge = &eventBridge{delays: m.d.ReconnectDelays, heartbeat: m.d.SSEHeartbeatTimeout, log: h.log,
+		alive:   func(ctx context.Context, sandboxID string) (bool, error) { return h.m.d.Provider.Alive(ctx, sandboxID) },
+		process: h.proc.process, streamUp: h.setSSEReady, lost: h.runtimeLost}
 	h.git = newSessionGit(m.d.Provider, m.d.Git, h.log, h.Session, h.readySandbox, func(ctx context.Context, url string) {
 		h.counters.RecordPRURL(url)
 		h.flushTelemetry(context.WithoutCancel(ctx))
@@ -111,7 +113,7 @@ func (h *Hub) readySandbox(ctx context.Context) (string, error) {
 		return "", err
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return "", ErrClosed
@@ -226,7 +228,7 @@ func (h *Hub) renewLoop(ctx context.Context) {
 		}
 		h.mu.Lock()
 		h.lastRenew = now
-		rt := h.rt
+		rt := h.run.cur
 		h.mu.Unlock()
 		if rt != nil {
 			if err := h.m.leases.setRuntime(ctx, h.id); err != nil && ctx.Err() == nil {
@@ -417,9 +419,9 @@ func (h *Hub) drop(c Client, code int, reason string) {
 func (h *Hub) Status() protocol.RuntimeStatus {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	st := protocol.RuntimeStatus{SessionID: h.id, Status: h.sess.Status, Agent: protocol.AgentUnknown, RuntimeReady: h.rt != nil, Clients: len(h.clients), Owner: h.owner}
-	if h.rt != nil {
-		st.SandboxID = h.rt.sb.ID
+	st := protocol.RuntimeStatus{SessionID: h.id, Status: h.sess.Status, Agent: protocol.AgentUnknown, RuntimeReady: h.run.cur != nil, Clients: len(h.clients), Owner: h.owner}
+	if h.run.cur != nil {
+		st.SandboxID = h.run.cur.sb.ID
 		st.Agent = protocol.AgentIdle
 		if h.proc.Busy() {
 			st.Agent = protocol.AgentBusy
@@ -456,7 +458,7 @@ func (h *Hub) initMessage(ctx context.Context) protocol.InitMessage {
 	sess := h.Session()
 	msg := protocol.InitMessage{Type: protocol.MsgInit, Session: sessionInfo(sess), Messages: []protocol.ChatMessage{}, Status: h.statusMessage()}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt != nil {
 		hist, err := rt.oc.Messages(ctx, rt.agentSessionID)
@@ -633,7 +635,7 @@ func (h *Hub) Prompt(ctx context.Context, p *auth.Principal, text string) error 
 
 func (h *Hub) sendPrompt(ctx context.Context, text string, userID *string) error {
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return fmt.Errorf("hub: runtime of %s went away", h.id)
@@ -677,7 +679,7 @@ func (h *Hub) Cancel(ctx context.Context, p *auth.Principal) error {
 		return ErrForbidden
 	}
 	h.mu.Lock()
-	rt := h.rt
+	rt := h.run.cur
 	h.mu.Unlock()
 	if rt == nil {
 		return nil
@@ -715,7 +717,7 @@ func (h *Hub) SaveSnapshot(ctx context.Context) (string, error) {
 		return "", err
 	}
 	h.mu.Lock()
-	rt, sess := h.rt, h.sess
+	rt, sess := h.run.cur, h.sess
 	h.mu.Unlock()
 	if rt == nil {
 		return "", fmt.Errorf("hub: runtime of %s went away", h.id)
@@ -746,7 +748,7 @@ func (h *Hub) exclusive(ctx context.Context) (done func(), err error) {
 				return nil, ctx.Err()
 			}
 		}
-		if h.ready != nil {
+		if h.run.boot != nil {
 			h.mu.Unlock()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -765,8 +767,7 @@ func (h *Hub) exclusive(ctx context.Context) (done func(), err error) {
 // session's stored one.
 func (h *Hub) detachRuntime() string {
 	h.mu.Lock()
-	rt := h.rt
-	h.rt = nil
+	rt := h.run.take()
 	sandboxID := ""
 	if h.sess.SandboxID != nil {
 		sandboxID = *h.sess.SandboxID
@@ -785,7 +786,7 @@ func (h *Hub) detachRuntime() string {
 // race a sandbox being created).
 func (h *Hub) waitBoot(ctx context.Context) {
 	h.mu.Lock()
-	f := h.ready
+	f := h.run.boot
 	h.mu.Unlock()
 	if f != nil {
 		select {
@@ -910,8 +911,7 @@ func (h *Hub) close(ctx context.Context, code int, reason string, dropRuntime bo
 	clients := h.clients
 	h.clients = map[Client]*auth.Principal{}
 	h.publishClientsLocked()
-	rt := h.rt
-	h.rt = nil
+	rt := h.run.take()
 	stopRenew := h.stopRenew
 	owner := h.owner
 	h.owner = false

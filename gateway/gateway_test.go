@@ -288,6 +288,17 @@ func dialWS(t *testing.T, g *gw, sessionID, token string, inQuery bool, extra ..
 	return http.StatusSwitchingProtocols, c
 }
 
+// readToEnd reads c until a read fails (its close, or within elapsing)
+// and returns that error.
+func readToEnd(c *websocket.Conn, within time.Duration) error {
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	for {
+		if _, _, err := c.ReadMessage(); err != nil {
+			return err
+		}
+	}
+}
+
 // readUntil reads frames until one of type typ (or fails after the deadline).
 func readUntil(t *testing.T, c *websocket.Conn, typ string) json.RawMessage {
 	t.Helper()

@@ -172,17 +172,9 @@ func TestTerminalWebSocket(t *testing.T) {
 	if err := c2.WriteMessage(websocket.BinaryMessage, []byte("exit\n")); err != nil {
 		t.Fatal(err)
 	}
-	_ = c2.SetReadDeadline(time.Now().Add(20 * time.Second))
-	for {
-		_, _, err := c2.ReadMessage()
-		if err == nil {
-			continue
-		}
-		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure || ce.Text != "shell exited" {
-			t.Fatalf("want close 1000 \"shell exited\", got %v", err)
-		}
-		break
+	var ce *websocket.CloseError
+	if err := readToEnd(c2, 20*time.Second); !errors.As(err, &ce) || ce.Code != websocket.CloseNormalClosure || ce.Text != "shell exited" {
+		t.Fatalf("want close 1000 \"shell exited\", got %v", err)
 	}
 	testenv.Eventually(t, 10*time.Second, "every proxy connection to be released", func() bool {
 		return h.ProxyConnections() == 0
@@ -196,17 +188,8 @@ func TestTerminalWebSocket(t *testing.T) {
 	if err := c3.WriteMessage(websocket.TextMessage, []byte(`{"type":"resize","cols":0,"rows":9999}`)); err != nil {
 		t.Fatal(err)
 	}
-	_ = c3.SetReadDeadline(time.Now().Add(20 * time.Second))
-	for {
-		_, _, err := c3.ReadMessage()
-		if err == nil {
-			continue
-		}
-		var ce *websocket.CloseError
-		if !errors.As(err, &ce) || ce.Code != websocket.CloseUnsupportedData {
-			t.Fatalf("want close 1003, got %v", err)
-		}
-		break
+	if err := readToEnd(c3, 20*time.Second); !errors.As(err, &ce) || ce.Code != websocket.CloseUnsupportedData {
+		t.Fatalf("want close 1003, got %v", err)
 	}
 	testenv.Eventually(t, 10*time.Second, "the refused terminal's proxy connection to be released", func() bool {
 		return h.ProxyConnections() == 0

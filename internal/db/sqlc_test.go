@@ -113,6 +113,8 @@ var owners = map[string]string{
 	"org_connectors":                     "internal/integrations",
 	"automation_connections":             "internal/integrations",
 	"session_connections":                "internal/integrations",
+	"sandbox_tokens":                     "internal/sessions",
+	"session_tool_invocations":           "internal/sessions",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

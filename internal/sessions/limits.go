@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -18,7 +19,7 @@ func (s *Store) RecordLimit(ctx context.Context, id string, limit schemas.Sandbo
 		return ErrNotFound
 	}
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		sess, err := scan(tx.QueryRow(ctx, `SELECT `+cols+` FROM sessions WHERE id = $1`, id))
+		sess, err := scan(sessionsdb.New(tx).SessionByID(ctx, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/auth"
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
 
 // Sandbox tokens (migration 0101): a random credential per sandbox boot,
@@ -48,9 +49,8 @@ func (s *Store) MintSandboxToken(ctx context.Context, orgID, sessionID string) (
 		return SandboxToken{}, ErrNotFound
 	}
 	value, hash := auth.NewSandboxToken()
-	var id string
-	err := s.Pool.QueryRow(ctx, `INSERT INTO sandbox_tokens (token_hash, org_id, session_id) VALUES ($1, $2, $3)
-		RETURNING id::text`, hash, orgID, sessionID).Scan(&id)
+	id, err := sessionsdb.New(s.Pool).MintSandboxToken(ctx, sessionsdb.MintSandboxTokenParams{
+		TokenHash: hash, OrgID: orgID, SessionID: sessionID})
 	if err != nil {
 		return SandboxToken{}, fmt.Errorf("mint sandbox token of session %s: %w", sessionID, err)
 	}
@@ -66,32 +66,29 @@ func (s *Store) MintSandboxToken(ctx context.Context, orgID, sessionID string) (
 // remains.
 func (s *Store) BindSandboxToken(ctx context.Context, sessionID, tokenID, sandboxID string) (recovered bool, err error) {
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := sessionsdb.New(tx)
 		// Serialise with the session's transitions and other binds.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM sessions WHERE id = $1 FOR UPDATE`, sessionID); err != nil {
+		if err := q.LockSessionRow(ctx, sessionID); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sandbox_tokens
-			WHERE session_id = $1 AND sandbox_id = $2 AND revoked_at IS NULL AND id <> $3)`,
-			sessionID, sandboxID, tokenID).Scan(&recovered); err != nil {
+		var err error
+		if recovered, err = q.SandboxHasOtherLiveToken(ctx, sessionsdb.SandboxHasOtherLiveTokenParams{
+			SessionID: sessionID, SandboxID: sandboxID, TokenID: tokenID}); err != nil {
 			return err
 		}
 		if recovered {
-			_, err := tx.Exec(ctx, `UPDATE sandbox_tokens SET revoked_at = now(), revoke_reason = CASE WHEN id = $3 THEN $4 ELSE $5 END
-				WHERE session_id = $1 AND revoked_at IS NULL AND sandbox_id IS DISTINCT FROM $2`,
-				sessionID, sandboxID, tokenID, TokenRevokeUnused, TokenRevokeReplaced)
-			return err
+			return q.RevokeRecoveredBoot(ctx, sessionsdb.RevokeRecoveredBootParams{TokenID: tokenID,
+				UnusedReason: TokenRevokeUnused, ReplacedReason: TokenRevokeReplaced, SessionID: sessionID, SandboxID: sandboxID})
 		}
-		tag, err := tx.Exec(ctx, `UPDATE sandbox_tokens SET sandbox_id = $3, bound_at = now()
-			WHERE id = $2 AND session_id = $1 AND sandbox_id IS NULL AND revoked_at IS NULL`, sessionID, tokenID, sandboxID)
+		n, err := q.BindSandboxToken(ctx, sessionsdb.BindSandboxTokenParams{SandboxID: sandboxID, TokenID: tokenID, SessionID: sessionID})
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() != 1 {
+		if n != 1 {
 			return ErrTokenRevoked
 		}
-		_, err = tx.Exec(ctx, `UPDATE sandbox_tokens SET revoked_at = now(), revoke_reason = $3
-			WHERE session_id = $1 AND revoked_at IS NULL AND id <> $2`, sessionID, tokenID, TokenRevokeReplaced)
-		return err
+		return q.RevokeOtherSandboxTokens(ctx, sessionsdb.RevokeOtherSandboxTokensParams{
+			Reason: TokenRevokeReplaced, SessionID: sessionID, TokenID: tokenID})
 	})
 	if err != nil && !errors.Is(err, ErrTokenRevoked) {
 		err = fmt.Errorf("bind sandbox token of session %s: %w", sessionID, err)
@@ -102,8 +99,8 @@ func (s *Store) BindSandboxToken(ctx context.Context, sessionID, tokenID, sandbo
 // RevokePendingSandboxToken revokes the boot's token if no sandbox took it
 // (a failed boot); a bound token stays with its sandbox.
 func (s *Store) RevokePendingSandboxToken(ctx context.Context, tokenID, reason string) error {
-	if _, err := s.Pool.Exec(ctx, `UPDATE sandbox_tokens SET revoked_at = now(), revoke_reason = $2
-		WHERE id = $1 AND sandbox_id IS NULL AND revoked_at IS NULL`, tokenID, reason); err != nil {
+	if err := sessionsdb.New(s.Pool).RevokePendingSandboxToken(ctx, sessionsdb.RevokePendingSandboxTokenParams{
+		Reason: reason, TokenID: tokenID}); err != nil {
 		return fmt.Errorf("revoke pending sandbox token: %w", err)
 	}
 	return nil
@@ -115,8 +112,8 @@ func (s *Store) RevokeSandboxTokens(ctx context.Context, sessionID, reason strin
 	if !isUUID(sessionID) {
 		return nil
 	}
-	if _, err := s.Pool.Exec(ctx, `UPDATE sandbox_tokens SET revoked_at = now(), revoke_reason = $2
-		WHERE session_id = $1 AND revoked_at IS NULL`, sessionID, reason); err != nil {
+	if err := sessionsdb.New(s.Pool).RevokeSandboxTokens(ctx, sessionsdb.RevokeSandboxTokensParams{
+		Reason: reason, SessionID: sessionID}); err != nil {
 		return fmt.Errorf("revoke sandbox tokens of session %s: %w", sessionID, err)
 	}
 	return nil
@@ -131,15 +128,12 @@ func VerifySandboxToken(ctx context.Context, q billing.Querier, token string) (s
 	if !auth.WellFormedSandboxToken(token) {
 		return "", "", auth.ErrUnauthenticated
 	}
-	err = q.QueryRow(ctx, `SELECT t.session_id::text, t.org_id::text FROM sandbox_tokens t
-		JOIN sessions s ON s.id = t.session_id AND s.org_id = t.org_id
-		WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.sandbox_id IS NOT NULL
-		  AND s.status = 'running' AND s.sandbox_id = t.sandbox_id`, auth.HashSandboxToken(token)).Scan(&sessionID, &orgID)
+	row, err := sessionsdb.New(q).VerifySandboxToken(ctx, auth.HashSandboxToken(token))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", "", auth.ErrUnauthenticated
 	}
 	if err != nil {
 		return "", "", fmt.Errorf("verify sandbox token: %w", err)
 	}
-	return sessionID, orgID, nil
+	return row.SessionID, row.OrgID, nil
 }

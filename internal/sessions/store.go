@@ -13,8 +13,12 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/billing"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
@@ -32,25 +36,43 @@ const MaxTitleLen = 300
 // for example a gateway that crashed mid-call).
 const DefaultToolStaleAfter = 10 * time.Minute
 
-const cols = `id::text, org_id::text, created_by::text, configuration_id::text, session_type, status, client_type,
-	sandbox_mode, sandbox_provider, sandbox_id, sandbox_url, snapshot_id, coding_agent_session_id, model_id,
-	system_prompt, initial_prompt, initial_prompt_sent_at, title, automation_id::text, run_id::text,
-	trigger_event_id::text, idempotency_key, started_at, last_activity_at, paused_at, ended_at, pause_reason,
-	stop_reason, outcome, summary, pr_urls, tool_calls, messages_exchanged, active_seconds, latest_task,
-	created_at, updated_at, sandbox_expires_at, auto_delete_days, idle_snapshot_failures`
-
-func scan(row pgx.Row) (Session, error) {
-	var s Session
-	err := row.Scan(&s.ID, &s.OrgID, &s.CreatedBy, &s.ConfigurationID, &s.SessionType, &s.Status, &s.ClientType,
-		&s.SandboxMode, &s.SandboxProvider, &s.SandboxID, &s.SandboxURL, &s.SnapshotID, &s.CodingAgentSessionID, &s.ModelID,
-		&s.SystemPrompt, &s.InitialPrompt, &s.InitialPromptSentAt, &s.Title, &s.AutomationID, &s.RunID,
-		&s.TriggerEventID, &s.IdempotencyKey, &s.StartedAt, &s.LastActivityAt, &s.PausedAt, &s.EndedAt, &s.PauseReason,
-		&s.StopReason, &s.Outcome, &s.Summary, &s.PRURLs, &s.ToolCalls, &s.MessagesExchanged, &s.ActiveSeconds, &s.LatestTask,
-		&s.CreatedAt, &s.UpdatedAt, &s.SandboxExpiresAt, &s.AutoDeleteDays, &s.IdleSnapshotFailures)
+// fromRow is the session a whole sessions row describes.
+func fromRow(r sessionsdb.Session) Session {
+	s := Session{ID: r.ID, OrgID: r.OrgID, CreatedBy: r.CreatedBy, ConfigurationID: r.ConfigurationID,
+		SessionType: r.SessionType, Status: r.Status, ClientType: r.ClientType, SandboxMode: r.SandboxMode,
+		SandboxProvider: r.SandboxProvider, SandboxID: r.SandboxID, SandboxURL: r.SandboxUrl, SnapshotID: r.SnapshotID,
+		CodingAgentSessionID: r.CodingAgentSessionID, ModelID: r.ModelID, SystemPrompt: r.SystemPrompt,
+		InitialPrompt: r.InitialPrompt, InitialPromptSentAt: r.InitialPromptSentAt, Title: r.Title,
+		AutomationID: r.AutomationID, RunID: r.RunID, TriggerEventID: r.TriggerEventID, IdempotencyKey: r.IdempotencyKey,
+		StartedAt: r.StartedAt, LastActivityAt: r.LastActivityAt, PausedAt: r.PausedAt, EndedAt: r.EndedAt,
+		PauseReason: r.PauseReason, StopReason: r.StopReason, Outcome: r.Outcome, Summary: r.Summary, PRURLs: r.PrUrls,
+		ToolCalls: int(r.ToolCalls), MessagesExchanged: int(r.MessagesExchanged), ActiveSeconds: int(r.ActiveSeconds),
+		LatestTask: r.LatestTask, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, SandboxExpiresAt: r.SandboxExpiresAt,
+		AutoDeleteDays: int(r.AutoDeleteDays), IdleSnapshotFailures: int(r.IdleSnapshotFailures)}
 	if s.PRURLs == nil {
 		s.PRURLs = []string{}
 	}
-	return s, err
+	return s
+}
+
+// scan turns a query's whole sessions row into a session.
+func scan(r sessionsdb.Session, err error) (Session, error) {
+	if err != nil {
+		return Session{}, err
+	}
+	return fromRow(r), nil
+}
+
+// scanAll turns a query's sessions rows into sessions.
+func scanAll(rows []sessionsdb.Session, err error) ([]Session, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Session, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, fromRow(r))
+	}
+	return out, nil
 }
 
 func isUUID(s string) bool { _, err := uuid.Parse(s); return err == nil && len(s) == 36 }
@@ -127,7 +149,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		// Serializes the creators of one organization: the idempotency
 		// lookup and the live count below are then exact.
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('sessions.create:' || $1, 0))`, in.OrgID); err != nil {
+		q := sessionsdb.New(tx)
+		if err := q.LockSessionCreate(ctx, in.OrgID); err != nil {
 			return fmt.Errorf("lock org: %w", err)
 		}
 		// Nothing starts in an organization scheduled for deletion (the
@@ -138,8 +161,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 			return ErrOrgPendingDeletion
 		}
 		if in.IdempotencyKey != nil {
-			existing, err := scan(tx.QueryRow(ctx, `SELECT `+cols+` FROM sessions WHERE org_id = $1 AND idempotency_key = $2`,
-				in.OrgID, *in.IdempotencyKey))
+			existing, err := scan(q.SessionByIdempotencyKey(ctx, sessionsdb.SessionByIdempotencyKeyParams{
+				OrgID: in.OrgID, IdempotencyKey: in.IdempotencyKey}))
 			if err == nil {
 				out = existing
 				return nil
@@ -149,11 +172,13 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 			}
 		}
 		if in.ConfigurationID != nil {
-			if err := exists(ctx, tx, `SELECT 1 FROM configurations WHERE id = $1 AND org_id = $2`, *in.ConfigurationID, in.OrgID); err != nil {
-				if errors.Is(err, pgx.ErrNoRows) {
-					return ErrConfigurationNotFound
-				}
+			found, err := prebuildsdb.New(tx).ConfigurationExists(ctx, prebuildsdb.ConfigurationExistsParams{
+				ID: *in.ConfigurationID, OrgID: in.OrgID})
+			if err != nil {
 				return fmt.Errorf("find configuration: %w", err)
+			}
+			if !found {
+				return ErrConfigurationNotFound
 			}
 		}
 		for what, q := range map[string]struct {
@@ -165,7 +190,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 				return err
 			}},
 			"run": {in.RunID, func(id string) error {
-				return exists(ctx, tx, `SELECT 1 FROM automation_runs WHERE id = $1 AND org_id = $2`, id, in.OrgID)
+				_, err := runsdb.New(tx).SessionRunInOrg(ctx, runsdb.SessionRunInOrgParams{ID: id, OrgID: in.OrgID})
+				return err
 			}},
 		} {
 			if q.id == nil {
@@ -184,22 +210,19 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 			}
 		}
 		if s.MaxConcurrent > 0 {
-			var live int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM sessions WHERE org_id = $1 AND status IN ('starting', 'running')`,
-				in.OrgID).Scan(&live); err != nil {
+			live, err := q.CountLiveSessions(ctx, in.OrgID)
+			if err != nil {
 				return fmt.Errorf("count live sessions: %w", err)
 			}
-			if live >= s.MaxConcurrent {
+			if live >= int64(s.MaxConcurrent) {
 				return ErrLimit
 			}
 		}
-		sess, err := scan(tx.QueryRow(ctx, `INSERT INTO sessions (org_id, created_by, configuration_id, session_type, client_type,
-				client_metadata, sandbox_mode, model_id, title, system_prompt, initial_prompt, automation_id, run_id,
-				trigger_event_id, idempotency_key)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
-			RETURNING `+cols, in.OrgID, in.CreatedBy, in.ConfigurationID, in.SessionType, in.ClientType, metaJSON,
-			in.SandboxMode, in.ModelID, in.Title, in.SystemPrompt, in.InitialPrompt, in.AutomationID, in.RunID,
-			in.TriggerEventID, in.IdempotencyKey))
+		sess, err := scan(q.InsertSession(ctx, sessionsdb.InsertSessionParams{OrgID: in.OrgID, CreatedBy: in.CreatedBy,
+			ConfigurationID: in.ConfigurationID, SessionType: in.SessionType, ClientType: in.ClientType, ClientMetadata: metaJSON,
+			SandboxMode: in.SandboxMode, ModelID: in.ModelID, Title: in.Title, SystemPrompt: in.SystemPrompt,
+			InitialPrompt: in.InitialPrompt, AutomationID: in.AutomationID, RunID: in.RunID, TriggerEventID: in.TriggerEventID,
+			IdempotencyKey: in.IdempotencyKey}))
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -212,10 +235,8 @@ func (s *Store) Create(ctx context.Context, in CreateInput) (Session, bool, erro
 		// internal/actions/catalog); an automation without connections
 		// leaves the session unbound (the organization's integrations).
 		if in.AutomationID != nil {
-			if _, err := tx.Exec(ctx, `INSERT INTO session_connections (org_id, session_id, integration_id)
-				SELECT ac.org_id, $3, ac.integration_id FROM automation_connections ac
-				WHERE ac.org_id = $1 AND ac.automation_id = $2
-				ON CONFLICT (session_id, integration_id) DO NOTHING`, in.OrgID, *in.AutomationID, sess.ID); err != nil {
+			if err := integrationsdb.New(tx).BindSessionToAutomationConnections(ctx, integrationsdb.BindSessionToAutomationConnectionsParams{
+				SessionID: sess.ID, OrgID: in.OrgID, AutomationID: *in.AutomationID}); err != nil {
 				return fmt.Errorf("bind the automation's connections: %w", err)
 			}
 		}
@@ -243,11 +264,6 @@ func admitOp(in CreateInput) billing.Operation {
 		return billing.OpAutomationTrigger
 	}
 	return billing.OpSessionStart
-}
-
-func exists(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
-	var one int
-	return tx.QueryRow(ctx, sql, args...).Scan(&one)
 }
 
 // emit appends a session event describing sess after a change of kind.
@@ -280,7 +296,7 @@ func (s *Store) Get(ctx context.Context, orgID, id string) (Session, error) {
 	if !isUUID(id) || (orgID != "" && !isUUID(orgID)) {
 		return Session{}, ErrNotFound
 	}
-	sess, err := scan(s.Pool.QueryRow(ctx, `SELECT `+cols+` FROM sessions WHERE id = $1 AND ($2 = '' OR org_id::text = $2)`, id, orgID))
+	sess, err := scan(sessionsdb.New(s.Pool).GetSession(ctx, sessionsdb.GetSessionParams{ID: id, OrgID: orgID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Session{}, ErrNotFound
 	}
@@ -313,17 +329,9 @@ func (s *Store) List(ctx context.Context, orgID string, f ListFilter, p Page) ([
 			}
 		}
 	}
-	rows, err := s.Pool.Query(ctx, `SELECT `+cols+` FROM sessions
-		WHERE org_id = $1 AND ($2 = '' OR status = $2) AND ($3 = '' OR session_type = $3)
-		  AND ($4 = '' OR created_by::text = $4)
-		  AND (created_at, id) < ($5, $6::uuid)
-		  AND ($8 = '' OR ($8 = 'automation') = (automation_id IS NOT NULL OR session_type = 'automation'))
-		  AND ($9::uuid[] IS NULL OR id = ANY($9::uuid[]))
-		ORDER BY created_at DESC, id DESC LIMIT $7`, orgID, f.Status, f.SessionType, f.CreatedBy, at, id, limit+1, f.Origin, ids)
-	if err != nil {
-		return nil, fmt.Errorf("list sessions: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scan(r) })
+	out, err := scanAll(sessionsdb.New(s.Pool).ListSessions(ctx, sessionsdb.ListSessionsParams{OrgID: orgID,
+		Status: f.Status, SessionType: f.SessionType, CreatedBy: f.CreatedBy, At: at, AtID: id, Origin: f.Origin,
+		Ids: ids, Max: int32(limit + 1)}))
 	if err != nil {
 		return nil, fmt.Errorf("list sessions: %w", err)
 	}
@@ -338,8 +346,7 @@ func (s *Store) Rename(ctx context.Context, orgID, id, title string) (Session, e
 	if !isUUID(id) || !isUUID(orgID) {
 		return Session{}, ErrNotFound
 	}
-	sess, err := scan(s.Pool.QueryRow(ctx, `UPDATE sessions SET title = $3, updated_at = now()
-		WHERE id = $1 AND org_id = $2 RETURNING `+cols, id, orgID, title))
+	sess, err := scan(sessionsdb.New(s.Pool).RenameSession(ctx, sessionsdb.RenameSessionParams{Title: title, ID: id, OrgID: orgID}))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Session{}, ErrNotFound
 	}
@@ -357,7 +364,7 @@ func (s *Store) Delete(ctx context.Context, orgID, id string) error {
 		return ErrNotFound
 	}
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		sess, err := scan(tx.QueryRow(ctx, `DELETE FROM sessions WHERE id = $1 AND org_id = $2 RETURNING `+cols, id, orgID))
+		sess, err := scan(sessionsdb.New(tx).DeleteSession(ctx, sessionsdb.DeleteSessionParams{ID: id, OrgID: orgID}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -369,15 +376,17 @@ func (s *Store) Delete(ctx context.Context, orgID, id string) error {
 }
 
 // transition locks the session, checks its status is in from (a status in
-// same is a no-op returning the session unchanged), applies set (an UPDATE
-// SET list whose $1 is the id and further args follow) and emits kind.
-func (s *Store) transition(ctx context.Context, id string, from, same []string, kind, set string, args ...any) (Session, error) {
+// same is a no-op returning the session unchanged), applies set (the
+// transition's UPDATE of the row) and emits kind.
+func (s *Store) transition(ctx context.Context, id string, from, same []string, kind string,
+	set func(q *sessionsdb.Queries) (sessionsdb.Session, error)) (Session, error) {
 	if !isUUID(id) {
 		return Session{}, ErrNotFound
 	}
 	var out Session
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		cur, err := scan(tx.QueryRow(ctx, `SELECT `+cols+` FROM sessions WHERE id = $1 FOR UPDATE`, id))
+		q := sessionsdb.New(tx)
+		cur, err := scan(q.LockSession(ctx, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -391,8 +400,7 @@ func (s *Store) transition(ctx context.Context, id string, from, same []string, 
 		if !slices.Contains(from, cur.Status) {
 			return fmt.Errorf("%w: %s → %s", ErrInvalidTransition, cur.Status, kind)
 		}
-		next, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET `+set+`, updated_at = now() WHERE id = $1 RETURNING `+cols,
-			append([]any{id}, args...)...))
+		next, err := scan(set(q))
 		if err != nil {
 			return fmt.Errorf("update session: %w", err)
 		}
@@ -439,10 +447,11 @@ func (s *Store) MarkRunning(ctx context.Context, id string, r Runtime) (Session,
 		expires = &r.ExpiresAt
 	}
 	return s.transition(ctx, id, []string{StatusStarting, StatusPaused, StatusRunning}, nil, schemas.SessionKindRunning,
-		`status = 'running', sandbox_provider = $2, sandbox_id = $3, sandbox_url = $4,
-		 coding_agent_session_id = COALESCE($5, coding_agent_session_id), paused_at = NULL, pause_reason = NULL,
-		 sandbox_expires_at = $6, last_activity_at = now()`,
-		provider, nullable(r.SandboxID), nullable(r.SandboxURL), nullable(r.AgentSessionID), expires)
+		func(q *sessionsdb.Queries) (sessionsdb.Session, error) {
+			return q.SetSessionRunning(ctx, sessionsdb.SetSessionRunningParams{SandboxProvider: provider,
+				SandboxID: nullable(r.SandboxID), SandboxUrl: nullable(r.SandboxURL),
+				CodingAgentSessionID: nullable(r.AgentSessionID), SandboxExpiresAt: expires, ID: id})
+		})
 }
 
 // MarkPaused: starting|running → paused with the reason ("" = paused by a
@@ -451,9 +460,10 @@ func (s *Store) MarkRunning(ctx context.Context, id string, r Runtime) (Session,
 // latest task. Pausing a paused session is a no-op. Emits paused.
 func (s *Store) MarkPaused(ctx context.Context, id, reason, snapshotID string) (Session, error) {
 	return s.transition(ctx, id, []string{StatusStarting, StatusRunning}, []string{StatusPaused}, schemas.SessionKindPaused,
-		`status = 'paused', paused_at = now(), pause_reason = $2, snapshot_id = COALESCE($3, snapshot_id),
-		 sandbox_id = NULL, sandbox_url = NULL, sandbox_expires_at = NULL, latest_task = NULL`,
-		nullable(reason), nullable(snapshotID))
+		func(q *sessionsdb.Queries) (sessionsdb.Session, error) {
+			return q.SetSessionPaused(ctx, sessionsdb.SetSessionPausedParams{PauseReason: nullable(reason),
+				SnapshotID: nullable(snapshotID), ID: id})
+		})
 }
 
 // PauseIfSandbox is MarkPaused fenced on the sandbox: the session must be
@@ -468,11 +478,8 @@ func (s *Store) PauseIfSandbox(ctx context.Context, id, sandboxID, reason, snaps
 	}
 	var out Session
 	err := pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		next, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET status = 'paused', paused_at = now(), pause_reason = $3,
-			snapshot_id = COALESCE($4, snapshot_id), sandbox_id = CASE WHEN $5 THEN sandbox_id END, sandbox_url = NULL,
-			sandbox_expires_at = NULL, latest_task = NULL, idle_snapshot_failures = 0, updated_at = now()
-			WHERE id = $1 AND status = 'running' AND sandbox_id = $2 RETURNING `+cols,
-			id, sandboxID, nullable(reason), nullable(snapshotID), keepSandbox))
+		next, err := scan(sessionsdb.New(tx).PauseIfSandbox(ctx, sessionsdb.PauseIfSandboxParams{PauseReason: nullable(reason),
+			SnapshotID: nullable(snapshotID), KeepSandbox: keepSandbox, ID: id, SandboxID: sandboxID}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrSandboxChanged
 		}
@@ -492,11 +499,11 @@ func (s *Store) ClearSnapshot(ctx context.Context, id, snapshotID string) (bool,
 	if !isUUID(id) {
 		return false, ErrNotFound
 	}
-	tag, err := s.Pool.Exec(ctx, `UPDATE sessions SET snapshot_id = NULL, updated_at = now() WHERE id = $1 AND snapshot_id = $2`, id, snapshotID)
+	n, err := sessionsdb.New(s.Pool).ClearSessionSnapshotIf(ctx, sessionsdb.ClearSessionSnapshotIfParams{ID: id, SnapshotID: snapshotID})
 	if err != nil {
 		return false, fmt.Errorf("clear snapshot of session %s: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	return n == 1, nil
 }
 
 // RecordIdleSnapshotFailure counts a failed idle snapshot of the session
@@ -506,28 +513,21 @@ func (s *Store) RecordIdleSnapshotFailure(ctx context.Context, id, sandboxID str
 	if !isUUID(id) {
 		return 0, ErrNotFound
 	}
-	var n int
-	err := s.Pool.QueryRow(ctx, `UPDATE sessions SET idle_snapshot_failures = idle_snapshot_failures + 1, updated_at = now()
-		WHERE id = $1 AND status = 'running' AND sandbox_id = $2 RETURNING idle_snapshot_failures`, id, sandboxID).Scan(&n)
+	n, err := sessionsdb.New(s.Pool).RecordIdleSnapshotFailure(ctx, sessionsdb.RecordIdleSnapshotFailureParams{ID: id, SandboxID: sandboxID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, fmt.Errorf("count idle snapshot failure of session %s: %w", id, err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // ExpiringRunning returns up to limit running sessions whose sandbox
 // expires before the given time, soonest first (the expiry scan).
 func (s *Store) ExpiringRunning(ctx context.Context, before time.Time, limit int) ([]Session, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+cols+` FROM sessions
-		WHERE status = 'running' AND sandbox_expires_at IS NOT NULL AND sandbox_expires_at < $1
-		ORDER BY sandbox_expires_at LIMIT $2`, before, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list expiring sessions: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Session, error) { return scan(r) })
+	out, err := scanAll(sessionsdb.New(s.Pool).ExpiringRunningSessions(ctx, sessionsdb.ExpiringRunningSessionsParams{
+		Before: before, Max: int32(limit)}))
 	if err != nil {
 		return nil, fmt.Errorf("list expiring sessions: %w", err)
 	}
@@ -540,28 +540,32 @@ func (s *Store) ExpiringRunning(ctx context.Context, before time.Time, limit int
 // Emits stopped.
 func (s *Store) MarkStopped(ctx context.Context, id, reason, outcome, summary string) (Session, error) {
 	return s.transition(ctx, id, []string{StatusStarting, StatusRunning, StatusPaused}, []string{StatusStopped}, schemas.SessionKindStopped,
-		`status = 'stopped', ended_at = now(), stop_reason = COALESCE($2, stop_reason), outcome = COALESCE($3, outcome),
-		 summary = COALESCE($4, summary), sandbox_url = NULL, latest_task = NULL`,
-		nullable(reason), nullable(outcome), nullable(summary))
+		func(q *sessionsdb.Queries) (sessionsdb.Session, error) {
+			return q.SetSessionStopped(ctx, sessionsdb.SetSessionStoppedParams{StopReason: nullable(reason),
+				Outcome: nullable(outcome), Summary: nullable(summary), ID: id})
+		})
 }
 
 // MarkFailed: starting|running|paused → failed with ended_at and the reason
 // (stored as stop_reason). Failing a failed session is a no-op. Emits failed.
 func (s *Store) MarkFailed(ctx context.Context, id, reason string) (Session, error) {
 	return s.transition(ctx, id, []string{StatusStarting, StatusRunning, StatusPaused}, []string{StatusFailed}, schemas.SessionKindFailed,
-		`status = 'failed', ended_at = now(), stop_reason = COALESCE($2, stop_reason), sandbox_url = NULL, latest_task = NULL`,
-		nullable(reason))
+		func(q *sessionsdb.Queries) (sessionsdb.Session, error) {
+			return q.SetSessionFailed(ctx, sessionsdb.SetSessionFailedParams{StopReason: nullable(reason), ID: id})
+		})
 }
 
-func (s *Store) exec(ctx context.Context, what, id, sql string, args ...any) error {
+// exec runs update (an UPDATE of the session id) and reports ErrNotFound
+// when it changed no row.
+func (s *Store) exec(ctx context.Context, what, id string, update func(q *sessionsdb.Queries) (int64, error)) error {
 	if !isUUID(id) {
 		return ErrNotFound
 	}
-	tag, err := s.Pool.Exec(ctx, sql, append([]any{id}, args...)...)
+	n, err := update(sessionsdb.New(s.Pool))
 	if err != nil {
 		return fmt.Errorf("%s of session %s: %w", what, id, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if n == 0 {
 		return ErrNotFound
 	}
 	return nil
@@ -569,7 +573,9 @@ func (s *Store) exec(ctx context.Context, what, id, sql string, args ...any) err
 
 // SetSnapshot records the latest snapshot of a session.
 func (s *Store) SetSnapshot(ctx context.Context, id, snapshotID string) error {
-	return s.exec(ctx, "set snapshot", id, `UPDATE sessions SET snapshot_id = $2, updated_at = now() WHERE id = $1`, nullable(snapshotID))
+	return s.exec(ctx, "set snapshot", id, func(q *sessionsdb.Queries) (int64, error) {
+		return q.SetSessionSnapshot(ctx, sessionsdb.SetSessionSnapshotParams{SnapshotID: nullable(snapshotID), ID: id})
+	})
 }
 
 // ClaimInitialPrompt sets initial_prompt_sent_at if it is null and the
@@ -578,9 +584,7 @@ func (s *Store) ClaimInitialPrompt(ctx context.Context, id string) (prompt strin
 	if !isUUID(id) {
 		return "", false, ErrNotFound
 	}
-	err = s.Pool.QueryRow(ctx, `UPDATE sessions SET initial_prompt_sent_at = now(), updated_at = now()
-		WHERE id = $1 AND initial_prompt_sent_at IS NULL AND coalesce(initial_prompt, '') <> ''
-		RETURNING initial_prompt`, id).Scan(&prompt)
+	claimed, err := sessionsdb.New(s.Pool).ClaimInitialPrompt(ctx, id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		if _, err := s.Get(ctx, "", id); err != nil {
 			return "", false, err
@@ -590,13 +594,18 @@ func (s *Store) ClaimInitialPrompt(ctx context.Context, id string) (prompt strin
 	if err != nil {
 		return "", false, fmt.Errorf("claim initial prompt of session %s: %w", id, err)
 	}
+	if claimed != nil {
+		prompt = *claimed
+	}
 	return prompt, true, nil
 }
 
 // ReleaseInitialPrompt clears the marker after a failed send so that a later
 // attempt retries.
 func (s *Store) ReleaseInitialPrompt(ctx context.Context, id string) error {
-	return s.exec(ctx, "release initial prompt", id, `UPDATE sessions SET initial_prompt_sent_at = NULL, updated_at = now() WHERE id = $1`)
+	return s.exec(ctx, "release initial prompt", id, func(q *sessionsdb.Queries) (int64, error) {
+		return q.ReleaseInitialPrompt(ctx, id)
+	})
 }
 
 // Touch sets last_activity_at = now() on the session and on its run
@@ -606,14 +615,14 @@ func (s *Store) Touch(ctx context.Context, id string) error {
 		return ErrNotFound
 	}
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE sessions SET last_activity_at = now() WHERE id = $1`, id)
+		n, err := sessionsdb.New(tx).TouchSession(ctx, id)
 		if err != nil {
 			return fmt.Errorf("touch session %s: %w", id, err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return ErrNotFound
 		}
-		if _, err := tx.Exec(ctx, `UPDATE automation_runs SET last_activity_at = now() WHERE session_id = $1`, id); err != nil {
+		if err := runsdb.New(tx).TouchRunOfSession(ctx, &id); err != nil {
 			return fmt.Errorf("touch run of session %s: %w", id, err)
 		}
 		return nil
@@ -644,8 +653,8 @@ func (s *Store) FlushTelemetry(ctx context.Context, id string, d Telemetry) erro
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
 		// The row lock serializes flushers of a session, so the URLs new to
 		// it are exact; the counters are increments either way.
-		var have []string
-		err := tx.QueryRow(ctx, `SELECT pr_urls FROM sessions WHERE id = $1 FOR UPDATE`, id).Scan(&have)
+		q := sessionsdb.New(tx)
+		have, err := q.LockSessionPRURLs(ctx, id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -658,17 +667,14 @@ func (s *Store) FlushTelemetry(ctx context.Context, id string, d Telemetry) erro
 				fresh = append(fresh, u)
 			}
 		}
-		sess, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET
-				tool_calls = tool_calls + $2, messages_exchanged = messages_exchanged + $3,
-				active_seconds = active_seconds + $4, pr_urls = pr_urls || $5::text[],
-				latest_task = COALESCE($6, latest_task), last_activity_at = now(), updated_at = now()
-			WHERE id = $1 RETURNING `+cols, id, d.ToolCalls, d.Messages, d.ActiveSeconds, fresh, d.LatestTask))
+		sess, err := scan(q.FlushSessionTelemetry(ctx, sessionsdb.FlushSessionTelemetryParams{ToolCalls: int32(d.ToolCalls),
+			Messages: int32(d.Messages), ActiveSeconds: int32(d.ActiveSeconds), PrUrls: fresh, LatestTask: d.LatestTask, ID: id}))
 		if err != nil {
 			return fmt.Errorf("flush telemetry of session %s: %w", id, err)
 		}
 		// Telemetry is activity: the run finalizer must not fail the run
 		// of a session whose agent is working.
-		if _, err := tx.Exec(ctx, `UPDATE automation_runs SET last_activity_at = now() WHERE session_id = $1`, id); err != nil {
+		if err := runsdb.New(tx).TouchRunOfSession(ctx, &id); err != nil {
 			return fmt.Errorf("mark activity of the run of session %s: %w", id, err)
 		}
 		return s.emit(ctx, tx, sess, schemas.SessionKindTelemetry, func(e *schemas.SessionEvent) {
@@ -685,7 +691,7 @@ func (s *Store) RecordUserMessage(ctx context.Context, id string, userID *string
 		return ErrNotFound
 	}
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		sess, err := scan(tx.QueryRow(ctx, `UPDATE sessions SET last_activity_at = now() WHERE id = $1 RETURNING `+cols, id))
+		sess, err := scan(sessionsdb.New(tx).MarkSessionActive(ctx, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}

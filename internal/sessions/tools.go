@@ -10,23 +10,22 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
 
-const invCols = `i.id::text, i.session_id::text, i.tool_call_id, i.tool_name, i.status, i.input, i.output, i.error,
-	i.org_id::text, s.run_id::text, i.started_at`
-
-func scanInv(row pgx.Row) (Invocation, error) {
-	var inv Invocation
-	var in, out []byte
-	err := row.Scan(&inv.ID, &inv.SessionID, &inv.ToolCallID, &inv.ToolName, &inv.Status, &in, &out, &inv.Error,
-		&inv.OrgID, &inv.RunID, &inv.StartedAt)
-	if in != nil {
-		inv.Input = in
+// scanInv turns a query's invocation row (its session's run joined) into an
+// invocation.
+func scanInv[R sessionsdb.InsertToolInvocationRow | sessionsdb.LockToolInvocationRow | sessionsdb.FinishToolInvocationRow](row R, err error) (Invocation, error) {
+	r := sessionsdb.InsertToolInvocationRow(row)
+	inv := Invocation{ID: r.ID, SessionID: r.SessionID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, Status: r.Status,
+		Error: r.Error, OrgID: r.OrgID, RunID: r.RunID, StartedAt: r.StartedAt}
+	if r.Input != nil {
+		inv.Input = r.Input
 	}
-	if out != nil {
-		inv.Output = out
+	if r.Output != nil {
+		inv.Output = r.Output
 	}
 	return inv, err
 }
@@ -63,12 +62,9 @@ func (s *Store) BeginTool(ctx context.Context, sessionID, toolCallID, toolName s
 		stale = DefaultToolStaleAfter
 	}
 	err = pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		inv, err = scanInv(tx.QueryRow(ctx, `WITH ins AS (
-				INSERT INTO session_tool_invocations (session_id, org_id, tool_call_id, tool_name, input)
-				SELECT id, org_id, $2, $3, $4 FROM sessions WHERE id = $1
-				ON CONFLICT (session_id, tool_call_id) DO NOTHING
-				RETURNING *)
-			SELECT `+invCols+` FROM ins i JOIN sessions s ON s.id = i.session_id`, sessionID, toolCallID, toolName, in))
+		q := sessionsdb.New(tx)
+		inv, err = scanInv(q.InsertToolInvocation(ctx, sessionsdb.InsertToolInvocationParams{
+			ToolCallID: toolCallID, ToolName: toolName, Input: in, SessionID: sessionID}))
 		if err == nil {
 			fresh = true
 			return s.toolEvent(ctx, tx, inv, schemas.ToolCallStarted, nil, nil, false)
@@ -76,8 +72,7 @@ func (s *Store) BeginTool(ctx context.Context, sessionID, toolCallID, toolName s
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("insert tool invocation: %w", err)
 		}
-		inv, err = scanInv(tx.QueryRow(ctx, `SELECT `+invCols+` FROM session_tool_invocations i JOIN sessions s ON s.id = i.session_id
-			WHERE i.session_id = $1 AND i.tool_call_id = $2 FOR UPDATE OF i`, sessionID, toolCallID))
+		inv, err = scanInv(q.LockToolInvocation(ctx, sessionsdb.LockToolInvocationParams{SessionID: sessionID, ToolCallID: toolCallID}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound // no such session
 		}
@@ -89,8 +84,7 @@ func (s *Store) BeginTool(ctx context.Context, sessionID, toolCallID, toolName s
 			if time.Since(inv.StartedAt) < stale {
 				return nil
 			}
-			if err := tx.QueryRow(ctx, `UPDATE session_tool_invocations SET started_at = now() WHERE id = $1 RETURNING started_at`,
-				inv.ID).Scan(&inv.StartedAt); err != nil {
+			if inv.StartedAt, err = q.TakeOverToolInvocation(ctx, inv.ID); err != nil {
 				return fmt.Errorf("take over tool invocation: %w", err)
 			}
 			fresh = true
@@ -127,10 +121,8 @@ func (s *Store) FinishTool(ctx context.Context, inv Invocation, output json.RawM
 	}
 	ms := dur.Milliseconds()
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		done, err := scanInv(tx.QueryRow(ctx, `WITH up AS (
-				UPDATE session_tool_invocations SET status = $2, output = $3, error = $4, duration_ms = $5, completed_at = now()
-				WHERE id = $1 AND status = 'executing' RETURNING *)
-			SELECT `+invCols+` FROM up i JOIN sessions s ON s.id = i.session_id`, inv.ID, status, out, nullable(errMsg), ms))
+		done, err := scanInv(sessionsdb.New(tx).FinishToolInvocation(ctx, sessionsdb.FinishToolInvocationParams{
+			Status: status, Output: out, Error: nullable(errMsg), DurationMs: ms, ID: inv.ID}))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}

@@ -3,3 +3,58 @@
 //   sqlc v1.31.1
 
 package sessionsdb
+
+import (
+	"time"
+)
+
+type Session struct {
+	ID                   string
+	OrgID                string
+	CreatedBy            *string
+	ConfigurationID      *string
+	SessionType          string
+	Status               string
+	ClientType           string
+	ClientMetadata       []byte
+	SandboxMode          string
+	SandboxProvider      string
+	SandboxID            *string
+	SandboxUrl           *string
+	SnapshotID           *string
+	CodingAgentSessionID *string
+	BranchName           *string
+	BaseCommitSha        *string
+	ModelID              string
+	SystemPrompt         *string
+	InitialPrompt        *string
+	InitialPromptSentAt  *time.Time
+	Title                string
+	AutomationID         *string
+	RunID                *string
+	TriggerEventID       *string
+	ParentSessionID      *string
+	IdempotencyKey       *string
+	StartedAt            time.Time
+	LastActivityAt       time.Time
+	PausedAt             *time.Time
+	EndedAt              *time.Time
+	IdleTimeoutMinutes   int32
+	PauseReason          *string
+	StopReason           *string
+	Outcome              *string
+	Summary              *string
+	PrUrls               []string
+	ToolCalls            int32
+	MessagesExchanged    int32
+	ActiveSeconds        int32
+	LatestTask           *string
+	CreatedAt            time.Time
+	UpdatedAt            time.Time
+	SandboxExpiresAt     *time.Time
+	AutoDeleteDays       int32
+	IdleSnapshotFailures int32
+	MeteredThroughAt     *time.Time
+	LastSeenAliveAt      *time.Time
+	AliveCheckFailures   int32
+}

@@ -35,6 +35,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/invocations/invocationsdb"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
 )
@@ -136,14 +138,14 @@ func (s *Svc) checkDefinition(ctx context.Context, a Approver, invocationID stri
 	if !isUUID(invocationID) || !isUUID(a.OrgID) {
 		return nil
 	}
-	inv, err := Scan(s.d.Pool.QueryRow(ctx, `SELECT `+Cols+` FROM action_invocations WHERE id = $1 AND org_id = $2`,
-		invocationID, a.OrgID))
+	row, err := invocationsdb.New(s.d.Pool).OrgInvocation(ctx, invocationsdb.OrgInvocationParams{ID: invocationID, OrgID: a.OrgID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("read invocation %s: %w", invocationID, err)
 	}
+	inv := fromRow(row)
 	if inv.Status != StatusPending || (inv.ExpiresAt != nil && !inv.ExpiresAt.After(s.now())) ||
 		!strings.HasPrefix(inv.Integration, actions.ConnectorPrefix) || (inv.DefinitionHash == nil && !inv.Drifted) {
 		return nil // resolve answers; rows from before definition hashes were recorded are not checked
@@ -204,10 +206,8 @@ func acceptReview(ctx context.Context, tx pgx.Tx, inv Invocation) error {
 	if !isUUID(connID) {
 		return nil
 	}
-	if _, err := tx.Exec(ctx, `UPDATE org_connectors
-		SET tool_risk_overrides = jsonb_set(tool_risk_overrides, ARRAY[$3::text, 'hash'], to_jsonb($4::text))
-		WHERE id = $1 AND org_id = $2 AND jsonb_typeof(tool_risk_overrides -> $3::text) = 'object'`,
-		connID, inv.OrgID, inv.Action, *inv.DefinitionHash); err != nil {
+	if err := integrationsdb.New(tx).AcceptToolReview(ctx, integrationsdb.AcceptToolReviewParams{
+		ID: connID, OrgID: inv.OrgID, Tool: inv.Action, Hash: *inv.DefinitionHash}); err != nil {
 		return fmt.Errorf("record review of %s:%s: %w", inv.Integration, inv.Action, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/actions/invocations/invocationsdb"
 	"github.com/proliferate/proliferate/internal/runs"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -86,9 +87,8 @@ func (h *runHooks) ApprovalResolved(ctx context.Context, tx pgx.Tx, inv Invocati
 	if r.Status != runs.StatusNeedsHuman || r.StatusReason == nil || *r.StatusReason != ReasonApprovalRequired {
 		return nil
 	}
-	var waiting int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM action_invocations
-		WHERE run_id = $1 AND id <> $2 AND status IN ('pending', 'expired')`, r.ID, inv.ID).Scan(&waiting); err != nil {
+	waiting, err := invocationsdb.New(tx).CountOpenRunApprovals(ctx, invocationsdb.CountOpenRunApprovalsParams{RunID: r.ID, ID: inv.ID})
+	if err != nil {
 		return fmt.Errorf("count open approvals of run %s: %w", r.ID, err)
 	}
 	if waiting > 0 {

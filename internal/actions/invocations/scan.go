@@ -1,29 +1,30 @@
 package invocations
 
 import (
-	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/actions/invocations/invocationsdb"
 )
 
-// Cols is the column list every query of action_invocations selects (in
-// Scan's order); alias-free, so use it with the table unqualified or
-// qualify it yourself.
-const Cols = `id::text, org_id::text, session_id::text, integration_id::text, integration, action, risk_level, mode,
-	mode_source, drifted, params, status, result, error, denied_reason, duration_ms, approved_by::text, approved_at,
-	completed_at, expires_at, automation_id::text, run_id::text, created_at, invoked_by::text, definition_hash,
-	reviewed_hash, definition_diff`
-
-// Scan reads one row selected with Cols.
-func Scan(row pgx.Row) (Invocation, error) {
-	var i Invocation
-	var params, result, diff []byte
-	err := row.Scan(&i.ID, &i.OrgID, &i.SessionID, &i.IntegrationID, &i.Integration, &i.Action, &i.RiskLevel, &i.Mode,
-		&i.ModeSource, &i.Drifted, &params, &i.Status, &result, &i.Error, &i.DeniedReason, &i.DurationMs, &i.ApprovedBy,
-		&i.ApprovedAt, &i.CompletedAt, &i.ExpiresAt, &i.AutomationID, &i.RunID, &i.CreatedAt, &i.InvokedBy,
-		&i.DefinitionHash, &i.ReviewedHash, &diff)
-	i.Params = params
-	i.DefinitionDiff = scanDiff(diff)
-	if len(result) > 0 {
-		i.Result = result
+// fromRow is the Invocation of a stored row.
+func fromRow(r invocationsdb.ActionInvocation) Invocation {
+	i := Invocation{
+		ID: r.ID, OrgID: r.OrgID, SessionID: r.SessionID, IntegrationID: r.IntegrationID, Integration: r.Integration,
+		Action: r.Action, RiskLevel: r.RiskLevel, Mode: r.Mode, ModeSource: r.ModeSource, Drifted: r.Drifted,
+		Params: r.Params, Status: r.Status, Error: r.Error, DeniedReason: r.DeniedReason, DurationMs: r.DurationMs,
+		ApprovedBy: r.ApprovedBy, ApprovedAt: r.ApprovedAt, CompletedAt: r.CompletedAt, ExpiresAt: r.ExpiresAt,
+		AutomationID: r.AutomationID, RunID: r.RunID, CreatedAt: r.CreatedAt, InvokedBy: r.InvokedBy,
+		DefinitionHash: r.DefinitionHash, ReviewedHash: r.ReviewedHash, DefinitionDiff: scanDiff(r.DefinitionDiff),
 	}
-	return i, err
+	if len(r.Result) > 0 {
+		i.Result = r.Result
+	}
+	return i
+}
+
+// fromRows maps fromRow over rows.
+func fromRows(rows []invocationsdb.ActionInvocation) []Invocation {
+	out := make([]Invocation, len(rows))
+	for k, r := range rows {
+		out[k] = fromRow(r)
+	}
+	return out
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/invocations/invocationsdb"
 	"github.com/proliferate/proliferate/internal/kafka"
 	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 	"github.com/proliferate/proliferate/internal/outbox"
@@ -291,12 +292,12 @@ func (s *Svc) Invoke(ctx context.Context, sess sessions.Session, in InvokeInput)
 			approved.Status = StatusApproved
 			return s.emitAll(ctx, tx, change{approved, ""}, change{inv, StatusApproved})
 		default: // require_approval
-			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('action_invocations:pending:' || $1, 0))`, sess.ID); err != nil {
+			q := invocationsdb.New(tx)
+			if err := q.LockSessionPending(ctx, sess.ID); err != nil {
 				return fmt.Errorf("lock pending invocations of session %s: %w", sess.ID, err)
 			}
-			var pending int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM action_invocations
-				WHERE session_id = $1 AND status = 'pending' AND expires_at > $2`, sess.ID, now).Scan(&pending); err != nil {
+			pending, err := q.CountPendingInSession(ctx, invocationsdb.CountPendingInSessionParams{SessionID: sess.ID, Now: now})
+			if err != nil {
 				return fmt.Errorf("count pending invocations of session %s: %w", sess.ID, err)
 			}
 			if pending >= MaxPendingPerSession {
@@ -395,11 +396,9 @@ func (s *Svc) finish(ctx context.Context, inv Invocation, raw json.RawMessage, e
 	now := s.now()
 	var out Invocation
 	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
-		var err error
-		out, err = Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = $2, result = $3, error = $4,
-				duration_ms = $5, completed_at = $6, updated_at = now()
-			WHERE id = $1 AND status = 'executing' RETURNING `+Cols,
-			inv.ID, status, nullJSON(stored), errText, durMs, now))
+		row, err := invocationsdb.New(tx).FinishInvocation(ctx, invocationsdb.FinishInvocationParams{ID: inv.ID,
+			Status: status, Result: nullJSON(stored), Error: errText, DurationMs: durMs, CompletedAt: now})
+		out = fromRow(row)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("invocation %s is no longer executing: %w", inv.ID, ErrConflict)
 		}
@@ -454,12 +453,12 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID string, ap A
 	var inv Invocation
 	expired := false
 	err := s.resolve(ctx, a, invocationID, func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error) {
-		approved, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'approved', approved_by = $2,
-				approved_at = $3, updated_at = now()
-			WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, a.UserID, now))
+		q := invocationsdb.New(tx)
+		row, err := q.ApproveInvocation(ctx, invocationsdb.ApproveInvocationParams{ID: cur.ID, ApprovedBy: a.UserID, Now: now})
 		if err != nil {
 			return cur, fmt.Errorf("approve invocation %s: %w", cur.ID, err)
 		}
+		approved := fromRow(row)
 		if err := s.emit(ctx, tx, approved, StatusPending); err != nil {
 			return cur, err
 		}
@@ -476,11 +475,11 @@ func (s *Svc) Approve(ctx context.Context, a Approver, invocationID string, ap A
 				return cur, fmt.Errorf("resume run of invocation %s: %w", cur.ID, err)
 			}
 		}
-		executing, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'executing', updated_at = now()
-			WHERE id = $1 AND status = 'approved' RETURNING `+Cols, cur.ID))
+		row, err = q.StartInvocation(ctx, cur.ID)
 		if err != nil {
 			return cur, fmt.Errorf("start invocation %s: %w", cur.ID, err)
 		}
+		executing := fromRow(row)
 		return executing, s.emit(ctx, tx, executing, StatusApproved)
 	}, &inv, &expired)
 	if errors.Is(err, ErrExpired) {
@@ -536,12 +535,11 @@ func (s *Svc) Deny(ctx context.Context, a Approver, invocationID string) (Invoca
 	var inv Invocation
 	expired := false
 	err := s.resolve(ctx, a, invocationID, func(tx pgx.Tx, cur Invocation, now time.Time) (Invocation, error) {
-		denied, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'denied', denied_reason = 'human',
-				approved_by = $2, approved_at = $3, completed_at = $3, updated_at = now()
-			WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, a.UserID, now))
+		row, err := invocationsdb.New(tx).DenyInvocation(ctx, invocationsdb.DenyInvocationParams{ID: cur.ID, ApprovedBy: a.UserID, Now: now})
 		if err != nil {
 			return cur, fmt.Errorf("deny invocation %s: %w", cur.ID, err)
 		}
+		denied := fromRow(row)
 		if err := s.emit(ctx, tx, denied, StatusPending); err != nil {
 			return cur, err
 		}
@@ -581,14 +579,15 @@ func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 		return ErrNotFound
 	}
 	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
-		cur, err := Scan(tx.QueryRow(ctx, `SELECT `+Cols+` FROM action_invocations
-			WHERE id = $1 AND org_id = $2 FOR UPDATE`, invocationID, a.OrgID))
+		q := invocationsdb.New(tx)
+		row, err := q.LockOrgInvocation(ctx, invocationsdb.LockOrgInvocationParams{ID: invocationID, OrgID: a.OrgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
 		if err != nil {
 			return fmt.Errorf("lock invocation %s: %w", invocationID, err)
 		}
+		cur := fromRow(row)
 		switch cur.Status {
 		case StatusPending:
 		case StatusExpired:
@@ -602,12 +601,11 @@ func (s *Svc) resolve(ctx context.Context, a Approver, invocationID string,
 		}
 		now := s.now()
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.After(now) {
-			exp, err := Scan(tx.QueryRow(ctx, `UPDATE action_invocations SET status = 'expired', denied_reason = 'expired',
-					completed_at = $2, updated_at = now()
-				WHERE id = $1 AND status = 'pending' RETURNING `+Cols, cur.ID, now))
+			row, err := q.ExpireInvocation(ctx, invocationsdb.ExpireInvocationParams{ID: cur.ID, Now: now})
 			if err != nil {
 				return fmt.Errorf("expire invocation %s: %w", cur.ID, err)
 			}
+			exp := fromRow(row)
 			if err := s.afterExpire(ctx, tx, exp); err != nil {
 				return err
 			}
@@ -671,18 +669,11 @@ func (s *Svc) ExpirePending(ctx context.Context) (int, error) {
 	var expired []Invocation
 	now := s.now()
 	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE action_invocations SET status = 'expired', denied_reason = 'expired',
-				completed_at = $1, updated_at = now()
-			WHERE id IN (SELECT id FROM action_invocations WHERE status = 'pending' AND expires_at <= $1
-				ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED)
-			RETURNING `+Cols, now, ExpireBatch)
+		rows, err := invocationsdb.New(tx).ExpireOverdue(ctx, invocationsdb.ExpireOverdueParams{Now: now, MaxRows: ExpireBatch})
 		if err != nil {
 			return fmt.Errorf("expire pending invocations: %w", err)
 		}
-		expired, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) { return Scan(r) })
-		if err != nil {
-			return fmt.Errorf("expire pending invocations: %w", err)
-		}
+		expired = fromRows(rows)
 		for _, inv := range expired {
 			if err := s.afterExpire(ctx, tx, inv); err != nil {
 				return err
@@ -784,9 +775,9 @@ func nonEmpty(s string) *string {
 	return &s
 }
 
-func nullJSON(b json.RawMessage) any {
+func nullJSON(b json.RawMessage) []byte {
 	if len(b) == 0 {
-		return nil
+		return nil // NULL
 	}
 	return []byte(b)
 }
@@ -808,18 +799,12 @@ func (s *Svc) FailStale(ctx context.Context) (int, error) {
 	var failed []Invocation
 	now := s.now()
 	err := pgx.BeginFunc(ctx, s.d.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `UPDATE action_invocations SET status = 'failed', error = $3,
-				completed_at = $1, updated_at = now()
-			WHERE id IN (SELECT id FROM action_invocations WHERE status = 'executing' AND updated_at <= $1::timestamptz - $2::interval
-				LIMIT $4 FOR UPDATE SKIP LOCKED)
-			RETURNING `+Cols, now, StaleExecutingAfter.String(), StaleError, ExpireBatch)
+		rows, err := invocationsdb.New(tx).FailStale(ctx, invocationsdb.FailStaleParams{Now: now,
+			StaleAfter: StaleExecutingAfter, Error: StaleError, MaxRows: ExpireBatch})
 		if err != nil {
 			return fmt.Errorf("fail stale invocations: %w", err)
 		}
-		failed, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) { return Scan(r) })
-		if err != nil {
-			return fmt.Errorf("fail stale invocations: %w", err)
-		}
+		failed = fromRows(rows)
 		for _, inv := range failed {
 			if err := s.emit(ctx, tx, inv, StatusExecuting); err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/invocations/invocationsdb"
 )
 
 // ErrInvalidQuery: a list filter, cursor or approve mode that is not
@@ -48,17 +49,16 @@ func insert(ctx context.Context, tx pgx.Tx, r newRow) (Invocation, error) {
 	if err != nil {
 		return Invocation{}, err
 	}
-	inv, err := Scan(tx.QueryRow(ctx, `INSERT INTO action_invocations (org_id, session_id, integration_id, integration,
-			action, risk_level, mode, mode_source, drifted, params, status, denied_reason, completed_at, expires_at,
-			automation_id, run_id, invoked_by, definition_hash, reviewed_hash, definition_diff)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) RETURNING `+Cols,
-		r.orgID, r.sessionID, r.integrationID, r.integration, r.action, riskOrWrite(r.risk), r.mode, r.modeSource,
-		r.drifted, []byte(r.params), r.status, r.deniedReason, r.completedAt, r.expiresAt, r.automationID, r.runID,
-		r.invokedBy, r.definitionHash, r.reviewedHash, diff))
+	row, err := invocationsdb.New(tx).InsertInvocation(ctx, invocationsdb.InsertInvocationParams{
+		OrgID: r.orgID, SessionID: r.sessionID, IntegrationID: r.integrationID, Integration: r.integration,
+		Action: r.action, RiskLevel: riskOrWrite(r.risk), Mode: r.mode, ModeSource: r.modeSource, Drifted: r.drifted,
+		Params: []byte(r.params), Status: r.status, DeniedReason: r.deniedReason, CompletedAt: r.completedAt,
+		ExpiresAt: r.expiresAt, AutomationID: r.automationID, RunID: r.runID, InvokedBy: r.invokedBy,
+		DefinitionHash: r.definitionHash, ReviewedHash: r.reviewedHash, DefinitionDiff: diff})
 	if err != nil {
-		return inv, fmt.Errorf("insert invocation: %w", err)
+		return fromRow(row), fmt.Errorf("insert invocation: %w", err)
 	}
-	return inv, nil
+	return fromRow(row), nil
 }
 
 // riskOrWrite stores an unknown or empty risk hint as write (the hint that
@@ -94,15 +94,15 @@ func (s *Svc) Get(ctx context.Context, sessionID, invocationID string) (Invocati
 	if !isUUID(sessionID) || !isUUID(invocationID) {
 		return Invocation{}, ErrNotFound
 	}
-	inv, err := Scan(s.d.Pool.QueryRow(ctx, `SELECT `+Cols+` FROM action_invocations WHERE id = $1 AND session_id = $2`,
-		invocationID, sessionID))
+	row, err := invocationsdb.New(s.d.Pool).SessionInvocation(ctx, invocationsdb.SessionInvocationParams{
+		ID: invocationID, SessionID: sessionID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Invocation{}, ErrNotFound
 	}
 	if err != nil {
 		return Invocation{}, fmt.Errorf("get invocation %s: %w", invocationID, err)
 	}
-	return inv, nil
+	return fromRow(row), nil
 }
 
 func clampLimit(limit int) int {
@@ -117,16 +117,12 @@ func (s *Svc) ListSession(ctx context.Context, sessionID string, limit int) ([]I
 	if !isUUID(sessionID) {
 		return nil, ErrNotFound
 	}
-	rows, err := s.d.Pool.Query(ctx, `SELECT `+Cols+` FROM action_invocations WHERE session_id = $1
-		ORDER BY created_at DESC, id DESC LIMIT $2`, sessionID, clampLimit(limit))
+	rows, err := invocationsdb.New(s.d.Pool).ListSessionInvocations(ctx, invocationsdb.ListSessionInvocationsParams{
+		SessionID: sessionID, MaxRows: int32(clampLimit(limit))})
 	if err != nil {
 		return nil, fmt.Errorf("list invocations of session %s: %w", sessionID, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) { return Scan(r) })
-	if err != nil {
-		return nil, fmt.Errorf("list invocations of session %s: %w", sessionID, err)
-	}
-	return out, nil
+	return fromRows(rows), nil
 }
 
 // validStatus reports whether st is a status (or "" for all).
@@ -157,25 +153,15 @@ func (s *Svc) ListOrg(ctx context.Context, orgID, status, cursor string, limit i
 		afterAt, afterID = &at, &id
 	}
 	limit = clampLimit(limit)
-	cols := "i." + strings.ReplaceAll(strings.Join(strings.Fields(Cols), " "), ", ", ", i.")
-	rows, err := s.d.Pool.Query(ctx, `SELECT `+cols+`, s.title FROM action_invocations i
-		JOIN sessions s ON s.id = i.session_id
-		WHERE i.org_id = $1 AND ($2 = '' OR i.status = $2)
-		  AND ($3::timestamptz IS NULL OR (i.created_at, i.id) < ($3, $4::uuid))
-		ORDER BY i.created_at DESC, i.id DESC LIMIT $5`, orgID, status, afterAt, afterID, limit+1)
+	rows, err := invocationsdb.New(s.d.Pool).ListOrgInvocations(ctx, invocationsdb.ListOrgInvocationsParams{
+		OrgID: orgID, Status: status, AfterAt: afterAt, AfterID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, "", fmt.Errorf("list invocations of org %s: %w", orgID, err)
 	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invocation, error) {
-		var title *string
-		i, err := Scan(trailing{row: r, extra: []any{&title}})
-		if title != nil {
-			i.SessionTitle = *title
-		}
-		return i, err
-	})
-	if err != nil {
-		return nil, "", fmt.Errorf("list invocations of org %s: %w", orgID, err)
+	items := make([]Invocation, len(rows))
+	for k, r := range rows {
+		items[k] = fromRow(r.ActionInvocation)
+		items[k].SessionTitle = r.SessionTitle
 	}
 	next := ""
 	if len(items) > limit {
@@ -188,15 +174,11 @@ func (s *Svc) ListOrg(ctx context.Context, orgID, status, cursor string, limit i
 
 // GetOrg returns one invocation of the organization with its session's
 // title (ErrNotFound when it is not the organization's).
-func GetOrg(ctx context.Context, q interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}, orgID, id string) (Invocation, error) {
-	var title *string
-	inv, err := Scan(trailing{row: q.QueryRow(ctx, `SELECT `+Cols+`,
-			(SELECT s.title FROM sessions s WHERE s.id = action_invocations.session_id AND s.org_id = action_invocations.org_id)
-		FROM action_invocations WHERE id = $1 AND org_id = $2`, id, orgID), extra: []any{&title}})
-	if title != nil {
-		inv.SessionTitle = *title
+func GetOrg(ctx context.Context, q invocationsdb.DBTX, orgID, id string) (Invocation, error) {
+	row, err := invocationsdb.New(q).OrgInvocationWithTitle(ctx, invocationsdb.OrgInvocationWithTitleParams{ID: id, OrgID: orgID})
+	inv := fromRow(row.ActionInvocation)
+	if row.SessionTitle != nil {
+		inv.SessionTitle = *row.SessionTitle
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return inv, ErrNotFound
@@ -206,14 +188,6 @@ func GetOrg(ctx context.Context, q interface {
 	}
 	return inv, nil
 }
-
-// trailing scans Cols and then extra columns (ListOrg's session title).
-type trailing struct {
-	row   pgx.Row
-	extra []any
-}
-
-func (t trailing) Scan(dest ...any) error { return t.row.Scan(append(dest, t.extra...)...) }
 
 func encodeCursor(at time.Time, id string) string {
 	return base64.RawURLEncoding.EncodeToString([]byte(at.UTC().Format(time.RFC3339Nano) + "|" + id))
@@ -236,9 +210,7 @@ func decodeCursor(c string) (time.Time, string, error) {
 }
 
 // Querier runs a query (a pool, a connection or a transaction).
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
+type Querier = invocationsdb.DBTX
 
 // PendingSessionIDs lists the organization's sessions with an invocation
 // waiting for a person's approval (the sessions list's "needs input").
@@ -246,12 +218,8 @@ func PendingSessionIDs(ctx context.Context, q Querier, orgID string) ([]string, 
 	if !isUUID(orgID) {
 		return []string{}, nil
 	}
-	rows, err := q.Query(ctx, `SELECT DISTINCT session_id::text FROM action_invocations
-		WHERE org_id = $1 AND status = $2`, orgID, StatusPending)
-	if err != nil {
-		return nil, fmt.Errorf("sessions with pending invocations: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	ids, err := invocationsdb.New(q).SessionsWithStatus(ctx, invocationsdb.SessionsWithStatusParams{
+		OrgID: orgID, Status: StatusPending})
 	if err != nil {
 		return nil, fmt.Errorf("sessions with pending invocations: %w", err)
 	}

@@ -99,6 +99,8 @@ var owners = map[string]string{
 	"password_reset_tokens":              "internal/identity",
 	"api_keys":                           "internal/identity",
 	"members":                            "internal/orgs",
+	"invitations":                        "internal/orgs",
+	"trial_requests":                     "internal/orgs",
 	"audit_log":                          "internal/audit",
 	"outbox":                             "internal/outbox",
 	"outbox_dead_letters":                "internal/outbox",

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // AdminUser is a user as platform operators see them.
@@ -44,31 +47,33 @@ func likePattern(q string) string {
 // AdminUsers lists every user, newest first, optionally those whose email,
 // name or id contains q.
 func (s *Store) AdminUsers(ctx context.Context, q string, limit int, afterAt time.Time, afterID string) ([]AdminUser, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT u.id::text, u.email, u.name, u.email_verified, u.is_super_admin, u.active_org_id::text,
-			(SELECT count(*) FROM members m WHERE m.user_id = u.id), u.created_at
-		FROM users u
-		WHERE ($1 = '' OR u.email ILIKE $2 OR u.name ILIKE $2 OR u.id::text = lower($1))
-			AND (u.created_at, u.id) < ($3, $4::uuid)
-		ORDER BY u.created_at DESC, u.id DESC LIMIT $5`, q, likePattern(q), afterAt, afterID, limit+1)
+	rows, err := identitydb.New(s.Pool).AdminUserList(ctx, identitydb.AdminUserListParams{Q: q, Pattern: likePattern(q),
+		AfterAt: afterAt, AfterID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[AdminUser])
+	out := make([]AdminUser, len(rows))
+	for i, r := range rows {
+		out[i] = AdminUser{ID: r.ID, Email: r.Email, Name: r.Name, EmailVerified: r.EmailVerified, IsSuperAdmin: r.IsSuperAdmin,
+			ActiveOrgID: r.ActiveOrgID, OrgCount: int(r.OrgCount), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
 }
 
 // AdminOrgs lists every organization, newest first, optionally those whose
 // name, slug or id contains q.
 func (s *Store) AdminOrgs(ctx context.Context, q string, limit int, afterAt time.Time, afterID string) ([]AdminOrg, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT o.id::text, o.name, o.slug, o.is_personal, o.onboarding_complete, o.billing_state,
-			(SELECT count(*) FROM members m WHERE m.org_id = o.id), o.created_at
-		FROM organizations o
-		WHERE ($1 = '' OR o.name ILIKE $2 OR o.slug ILIKE $2 OR o.id::text = lower($1))
-			AND (o.created_at, o.id) < ($3, $4::uuid)
-		ORDER BY o.created_at DESC, o.id DESC LIMIT $5`, q, likePattern(q), afterAt, afterID, limit+1)
+	rows, err := orgsdb.New(s.Pool).AdminOrgList(ctx, orgsdb.AdminOrgListParams{Q: q, Pattern: likePattern(q),
+		AfterAt: afterAt, AfterID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[AdminOrg])
+	out := make([]AdminOrg, len(rows))
+	for i, r := range rows {
+		out[i] = AdminOrg{ID: r.ID, Name: r.Name, Slug: r.Slug, IsPersonal: r.IsPersonal, OnboardingComplete: r.OnboardingComplete,
+			BillingState: r.BillingState, MemberCount: int(r.MemberCount), CreatedAt: r.CreatedAt}
+	}
+	return out, nil
 }
 
 // ImpersonationTTL is the longest an impersonation session lives.
@@ -98,16 +103,16 @@ func (s *Store) Impersonate(ctx context.Context, a Actor, targetID, orgID, ip, u
 	var out Impersonation
 	now := s.now()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var super bool
-		var prevOrg *string
-		err := tx.QueryRow(ctx, `SELECT id::text, name, email, is_super_admin, active_org_id::text FROM users WHERE id = $1 FOR UPDATE`, targetID).
-			Scan(&out.User.ID, &out.User.Name, &out.User.Email, &super, &prevOrg)
+		iq := identitydb.New(tx)
+		target, err := iq.LockImpersonationTarget(ctx, targetID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("user")
 		}
 		if err != nil {
 			return err
 		}
+		out.User = Person{ID: target.ID, Name: target.Name, Email: target.Email}
+		super, prevOrg := target.IsSuperAdmin, target.ActiveOrgID
 		if targetID == a.UserID {
 			return invalid("user_id", "cannot be yourself")
 		}
@@ -116,23 +121,23 @@ func (s *Store) Impersonate(ctx context.Context, a Actor, targetID, orgID, ip, u
 		}
 		out.OrgID = prevOrg
 		if orgID != "" {
-			var ok bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM members WHERE org_id = $1 AND user_id = $2)`, orgID, targetID).Scan(&ok); err != nil {
+			ok, err := orgsdb.New(tx).MembershipExists(ctx, orgsdb.MembershipExistsParams{OrgID: orgID, UserID: targetID})
+			if err != nil {
 				return err
 			}
 			if !ok {
 				return notFound("organization")
 			}
-			if _, err := tx.Exec(ctx, `UPDATE users SET active_org_id = $1, updated_at = now() WHERE id = $2`, orgID, targetID); err != nil {
+			if err := iq.ActivateOrgForUser(ctx, identitydb.ActivateOrgForUserParams{OrgID: &orgID, UserID: targetID}); err != nil {
 				return err
 			}
 			out.OrgID = &orgID
 		}
 		_, unusable := newToken() // a refresh token hash nobody knows the token of
 		out.ExpiresAt = now.Add(ImpersonationTTL)
-		if err := tx.QueryRow(ctx, `INSERT INTO auth_sessions (user_id, refresh_token_hash, impersonator_id, ip_address, user_agent, expires_at)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING id::text`, targetID, unusable, a.UserID, ip, userAgent, out.ExpiresAt).
-			Scan(&out.SessionID); err != nil {
+		out.SessionID, err = iq.InsertImpersonationSession(ctx, identitydb.InsertImpersonationSessionParams{UserID: targetID,
+			RefreshTokenHash: unusable, ImpersonatorID: &a.UserID, IpAddress: ip, UserAgent: userAgent, ExpiresAt: out.ExpiresAt})
+		if err != nil {
 			return err
 		}
 		details := map[string]any{"session_id": out.SessionID, "expires_at": out.ExpiresAt}
@@ -152,8 +157,7 @@ func (s *Store) Impersonate(ctx context.Context, a Actor, targetID, orgID, ip, u
 // IsImpersonationSession reports whether a login session was opened by
 // impersonation.
 func (s *Store) IsImpersonationSession(ctx context.Context, sessionID string) (bool, error) {
-	var imp bool
-	err := s.Pool.QueryRow(ctx, `SELECT impersonator_id IS NOT NULL FROM auth_sessions WHERE id = $1`, sessionID).Scan(&imp)
+	imp, err := identitydb.New(s.Pool).SessionIsImpersonation(ctx, sessionID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, nil
 	}
@@ -164,17 +168,14 @@ func (s *Store) IsImpersonationSession(ctx context.Context, sessionID string) (b
 // the impersonated user; the audit row names the super-admin as actor.
 func (s *Store) StopImpersonation(ctx context.Context, a Actor, sessionID string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var admin string
-		err := tx.QueryRow(ctx, `UPDATE auth_sessions SET revoked_at = now()
-			WHERE id = $1 AND user_id = $2 AND impersonator_id IS NOT NULL AND revoked_at IS NULL
-			RETURNING impersonator_id::text`, sessionID, a.UserID).Scan(&admin)
+		admin, err := identitydb.New(tx).StopImpersonationSession(ctx, identitydb.StopImpersonationSessionParams{ID: sessionID, UserID: a.UserID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return conflict(CodeNotImpersonating, "this credential is not an impersonation session")
 		}
 		if err != nil {
 			return err
 		}
-		return audit(ctx, tx, Actor{UserID: admin, RequestID: a.RequestID}, Audit{Action: "admin.impersonate.stop",
+		return audit(ctx, tx, Actor{UserID: *admin, RequestID: a.RequestID}, Audit{Action: "admin.impersonate.stop",
 			TargetType: "user", TargetID: a.UserID, Details: map[string]any{"session_id": sessionID}})
 	})
 }

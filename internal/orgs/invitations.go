@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // InvitationTTL is how long an invitation can be accepted.
@@ -43,21 +45,13 @@ type Person struct {
 	Email string `json:"email"`
 }
 
-// invitationCols needs $1 = now (for the computed status).
-const invitationCols = `i.id::text, i.email, i.role,
-	CASE WHEN i.status = 'pending' AND i.expires_at <= $1 THEN 'expired' ELSE i.status END,
-	i.expires_at, i.created_at, i.accepted_at, u.id::text, u.name, u.email`
-
-func scanInvitation(row pgx.Row) (Invitation, error) {
-	var inv Invitation
-	var role string
-	var iid, iname, iemail *string
-	err := row.Scan(&inv.ID, &inv.Email, &role, &inv.Status, &inv.ExpiresAt, &inv.CreatedAt, &inv.AcceptedAt, &iid, &iname, &iemail)
-	inv.Role = auth.Role(role)
-	if iid != nil {
-		inv.Inviter = &Person{ID: *iid, Name: *iname, Email: *iemail}
+func toInvitation(r orgsdb.InvitationByIDRow) Invitation {
+	inv := Invitation{ID: r.ID, Email: r.Email, Role: auth.Role(r.Role), Status: r.Status, ExpiresAt: r.ExpiresAt,
+		CreatedAt: r.CreatedAt, AcceptedAt: r.AcceptedAt}
+	if r.InviterID != nil {
+		inv.Inviter = &Person{ID: *r.InviterID, Name: *r.InviterName, Email: *r.InviterEmail}
 	}
-	return inv, err
+	return inv
 }
 
 // NewInvitation is a created invitation with what the email needs.
@@ -98,17 +92,16 @@ func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role a
 		if personal {
 			return conflict(CodePersonalOrg, "a personal organization has no other members; create a team organization to invite people")
 		}
-		var isMember bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM members m JOIN users u ON u.id = m.user_id
-			WHERE m.org_id = $1 AND lower(u.email) = lower($2))`, orgID, email).Scan(&isMember); err != nil {
+		q := orgsdb.New(tx)
+		isMember, err := q.MemberEmailExists(ctx, orgsdb.MemberEmailExistsParams{OrgID: orgID, Email: email})
+		if err != nil {
 			return err
 		}
 		if isMember {
 			return conflict(CodeAlreadyMember, "this person is already a member of the organization")
 		}
-		var oldID, oldRole string
-		err = tx.QueryRow(ctx, `SELECT id::text, role FROM invitations WHERE org_id = $1 AND lower(email) = lower($2)
-			AND status = 'pending' FOR UPDATE`, orgID, email).Scan(&oldID, &oldRole)
+		old, err := q.LockPendingInvitation(ctx, orgsdb.LockPendingInvitationParams{OrgID: orgID, Email: email})
+		oldID, oldRole := old.ID, old.Role
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
@@ -117,16 +110,15 @@ func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role a
 			if !CanInvite(actor, auth.Role(oldRole)) {
 				return forbidden("an owner invitation is pending for this email; only owners can replace it")
 			}
-			if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'revoked' WHERE id = $1`, oldID); err != nil {
+			if err := q.RevokeInvitation(ctx, oldID); err != nil {
 				return err
 			}
 			out.Replaced = oldID
 		}
 		token, hash := newToken()
-		var id string
-		if err := tx.QueryRow(ctx, `INSERT INTO invitations (org_id, email, role, token_hash, expires_at, inviter_id, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id::text`,
-			orgID, email, string(role), hash, now.Add(InvitationTTL), a.UserID, now).Scan(&id); err != nil {
+		id, err := q.InsertInvitation(ctx, orgsdb.InsertInvitationParams{OrgID: orgID, Email: email, Role: string(role), TokenHash: hash,
+			ExpiresAt: now.Add(InvitationTTL), InviterID: &a.UserID, CreatedAt: now})
+		if err != nil {
 			return err
 		}
 		details := map[string]any{"email": email, "role": role}
@@ -137,16 +129,17 @@ func (s *Store) Invite(ctx context.Context, a Actor, orgID, email string, role a
 			Details: details}); err != nil {
 			return err
 		}
-		out.Invitation, err = scanInvitation(tx.QueryRow(ctx, `SELECT `+invitationCols+`
-			FROM invitations i LEFT JOIN users u ON u.id = i.inviter_id WHERE i.id = $2`, now, id))
+		inv, err := q.InvitationByID(ctx, orgsdb.InvitationByIDParams{Now: now, ID: id})
 		if err != nil {
 			return err
 		}
+		out.Invitation = toInvitation(inv)
 		out.Token = token
-		if err := tx.QueryRow(ctx, `SELECT o.name, u.name FROM organizations o, users u WHERE o.id = $1 AND u.id = $2`,
-			orgID, a.UserID).Scan(&out.OrgName, &out.InviterName); err != nil {
+		names, err := q.InviteNames(ctx, orgsdb.InviteNamesParams{OrgID: orgID, UserID: a.UserID})
+		if err != nil {
 			return err
 		}
+		out.OrgName, out.InviterName = names.OrgName, names.InviterName
 		if then != nil {
 			return then(ctx, tx, out)
 		}
@@ -161,15 +154,16 @@ var InvitationFilters = []string{StatusPending, StatusAccepted, StatusRevoked, S
 // ListInvitations lists an organization's invitations with status (one of
 // InvitationFilters), newest first.
 func (s *Store) ListInvitations(ctx context.Context, orgID, status string, limit int, afterAt time.Time, afterID string) ([]Invitation, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+invitationCols+`
-		FROM invitations i LEFT JOIN users u ON u.id = i.inviter_id
-		WHERE i.org_id = $2 AND (i.created_at, i.id) < ($3, $4::uuid)
-			AND ($5 = 'all' OR $5 = CASE WHEN i.status = 'pending' AND i.expires_at <= $1 THEN 'expired' ELSE i.status END)
-		ORDER BY i.created_at DESC, i.id DESC LIMIT $6`, s.now(), orgID, afterAt, afterID, status, limit+1)
+	rows, err := orgsdb.New(s.Pool).ListInvitations(ctx, orgsdb.ListInvitationsParams{Now: s.now(), OrgID: orgID, AfterAt: afterAt,
+		AfterID: afterID, Status: status, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Invitation, error) { return scanInvitation(r) })
+	out := make([]Invitation, len(rows))
+	for i, r := range rows {
+		out[i] = toInvitation(orgsdb.InvitationByIDRow(r))
+	}
+	return out, nil
 }
 
 // Revoke revokes a pending invitation of orgID (admins cannot revoke owner
@@ -183,9 +177,9 @@ func (s *Store) Revoke(ctx context.Context, a Actor, orgID, id string) error {
 		if err != nil {
 			return err
 		}
-		var role, status, email string
-		err = tx.QueryRow(ctx, `SELECT role, status, email FROM invitations WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).
-			Scan(&role, &status, &email)
+		q := orgsdb.New(tx)
+		inv, err := q.LockOrgInvitation(ctx, orgsdb.LockOrgInvitationParams{ID: id, OrgID: orgID})
+		role, status, email := inv.Role, inv.Status, inv.Email
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("invitation")
 		}
@@ -201,7 +195,7 @@ func (s *Store) Revoke(ctx context.Context, a Actor, orgID, id string) error {
 		if status != StatusPending {
 			return conflict(CodeInvitationNotActive, "the invitation is "+status+"; only pending invitations can be revoked")
 		}
-		if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'revoked' WHERE id = $1`, id); err != nil {
+		if err := q.RevokeInvitation(ctx, id); err != nil {
 			return err
 		}
 		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "invitation.revoke", TargetType: "invitation", TargetID: id,
@@ -230,27 +224,21 @@ type ReceivedInvitation struct {
 // verified (an unverified address proves nothing, and the list reveals who
 // invited the address).
 func (s *Store) Received(ctx context.Context, userID string, limit int, afterAt time.Time, afterID string) ([]ReceivedInvitation, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT i.id::text, i.role, i.expires_at, i.created_at, o.id::text, o.name, o.slug,
-			iu.id::text, iu.name, iu.email
-		FROM users me JOIN invitations i ON lower(i.email) = lower(me.email) AND i.status = 'pending'
-			JOIN organizations o ON o.id = i.org_id
-			LEFT JOIN users iu ON iu.id = i.inviter_id
-		WHERE me.id = $1 AND me.email_verified AND i.expires_at > $2 AND (i.created_at, i.id) < ($3, $4::uuid)
-		ORDER BY i.created_at DESC, i.id DESC LIMIT $5`, userID, s.now(), afterAt, afterID, limit+1)
+	rows, err := identitydb.New(s.Pool).ReceivedInvitations(ctx, identitydb.ReceivedInvitationsParams{UserID: userID, Now: s.now(),
+		AfterAt: afterAt, AfterID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ReceivedInvitation, error) {
-		var ri ReceivedInvitation
-		var role string
-		var iid, iname, iemail *string
-		err := r.Scan(&ri.ID, &role, &ri.ExpiresAt, &ri.CreatedAt, &ri.Org.ID, &ri.Org.Name, &ri.Org.Slug, &iid, &iname, &iemail)
-		ri.Role = auth.Role(role)
-		if iid != nil {
-			ri.Inviter = &Person{ID: *iid, Name: *iname, Email: *iemail}
+	out := make([]ReceivedInvitation, len(rows))
+	for i, r := range rows {
+		ri := ReceivedInvitation{ID: r.ID, Role: auth.Role(r.Role), ExpiresAt: r.ExpiresAt, CreatedAt: r.CreatedAt,
+			Org: OrgRef{ID: r.OrgID, Name: r.OrgName, Slug: r.OrgSlug}}
+		if r.InviterID != nil {
+			ri.Inviter = &Person{ID: *r.InviterID, Name: *r.InviterName, Email: *r.InviterEmail}
 		}
-		return ri, err
-	})
+		out[i] = ri
+	}
+	return out, nil
 }
 
 // Accepted is the outcome of accepting an invitation.
@@ -263,36 +251,59 @@ type Accepted struct {
 // proves control of the invited address, which must also be the caller's
 // email (case-insensitively).
 func (s *Store) AcceptToken(ctx context.Context, a Actor, token string) (Accepted, error) {
-	return s.accept(ctx, a, "token_hash = $1", HashToken(token), false)
+	return s.accept(ctx, a, invitationKey{byToken: true, value: HashToken(token)}, false)
 }
 
 // AcceptID accepts an invitation listed by Received: without the token, the
 // caller's email must be verified.
 func (s *Store) AcceptID(ctx context.Context, a Actor, id string) (Accepted, error) {
-	return s.accept(ctx, a, "id = $1", id, true)
+	return s.accept(ctx, a, invitationKey{value: id}, true)
 }
 
 // DeclineToken declines the invitation whose mailed token is token; the
 // invited address must be the caller's email.
 func (s *Store) DeclineToken(ctx context.Context, a Actor, token string) error {
-	return s.decline(ctx, a, "token_hash = $1", HashToken(token), false)
+	return s.decline(ctx, a, invitationKey{byToken: true, value: HashToken(token)}, false)
 }
 
 // DeclineID declines an invitation listed by Received (the caller's email
 // must be verified, as for AcceptID).
 func (s *Store) DeclineID(ctx context.Context, a Actor, id string) error {
-	return s.decline(ctx, a, "id = $1", id, true)
+	return s.decline(ctx, a, invitationKey{value: id}, true)
+}
+
+// invitationKey names an invitation by its token's hash or by its id.
+type invitationKey struct {
+	byToken bool
+	value   string
+}
+
+// org reads the invitation's organization (before the organization lock).
+func (k invitationKey) org(ctx context.Context, q *orgsdb.Queries) (string, error) {
+	if k.byToken {
+		return q.InvitationOrgByToken(ctx, k.value)
+	}
+	return q.InvitationOrgByID(ctx, k.value)
+}
+
+// lock reads and locks the invitation.
+func (k invitationKey) lock(ctx context.Context, q *orgsdb.Queries) (orgsdb.LockInvitationByIDRow, error) {
+	if k.byToken {
+		r, err := q.LockInvitationByToken(ctx, k.value)
+		return orgsdb.LockInvitationByIDRow(r), err
+	}
+	return q.LockInvitationByID(ctx, k.value)
 }
 
 // decline marks a pending invitation addressed to the caller declined. A
 // repeated decline succeeds again without writing; accepted, revoked and
 // other people's invitations are not found (by token, another address is
 // 403 as for accept); expired ones are gone.
-func (s *Store) decline(ctx context.Context, a Actor, where string, arg any, needVerified bool) error {
+func (s *Store) decline(ctx context.Context, a Actor, key invitationKey, needVerified bool) error {
 	now := s.now()
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var orgID string
-		err := tx.QueryRow(ctx, `SELECT org_id::text FROM invitations WHERE `+where, arg).Scan(&orgID)
+		q := orgsdb.New(tx)
+		orgID, err := key.org(ctx, q)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("invitation")
 		}
@@ -303,18 +314,16 @@ func (s *Store) decline(ctx context.Context, a Actor, where string, arg any, nee
 		if _, err := lockOrg(ctx, tx, orgID); err != nil {
 			return err
 		}
-		var id, email, role, status string
-		var expires time.Time
-		err = tx.QueryRow(ctx, `SELECT id::text, email, role, status, expires_at FROM invitations
-			WHERE `+where+` FOR UPDATE`, arg).Scan(&id, &email, &role, &status, &expires)
+		inv, err := key.lock(ctx, q)
 		if err != nil {
 			return err
 		}
-		var myEmail string
-		var verified bool
-		if err := tx.QueryRow(ctx, `SELECT email, email_verified FROM users WHERE id = $1`, a.UserID).Scan(&myEmail, &verified); err != nil {
+		id, email, role, status, expires := inv.ID, inv.Email, inv.Role, inv.Status, inv.ExpiresAt
+		me, err := identitydb.New(tx).UserVerification(ctx, a.UserID)
+		if err != nil {
 			return err
 		}
+		myEmail, verified := me.Email, me.EmailVerified
 		mine := strings.EqualFold(email, myEmail)
 		switch {
 		case !mine && needVerified:
@@ -329,13 +338,13 @@ func (s *Store) decline(ctx context.Context, a Actor, where string, arg any, nee
 			return notFound("invitation")
 		case status == StatusExpired || !expires.After(now):
 			if status == StatusPending {
-				if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'expired' WHERE id = $1`, id); err != nil {
+				if err := q.ExpireInvitation(ctx, id); err != nil {
 					return err
 				}
 			}
 			return commitErr{&Error{Kind: KindGone, Code: CodeInvitationExpired, Msg: "the invitation expired; there is nothing to decline"}}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'declined', declined_at = $2 WHERE id = $1`, id, now); err != nil {
+		if err := q.DeclineInvitation(ctx, orgsdb.DeclineInvitationParams{At: &now, ID: id}); err != nil {
 			return err
 		}
 		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "invitation.decline", TargetType: "invitation", TargetID: id,
@@ -349,14 +358,14 @@ func (s *Store) decline(ctx context.Context, a Actor, where string, arg any, nee
 // revoked and declined ones, and ones somebody else accepted, are not
 // found; expired ones
 // are gone (and marked expired).
-func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, needVerified bool) (Accepted, error) {
+func (s *Store) accept(ctx context.Context, a Actor, key invitationKey, needVerified bool) (Accepted, error) {
 	var out Accepted
 	now := s.now()
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// Lock the organization before the invitation, in the same order as
 		// Invite and Revoke, so they cannot deadlock.
-		var orgID string
-		err := tx.QueryRow(ctx, `SELECT org_id::text FROM invitations WHERE `+where, arg).Scan(&orgID)
+		q := orgsdb.New(tx)
+		orgID, err := key.org(ctx, q)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound("invitation")
 		}
@@ -367,19 +376,16 @@ func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, need
 		if err != nil {
 			return err
 		}
-		var id, email, role, status string
-		var expires time.Time
-		var acceptedBy *string
-		err = tx.QueryRow(ctx, `SELECT id::text, email, role, status, expires_at, accepted_by::text FROM invitations
-			WHERE `+where+` FOR UPDATE`, arg).Scan(&id, &email, &role, &status, &expires, &acceptedBy)
+		inv, err := key.lock(ctx, q)
 		if err != nil {
 			return err
 		}
-		var myEmail string
-		var verified bool
-		if err := tx.QueryRow(ctx, `SELECT email, email_verified FROM users WHERE id = $1`, a.UserID).Scan(&myEmail, &verified); err != nil {
+		id, email, role, status, expires, acceptedBy := inv.ID, inv.Email, inv.Role, inv.Status, inv.ExpiresAt, inv.AcceptedBy
+		me, err := identitydb.New(tx).UserVerification(ctx, a.UserID)
+		if err != nil {
 			return err
 		}
+		myEmail, verified := me.Email, me.EmailVerified
 		out.InvitationID = id
 		switch {
 		case status == StatusAccepted && acceptedBy != nil && *acceptedBy == a.UserID:
@@ -390,7 +396,7 @@ func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, need
 				}
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE users SET active_org_id = $1, updated_at = now() WHERE id = $2`, orgID, a.UserID); err != nil {
+			if err := identitydb.New(tx).ActivateOrgForUser(ctx, identitydb.ActivateOrgForUserParams{OrgID: &orgID, UserID: a.UserID}); err != nil {
 				return err
 			}
 			out.Membership, err = membership(ctx, tx, orgID, a.UserID)
@@ -406,7 +412,7 @@ func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, need
 			return forbidden("verify your email address first, or use the link from the invitation email")
 		case status == StatusExpired || !expires.After(now):
 			if status == StatusPending {
-				if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'expired' WHERE id = $1`, id); err != nil {
+				if err := q.ExpireInvitation(ctx, id); err != nil {
 					return err
 				}
 			}
@@ -417,8 +423,7 @@ func (s *Store) accept(ctx context.Context, a Actor, where string, arg any, need
 		if err := addMember(ctx, tx, orgID, a.UserID, auth.Role(role)); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE invitations SET status = 'accepted', accepted_at = $2, accepted_by = $3 WHERE id = $1`,
-			id, now, a.UserID); err != nil {
+		if err := q.AcceptInvitation(ctx, orgsdb.AcceptInvitationParams{At: &now, UserID: &a.UserID, ID: id}); err != nil {
 			return err
 		}
 		if err := audit(ctx, tx, a, Audit{OrgID: orgID, Action: "invitation.accept", TargetType: "invitation", TargetID: id,

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Role rules. Rows are the caller's role in the organization; "member",
@@ -88,34 +90,34 @@ type MemberUser struct {
 	Image *string `json:"image"`
 }
 
-const memberCols = `m.id::text, m.user_id::text, m.role, m.created_at, u.id::text, u.name, u.email, u.image`
-
-func scanMember(row pgx.Row) (Member, error) {
-	var m Member
-	var role string
-	err := row.Scan(&m.ID, &m.UserID, &role, &m.CreatedAt, &m.User.ID, &m.User.Name, &m.User.Email, &m.User.Image)
-	m.Role = auth.Role(role)
-	return m, err
+func toMember(r orgsdb.MemberOfRow) Member {
+	return Member{ID: r.ID, UserID: r.UserID, Role: auth.Role(r.Role), CreatedAt: r.CreatedAt,
+		User: MemberUser{ID: r.UID, Name: r.Name, Email: r.Email, Image: r.Image}}
 }
 
 // ListMembers lists an organization's members, newest first.
 func (s *Store) ListMembers(ctx context.Context, orgID string, limit int, afterAt time.Time, afterID string) ([]Member, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+memberCols+` FROM members m JOIN users u ON u.id = m.user_id
-		WHERE m.org_id = $1 AND (m.created_at, m.id) < ($2, $3::uuid)
-		ORDER BY m.created_at DESC, m.id DESC LIMIT $4`, orgID, afterAt, afterID, limit+1)
+	rows, err := orgsdb.New(s.Pool).ListMembers(ctx, orgsdb.ListMembersParams{OrgID: orgID, AfterAt: afterAt, AfterID: afterID,
+		MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Member, error) { return scanMember(r) })
+	out := make([]Member, len(rows))
+	for i, r := range rows {
+		out[i] = toMember(orgsdb.MemberOfRow(r))
+	}
+	return out, nil
 }
 
-func member(ctx context.Context, q querier, orgID, userID string) (Member, error) {
-	m, err := scanMember(q.QueryRow(ctx, `SELECT `+memberCols+` FROM members m JOIN users u ON u.id = m.user_id
-		WHERE m.org_id = $1 AND m.user_id = $2`, orgID, userID))
+func member(ctx context.Context, q orgsdb.DBTX, orgID, userID string) (Member, error) {
+	r, err := orgsdb.New(q).MemberOf(ctx, orgsdb.MemberOfParams{OrgID: orgID, UserID: userID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return m, notFound("member")
+		return Member{}, notFound("member")
 	}
-	return m, err
+	if err != nil {
+		return Member{}, err
+	}
+	return toMember(r), nil
 }
 
 // ChangeRole sets the role of the member targetID (see the role rules).
@@ -148,7 +150,7 @@ func (s *Store) ChangeRole(ctx context.Context, a Actor, orgID, targetID string,
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE members SET role = $3 WHERE org_id = $1 AND user_id = $2`, orgID, targetID, string(to)); err != nil {
+		if err := orgsdb.New(tx).SetMemberRole(ctx, orgsdb.SetMemberRoleParams{Role: string(to), OrgID: orgID, UserID: targetID}); err != nil {
 			return err
 		}
 		if err := audit(ctx, tx, a, Audit{OrgID: orgID, Action: "member.role_change", TargetType: "user", TargetID: targetID,
@@ -238,11 +240,10 @@ func removeMember(ctx context.Context, tx pgx.Tx, a Actor, orgID, userID string,
 			return err
 		}
 	}
-	if _, err := tx.Exec(ctx, `DELETE FROM members WHERE org_id = $1 AND user_id = $2`, orgID, userID); err != nil {
+	if err := orgsdb.New(tx).DeleteMember(ctx, orgsdb.DeleteMemberParams{OrgID: orgID, UserID: userID}); err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE users SET active_org_id = NULL, updated_at = now() WHERE id = $1 AND active_org_id = $2`,
-		userID, orgID); err != nil {
+	if err := identitydb.New(tx).ClearActiveOrgIfLeft(ctx, identitydb.ClearActiveOrgIfLeftParams{UserID: userID, OrgID: &orgID}); err != nil {
 		return err
 	}
 	return audit(ctx, tx, a, Audit{OrgID: orgID, Action: action, TargetType: "user", TargetID: userID,

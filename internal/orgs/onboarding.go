@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Onboarding is where an organization stands in its first steps.
@@ -38,24 +40,19 @@ func (s *Store) OnboardingStatus(ctx context.Context, orgID string) (Onboarding,
 	if orgID == "" {
 		return o, nil
 	}
-	var tid, plan, by *string
-	var tat *time.Time
-	err := s.Pool.QueryRow(ctx, `SELECT o.is_personal, o.onboarding_complete, o.billing_state,
-			(SELECT count(*) FROM repos r WHERE r.org_id = o.id),
-			(SELECT count(*) FROM members m WHERE m.org_id = o.id),
-			t.id::text, t.plan, t.requested_by::text, t.created_at
-		FROM organizations o LEFT JOIN trial_requests t ON t.org_id = o.id WHERE o.id = $1`, orgID).
-		Scan(&o.IsPersonal, &o.OnboardingComplete, &o.BillingState, &o.RepoCount, &o.MemberCount, &tid, &plan, &by, &tat)
+	st, err := orgsdb.New(s.Pool).OnboardingState(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return o, nil
 	}
 	if err != nil {
 		return o, err
 	}
+	o.IsPersonal, o.OnboardingComplete, o.BillingState = st.IsPersonal, st.OnboardingComplete, st.BillingState
+	o.RepoCount, o.MemberCount = int(st.RepoCount), int(st.MemberCount)
 	o.HasOrg, o.OrgID = true, orgID
-	if tid != nil {
+	if st.TrialID != nil {
 		o.TrialRequested = true
-		o.Trial = &TrialRequest{ID: *tid, Plan: *plan, RequestedBy: by, CreatedAt: *tat}
+		o.Trial = &TrialRequest{ID: *st.TrialID, Plan: *st.TrialPlan, RequestedBy: st.TrialRequestedBy, CreatedAt: *st.TrialCreatedAt}
 	}
 	return o, nil
 }
@@ -63,9 +60,8 @@ func (s *Store) OnboardingStatus(ctx context.Context, orgID string) (Onboarding,
 // CompleteOnboarding marks orgID's onboarding complete (idempotent).
 func (s *Store) CompleteOnboarding(ctx context.Context, a Actor, orgID string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE organizations SET onboarding_complete = true, updated_at = now()
-			WHERE id = $1 AND NOT onboarding_complete`, orgID)
-		if err != nil || tag.RowsAffected() == 0 {
+		n, err := orgsdb.New(tx).CompleteOnboarding(ctx, orgID)
+		if err != nil || n == 0 {
 			return err
 		}
 		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "onboarding.complete", TargetType: "organization", TargetID: orgID})
@@ -76,16 +72,17 @@ func (s *Store) CompleteOnboarding(ctx context.Context, a Actor, orgID string) e
 // returns the first record (whatever plan it names) and created=false.
 func (s *Store) RequestTrial(ctx context.Context, a Actor, orgID, plan string) (tr TrialRequest, created bool, err error) {
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO trial_requests (org_id, requested_by, plan) VALUES ($1, $2, $3)
-			ON CONFLICT (org_id) DO NOTHING RETURNING id::text, plan, requested_by::text, created_at`, orgID, a.UserID, plan).
-			Scan(&tr.ID, &tr.Plan, &tr.RequestedBy, &tr.CreatedAt)
+		q := orgsdb.New(tx)
+		row, err := q.InsertTrialRequest(ctx, orgsdb.InsertTrialRequestParams{OrgID: orgID, RequestedBy: &a.UserID, Plan: plan})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return tx.QueryRow(ctx, `SELECT id::text, plan, requested_by::text, created_at FROM trial_requests WHERE org_id = $1`, orgID).
-				Scan(&tr.ID, &tr.Plan, &tr.RequestedBy, &tr.CreatedAt)
+			prev, err := q.TrialRequestOf(ctx, orgID)
+			tr = TrialRequest{ID: prev.ID, Plan: prev.Plan, RequestedBy: prev.RequestedBy, CreatedAt: prev.CreatedAt}
+			return err
 		}
 		if err != nil {
 			return err
 		}
+		tr = TrialRequest{ID: row.ID, Plan: row.Plan, RequestedBy: row.RequestedBy, CreatedAt: row.CreatedAt}
 		created = true
 		return audit(ctx, tx, a, Audit{OrgID: orgID, Action: "onboarding.trial_request", TargetType: "trial_request", TargetID: tr.ID,
 			Details: map[string]any{"plan": plan}})

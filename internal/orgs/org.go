@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/identity/identitydb"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Org is an organization as its members see it.
@@ -38,34 +40,27 @@ type Membership struct {
 	Active bool `json:"active"`
 }
 
-const membershipCols = `o.id::text, o.name, o.slug, o.logo, o.is_personal, o.allowed_domains, o.onboarding_complete,
-	o.created_at, o.deletion_scheduled_at, o.delete_after, m.role, m.created_at, coalesce(u.active_org_id = o.id, false)`
-
-func scanMembership(row pgx.Row) (Membership, error) {
-	var m Membership
-	var role string
-	err := row.Scan(&m.ID, &m.Name, &m.Slug, &m.Logo, &m.IsPersonal, &m.AllowedDomains, &m.OnboardingComplete,
-		&m.CreatedAt, &m.DeletionScheduledAt, &m.DeleteAfter, &role, &m.JoinedAt, &m.Active)
-	m.Role = auth.Role(role)
+func toMembership(r orgsdb.MembershipOfRow) Membership {
+	m := Membership{Org: Org{ID: r.ID, Name: r.Name, Slug: r.Slug, Logo: r.Logo, IsPersonal: r.IsPersonal,
+		AllowedDomains: r.AllowedDomains, OnboardingComplete: r.OnboardingComplete, CreatedAt: r.CreatedAt,
+		DeletionScheduledAt: r.DeletionScheduledAt, DeleteAfter: r.DeleteAfter},
+		Role: auth.Role(r.Role), JoinedAt: r.JoinedAt, Active: r.Active}
 	if m.AllowedDomains == nil {
 		m.AllowedDomains = []string{}
 	}
-	return m, err
-}
-
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	return m
 }
 
 // membership reads user's membership of org; not a member is not found.
-func membership(ctx context.Context, q querier, orgID, userID string) (Membership, error) {
-	m, err := scanMembership(q.QueryRow(ctx, `SELECT `+membershipCols+`
-		FROM members m JOIN organizations o ON o.id = m.org_id JOIN users u ON u.id = m.user_id
-		WHERE m.org_id = $1 AND m.user_id = $2`, orgID, userID))
+func membership(ctx context.Context, q orgsdb.DBTX, orgID, userID string) (Membership, error) {
+	r, err := orgsdb.New(q).MembershipOf(ctx, orgsdb.MembershipOfParams{OrgID: orgID, UserID: userID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return m, notFound("organization")
+		return Membership{}, notFound("organization")
 	}
-	return m, err
+	if err != nil {
+		return Membership{}, err
+	}
+	return toMembership(r), nil
 }
 
 // Create makes a team organization owned by the actor and switches the
@@ -81,8 +76,8 @@ func (s *Store) Create(ctx context.Context, a Actor, name, slug string) (Members
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var orgID string
 		for attempt := 0; ; attempt++ {
-			err := tx.QueryRow(ctx, `INSERT INTO organizations (name, slug) VALUES ($1, $2)
-				ON CONFLICT (slug) DO NOTHING RETURNING id::text`, name, slug).Scan(&orgID)
+			var err error
+			orgID, err = orgsdb.New(tx).CreateTeamOrg(ctx, orgsdb.CreateTeamOrgParams{Name: name, Slug: slug})
 			if err == nil {
 				break
 			}
@@ -113,14 +108,16 @@ func (s *Store) Create(ctx context.Context, a Actor, name, slug string) (Members
 
 // ListMine lists the organizations user belongs to, newest membership first.
 func (s *Store) ListMine(ctx context.Context, userID string, limit int, afterAt time.Time, afterID string) ([]Membership, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+membershipCols+`
-		FROM members m JOIN organizations o ON o.id = m.org_id JOIN users u ON u.id = m.user_id
-		WHERE m.user_id = $1 AND (m.created_at, o.id) < ($2, $3::uuid)
-		ORDER BY m.created_at DESC, o.id DESC LIMIT $4`, userID, afterAt, afterID, limit+1)
+	rows, err := orgsdb.New(s.Pool).MyMemberships(ctx, orgsdb.MyMembershipsParams{UserID: userID, AfterAt: afterAt, AfterID: afterID,
+		MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Membership, error) { return scanMembership(r) })
+	out := make([]Membership, len(rows))
+	for i, r := range rows {
+		out[i] = toMembership(orgsdb.MembershipOfRow(r))
+	}
+	return out, nil
 }
 
 // Get is the caller's membership of their organization.
@@ -133,12 +130,11 @@ func (s *Store) Get(ctx context.Context, orgID, userID string) (Membership, erro
 func (s *Store) SetActive(ctx context.Context, userID, orgID string) (Membership, error) {
 	var out Membership
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET active_org_id = $1, updated_at = now()
-			WHERE id = $2 AND EXISTS (SELECT 1 FROM members WHERE org_id = $1 AND user_id = $2)`, orgID, userID)
+		n, err := identitydb.New(tx).ActivateMemberOrg(ctx, identitydb.ActivateMemberOrgParams{OrgID: &orgID, UserID: userID})
 		if err != nil {
 			return err
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return notFound("organization")
 		}
 		out, err = membership(ctx, tx, orgID, userID)
@@ -184,20 +180,19 @@ func (s *Store) Update(ctx context.Context, a Actor, orgID string, p OrgPatch) (
 			if err := checkOwnerDomains(ctx, tx, orgID, *p.AllowedDomains); err != nil {
 				return err
 			}
-			if _, err := tx.Exec(ctx, `UPDATE organizations SET allowed_domains = $2, updated_at = now() WHERE id = $1`,
-				orgID, *p.AllowedDomains); err != nil {
+			if err := orgsdb.New(tx).SetAllowedDomains(ctx, orgsdb.SetAllowedDomainsParams{AllowedDomains: *p.AllowedDomains, ID: orgID}); err != nil {
 				return err
 			}
 			changed["allowed_domains"] = *p.AllowedDomains
 		}
 		if p.Name != nil {
-			if _, err := tx.Exec(ctx, `UPDATE organizations SET name = $2, updated_at = now() WHERE id = $1`, orgID, *p.Name); err != nil {
+			if err := orgsdb.New(tx).RenameOrg(ctx, orgsdb.RenameOrgParams{Name: *p.Name, ID: orgID}); err != nil {
 				return err
 			}
 			changed["name"] = *p.Name
 		}
 		if p.Logo != nil {
-			if _, err := tx.Exec(ctx, `UPDATE organizations SET logo = NULLIF($2, ''), updated_at = now() WHERE id = $1`, orgID, *p.Logo); err != nil {
+			if err := orgsdb.New(tx).SetOrgLogo(ctx, orgsdb.SetOrgLogoParams{Logo: *p.Logo, ID: orgID}); err != nil {
 				return err
 			}
 			changed["logo"] = *p.Logo
@@ -213,15 +208,11 @@ func (s *Store) Update(ctx context.Context, a Actor, orgID string, p OrgPatch) (
 }
 
 func checkOwnerDomains(ctx context.Context, tx pgx.Tx, orgID string, domains []string) error {
-	var current, owners []string
-	err := tx.QueryRow(ctx, `SELECT o.allowed_domains,
-			coalesce((SELECT array_agg(DISTINCT lower(split_part(u.email, '@', 2)))
-				FROM members m JOIN users u ON u.id = m.user_id
-				WHERE m.org_id = o.id AND m.role = 'owner' AND u.email_verified), '{}')
-		FROM organizations o WHERE o.id = $1`, orgID).Scan(&current, &owners)
+	d, err := orgsdb.New(tx).OwnerDomains(ctx, orgID)
 	if err != nil {
 		return err
 	}
+	current, owners := d.AllowedDomains, d.OwnerDomains
 	for i, d := range domains {
 		// Domains allowed before stay allowed (an owner may have left since).
 		if slices.Contains(current, d) || slices.Contains(owners, d) {
@@ -241,27 +232,20 @@ type Suggestion struct {
 	CreatedAt time.Time `json:"-"`
 }
 
-// wasRemoved (SQL on organization o and user u) is whether an admin removed
-// u from o: they come back by invitation only, never by their domain.
-const wasRemoved = `EXISTS (SELECT 1 FROM audit_log al WHERE al.org_id = o.id AND al.action = 'member.remove'
-	AND al.target_type = 'user' AND al.target_id = u.id::text)`
-
 // Suggestions lists team organizations that allow the email domain of user
 // and that user is not a member of (nor was removed from). Only verified emails get suggestions: an
 // unverified address proves nothing about the domain.
 func (s *Store) Suggestions(ctx context.Context, userID string, limit int, afterAt time.Time, afterID string) ([]Suggestion, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT o.id::text, o.name, o.slug, o.created_at
-		FROM users u JOIN organizations o
-			ON o.allowed_domains @> ARRAY[lower(split_part(u.email, '@', 2))] AND NOT o.is_personal
-		WHERE u.id = $1 AND u.email_verified
-			AND NOT EXISTS (SELECT 1 FROM members m WHERE m.org_id = o.id AND m.user_id = u.id)
-			AND NOT `+wasRemoved+`
-			AND (o.created_at, o.id) < ($2, $3::uuid)
-		ORDER BY o.created_at DESC, o.id DESC LIMIT $4`, userID, afterAt, afterID, limit+1)
+	rows, err := identitydb.New(s.Pool).OrgSuggestions(ctx, identitydb.OrgSuggestionsParams{UserID: userID, AfterAt: afterAt,
+		AfterID: afterID, MaxRows: int32(limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[Suggestion])
+	out := make([]Suggestion, len(rows))
+	for i, r := range rows {
+		out[i] = Suggestion(r)
+	}
+	return out, nil
 }
 
 // Join makes user a member of a team organization that allows their
@@ -273,10 +257,7 @@ func (s *Store) Join(ctx context.Context, a Actor, orgID string) (Membership, er
 		if _, err := lockOrg(ctx, tx, orgID); err != nil {
 			return err
 		}
-		var allowed bool
-		err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users u JOIN organizations o
-				ON o.allowed_domains @> ARRAY[lower(split_part(u.email, '@', 2))] AND NOT o.is_personal
-			WHERE u.id = $1 AND o.id = $2 AND u.email_verified AND NOT `+wasRemoved+`)`, a.UserID, orgID).Scan(&allowed)
+		allowed, err := identitydb.New(tx).CanJoinByDomain(ctx, identitydb.CanJoinByDomainParams{UserID: a.UserID, OrgID: orgID})
 		if err != nil {
 			return err
 		}
@@ -306,10 +287,8 @@ func (s *Store) Join(ctx context.Context, a Actor, orgID string) (Membership, er
 // addMember inserts a membership (keeping an existing one as it is) and makes
 // the organization the user's active one.
 func addMember(ctx context.Context, tx pgx.Tx, orgID, userID string, role auth.Role) error {
-	if _, err := tx.Exec(ctx, `INSERT INTO members (org_id, user_id, role) VALUES ($1, $2, $3)
-		ON CONFLICT (org_id, user_id) DO NOTHING`, orgID, userID, string(role)); err != nil {
+	if err := orgsdb.New(tx).AddMember(ctx, orgsdb.AddMemberParams{OrgID: orgID, UserID: userID, Role: string(role)}); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `UPDATE users SET active_org_id = $1, updated_at = now() WHERE id = $2`, orgID, userID)
-	return err
+	return identitydb.New(tx).ActivateOrgForUser(ctx, identitydb.ActivateOrgForUserParams{OrgID: &orgID, UserID: userID})
 }

@@ -42,7 +42,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	auditlog "github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/auth"
+	"github.com/proliferate/proliferate/internal/orgs/orgsdb"
 )
 
 // Store runs the domain's operations on Postgres.
@@ -152,7 +154,7 @@ func (c commitErr) Unwrap() error { return c.err }
 // comment) and returns whether it is personal. FOR NO KEY UPDATE does not
 // block rows of other tables that merely reference the organization.
 func lockOrg(ctx context.Context, tx pgx.Tx, orgID string) (personal bool, err error) {
-	err = tx.QueryRow(ctx, `SELECT is_personal FROM organizations WHERE id = $1 FOR NO KEY UPDATE`, orgID).Scan(&personal)
+	personal, err = orgsdb.New(tx).LockOrgForMembership(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, notFound("organization")
 	}
@@ -162,8 +164,7 @@ func lockOrg(ctx context.Context, tx pgx.Tx, orgID string) (personal bool, err e
 // roleIn returns user's role in org ("" when not a member), locking the
 // membership row.
 func roleIn(ctx context.Context, tx pgx.Tx, orgID, userID string) (auth.Role, error) {
-	var r string
-	err := tx.QueryRow(ctx, `SELECT role FROM members WHERE org_id = $1 AND user_id = $2 FOR UPDATE`, orgID, userID).Scan(&r)
+	r, err := orgsdb.New(tx).LockMemberRole(ctx, orgsdb.LockMemberRoleParams{OrgID: orgID, UserID: userID})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
 	}
@@ -181,9 +182,8 @@ func actorRole(ctx context.Context, tx pgx.Tx, orgID, userID string) (auth.Role,
 }
 
 func countOwners(ctx context.Context, tx pgx.Tx, orgID string) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM members WHERE org_id = $1 AND role = 'owner'`, orgID).Scan(&n)
-	return n, err
+	n, err := orgsdb.New(tx).CountOwners(ctx, orgID)
+	return int(n), err
 }
 
 // Audit is one audit_log row.
@@ -208,9 +208,8 @@ func audit(ctx context.Context, tx pgx.Tx, a Actor, e Audit) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
-		VALUES (NULLIF($1, '')::uuid, NULLIF($2, '')::uuid, $3, $4, $5, $6, $7)`,
-		e.OrgID, a.UserID, e.Action, e.TargetType, e.TargetID, raw, a.RequestID)
+	err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{OrgID: nullable(e.OrgID), ActorID: nullable(a.UserID),
+		Action: e.Action, TargetType: e.TargetType, TargetID: e.TargetID, Details: raw, RequestID: a.RequestID})
 	if err != nil {
 		return fmt.Errorf("write audit row %s: %w", e.Action, err)
 	}
@@ -218,6 +217,14 @@ func audit(ctx context.Context, tx pgx.Tx, a Actor, e Audit) error {
 	// this transaction).
 	return auditlog.Emit(ctx, tx, auditlog.Event{OrgID: e.OrgID, Action: e.Action, TargetType: e.TargetType, TargetID: e.TargetID,
 		Details: e.Details, Actor: auditlog.Actor{UserID: a.UserID, APIKeyID: a.APIKeyID, ImpersonatorID: a.ImpersonatorID, RequestID: a.RequestID}})
+}
+
+// nullable is s, or nil (SQL NULL) when it is empty.
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // newToken returns a random URL-safe token and its hex SHA-256.

@@ -5,10 +5,7 @@ package db
 // TestNoSQLOutsideOwners fails on SQL missing from it and on entries that no
 // longer hold.
 var legacySQL = map[string][]string{
-	"internal/actions/catalog/catalog.go":        {"integrations", "session_connections", "slack_installations"},
-	"internal/actions/catalog/reviews.go":        {"connector_tool_definitions"},
-	"internal/actions/catalog/secrets.go":        {"secrets"},
-	"internal/actions/redaction/redaction.go":    {"action_redactions", "audit_log", "secrets"},
+	"internal/actions/redaction/redaction.go": {"action_redactions", "audit_log", "secrets"},
 	"app/gateway.go":                             {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"app/repoaccess.go":                          {"configuration_repos", "integrations", "repo_connections", "repos"},
 	"app/sessionprompt.go":                       {"configuration_repos", "configurations", "repos"},

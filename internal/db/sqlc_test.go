@@ -115,6 +115,7 @@ var owners = map[string]string{
 	"org_connectors":                     "internal/integrations",
 	"automation_connections":             "internal/integrations",
 	"session_connections":                "internal/integrations",
+	"connector_tool_definitions":         "internal/actions/catalog",
 	"sandbox_tokens":                     "internal/sessions",
 	"session_tool_invocations":           "internal/sessions",
 }

@@ -77,6 +77,7 @@ import (
 	"github.com/proliferate/proliferate/internal/actions/invocations"
 	"github.com/proliferate/proliferate/internal/actions/providers"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -385,57 +386,35 @@ func (c *Catalog) tokenError(ctx context.Context, sess sessions.Session, sourceI
 // providerIntegrations maps each provider source of the session to the
 // integration that backs it (see the package comment).
 func (c *Catalog) providerIntegrations(ctx context.Context, sess sessions.Session) (map[string]string, error) {
-	rows, err := c.pool.Query(ctx, `SELECT i.integration_id, i.id::text, i.status = 'active' FROM session_connections b
-		JOIN integrations i ON i.id = b.integration_id AND i.org_id = b.org_id
-		WHERE b.org_id = $1 AND b.session_id = $2 AND i.integration_id = ANY($3)
-		ORDER BY i.created_at, i.id`, sess.OrgID, sess.ID, integrationProviders)
-	if err != nil {
-		return nil, fmt.Errorf("catalog: session connections: %w", err)
-	}
-	bound, err := collectCandidates(rows)
+	q := integrationsdb.New(c.pool)
+	bound, err := q.SessionProviderIntegrations(ctx, integrationsdb.SessionProviderIntegrationsParams{
+		OrgID: sess.OrgID, SessionID: sess.ID, Providers: integrationProviders})
 	if err != nil {
 		return nil, fmt.Errorf("catalog: session connections: %w", err)
 	}
 	if len(bound) == 0 {
-		rows, err = c.pool.Query(ctx, `SELECT integration_id, id::text, true FROM integrations
-			WHERE org_id = $1 AND status = 'active' AND integration_id = ANY($2)
-			  AND (visibility = 'org' OR created_by = $3::uuid)
-			ORDER BY created_at, id`, sess.OrgID, integrationProviders, sess.CreatedBy)
+		org, err := q.OrgProviderIntegrations(ctx, integrationsdb.OrgProviderIntegrationsParams{
+			OrgID: sess.OrgID, Providers: integrationProviders, CreatedBy: sess.CreatedBy})
 		if err != nil {
 			return nil, fmt.Errorf("catalog: org integrations: %w", err)
 		}
-		if bound, err = collectCandidates(rows); err != nil {
-			return nil, fmt.Errorf("catalog: org integrations: %w", err)
+		for _, r := range org {
+			bound = append(bound, integrationsdb.SessionProviderIntegrationsRow{Provider: r.Provider, ID: r.ID, Active: true})
 		}
 	}
 	// Explicit bindings are the whole set: an inactive bound integration is
 	// no source and does not fall back to the org's.
 	out := map[string]string{}
 	for _, b := range bound {
-		if _, ok := out[b.provider]; !ok && b.active {
-			out[b.provider] = b.id
+		if _, ok := out[b.Provider]; !ok && b.Active {
+			out[b.Provider] = b.ID
 		}
 	}
 	return out, nil
 }
 
-type candidate struct {
-	provider, id string
-	active       bool
-}
-
-func collectCandidates(rows pgx.Rows) ([]candidate, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (candidate, error) {
-		var c candidate
-		err := r.Scan(&c.provider, &c.id, &c.active)
-		return c, err
-	})
-}
-
 func (c *Catalog) hasSlack(ctx context.Context, orgID string) (bool, error) {
-	var ok bool
-	err := c.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM slack_installations
-		WHERE org_id = $1 AND status = 'active' AND encrypted_bot_token IS NOT NULL)`, orgID).Scan(&ok)
+	ok, err := integrationsdb.New(c.pool).HasActiveSlackBot(ctx, orgID)
 	if err != nil {
 		return false, fmt.Errorf("catalog: slack installation: %w", err)
 	}
@@ -449,9 +428,7 @@ func (c *Catalog) slackToken(ctx context.Context, orgID string) (integrations.To
 	if !errors.Is(err, integrations.ErrAmbiguous) {
 		return tok, err
 	}
-	var id string
-	err = c.pool.QueryRow(ctx, `SELECT id::text FROM slack_installations WHERE org_id = $1 AND status = 'active'
-		ORDER BY created_at DESC, id DESC LIMIT 1`, orgID).Scan(&id)
+	id, err := integrationsdb.New(c.pool).LatestActiveSlackInstallation(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return integrations.Token{}, integrations.ErrNotFound
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/catalog/catalogdb"
 	"github.com/proliferate/proliferate/internal/actions/mcp"
 	"github.com/proliferate/proliferate/internal/integrations"
 )
@@ -49,18 +50,20 @@ func (c *Catalog) recordDefinition(ctx context.Context, connectorID, hash string
 	if done && !overwrite {
 		return
 	}
-	var params any // NULL when the schema is not JSON
+	var params []byte // NULL when the schema is not JSON
 	if len(def.Params) > 0 && json.Valid(def.Params) {
 		params = []byte(def.Params)
 	}
-	q := `INSERT INTO connector_tool_definitions (connector_id, tool, hash, description, params)
-		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (connector_id, tool, hash) DO NOTHING`
+	q := catalogdb.New(c.pool)
+	var err error
 	if overwrite {
-		q = `INSERT INTO connector_tool_definitions (connector_id, tool, hash, description, params)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (connector_id, tool, hash)
-			DO UPDATE SET description = EXCLUDED.description, params = EXCLUDED.params, recorded_at = now()`
+		err = q.OverwriteToolDefinition(ctx, catalogdb.OverwriteToolDefinitionParams{ConnectorID: connectorID,
+			Tool: def.ID, Hash: hash, Description: def.Description, Params: params})
+	} else {
+		err = q.RecordToolDefinition(ctx, catalogdb.RecordToolDefinitionParams{ConnectorID: connectorID,
+			Tool: def.ID, Hash: hash, Description: def.Description, Params: params})
 	}
-	if _, err := c.pool.Exec(ctx, q, connectorID, def.ID, hash, def.Description, params); err != nil {
+	if err != nil {
 		c.log.WarnContext(ctx, "recording a connector tool definition failed", "connector_id", connectorID,
 			"tool", def.ID, "hash", hash, "error", err)
 		return
@@ -75,18 +78,15 @@ func (c *Catalog) recordDefinition(ctx context.Context, connectorID, hash string
 
 // reviewedDefinition is the definition recorded for hash, nil when none was.
 func (c *Catalog) reviewedDefinition(ctx context.Context, connectorID, tool, hash string) (*actions.Definition, error) {
-	def := actions.Definition{ID: tool}
-	var params []byte
-	err := c.pool.QueryRow(ctx, `SELECT description, params FROM connector_tool_definitions
-		WHERE connector_id = $1 AND tool = $2 AND hash = $3`, connectorID, tool, hash).Scan(&def.Description, &params)
+	row, err := catalogdb.New(c.pool).ToolDefinition(ctx, catalogdb.ToolDefinitionParams{ConnectorID: connectorID,
+		Tool: tool, Hash: hash})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("catalog: reviewed definition of %s: %w", tool, err)
 	}
-	def.Params = params
-	return &def, nil
+	return &actions.Definition{ID: tool, Description: row.Description, Params: row.Params}, nil
 }
 
 // recordPreflight records every tool a preflight listed, under the hash it

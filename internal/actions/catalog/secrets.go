@@ -10,6 +10,7 @@ import (
 
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/secrets"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // SecretResolver resolves an organization's org-wide secret by key, at
@@ -34,18 +35,16 @@ func (s OrgSecrets) OrgSecret(ctx context.Context, orgID, key string) (string, e
 	if s.Box == nil {
 		return "", secrets.ErrNoEncryptionKeys
 	}
-	var id, sealed string
-	err := s.Pool.QueryRow(ctx, `SELECT id::text, encrypted_value FROM secrets
-		WHERE org_id = $1 AND key = $2 AND repo_id IS NULL`, orgID, key).Scan(&id, &sealed)
+	row, err := secretsdb.New(s.Pool).OrgWideSealedSecret(ctx, secretsdb.OrgWideSealedSecretParams{OrgID: orgID, Key: key})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", secrets.ErrNotFound
 	}
 	if err != nil {
 		return "", fmt.Errorf("resolve secret %s: %w", key, err)
 	}
-	pt, err := s.Box.Open(sealed, secrets.AdditionalData(orgID, "", key))
+	pt, err := s.Box.Open(row.EncryptedValue, secrets.AdditionalData(orgID, "", key))
 	if err != nil {
-		return "", &secrets.DecryptError{SecretID: id, Key: key}
+		return "", &secrets.DecryptError{SecretID: row.ID, Key: key}
 	}
 	return string(pt), nil
 }

@@ -118,6 +118,8 @@ var owners = map[string]string{
 	"connector_tool_definitions":         "internal/actions/catalog",
 	"sandbox_tokens":                     "internal/sessions",
 	"session_tool_invocations":           "internal/sessions",
+	"session_snapshots":                  "internal/snapshots",
+	"session_snapshot_reservations":      "internal/snapshots",
 }
 
 // handWritten is SQL that stays in Go on purpose (dynamic filters, COPY),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/proliferate/proliferate/internal/db"
+	"github.com/proliferate/proliferate/internal/snapshots/snapshotsdb"
 )
 
 // cleanLock is the Postgres advisory lock key of a cleaner pass ("snapcl").
@@ -112,7 +113,10 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	}
 
 	// Snapshots whose session is gone (deleted, or its organization).
-	refs, err := c.markGlobal(ctx, ReasonSessionDeleted, `NOT EXISTS (SELECT 1 FROM sessions s WHERE s.id = x.session_id) AND `+notConfigurationSnapshot, budget)
+	refs, err := c.markGlobal(ReasonSessionDeleted, func(q *snapshotsdb.Queries) ([]Ref, error) {
+		return collectRefs(q.MarkOrphanedSnapshots(ctx, snapshotsdb.MarkOrphanedSnapshotsParams{
+			Reason: ReasonSessionDeleted, Max: int32(budget)}))
+	})
 	if err != nil {
 		return res, err
 	}
@@ -121,9 +125,10 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 
 	// Superseded: no session references them, older than the grace.
 	if budget > 0 {
-		refs, err = c.markGlobal(ctx, ReasonSuperseded, `x.created_at < now() - $2::interval
-			AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id)
-			AND `+notConfigurationSnapshot, budget, c.b.grace)
+		refs, err = c.markGlobal(ReasonSuperseded, func(q *snapshotsdb.Queries) ([]Ref, error) {
+			return collectRefs(q.MarkSupersededSnapshots(ctx, snapshotsdb.MarkSupersededSnapshotsParams{
+				Reason: ReasonSuperseded, Grace: c.b.grace, Max: int32(budget)}))
+		})
 		if err != nil {
 			return res, err
 		}
@@ -140,7 +145,7 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	}
 
 	// Reservations of snapshots that never came.
-	if _, err := c.b.pool.Exec(ctx, `DELETE FROM session_snapshot_reservations WHERE expires_at <= now()`); err != nil {
+	if err := snapshotsdb.New(c.b.pool).DropExpiredReservations(ctx); err != nil {
 		return res, fmt.Errorf("snapshots: cleaner: expired reservations: %w", err)
 	}
 
@@ -149,18 +154,10 @@ func (c *Cleaner) Pass(ctx context.Context) (CleanResult, error) {
 	return res, err
 }
 
-// markGlobal marks up to limit live snapshots matching cond (over alias x;
-// $1 is the limit, extra args follow) deleted with reason.
-func (c *Cleaner) markGlobal(ctx context.Context, reason, cond string, limit int, args ...any) ([]Ref, error) {
-	rows, err := c.b.pool.Query(ctx, `UPDATE session_snapshots u SET deleted_at = now(), delete_reason = '`+reason+`'
-		FROM (SELECT x.provider, x.id FROM session_snapshots x WHERE x.deleted_at IS NULL AND `+cond+`
-		      ORDER BY x.created_at LIMIT $1 FOR UPDATE OF x SKIP LOCKED) AS v
-		WHERE u.provider = v.provider AND u.id = v.id AND u.deleted_at IS NULL
-		RETURNING u.provider, u.id`, append([]any{limit}, args...)...)
-	if err != nil {
-		return nil, fmt.Errorf("snapshots: cleaner: mark %s: %w", reason, err)
-	}
-	refs, err := collectRefs(rows)
+// markGlobal runs mark (a query marking live snapshots deleted with reason)
+// on the pool.
+func (c *Cleaner) markGlobal(reason string, mark func(q *snapshotsdb.Queries) ([]Ref, error)) ([]Ref, error) {
+	refs, err := mark(snapshotsdb.New(c.b.pool))
 	if err != nil {
 		return nil, fmt.Errorf("snapshots: cleaner: mark %s: %w", reason, err)
 	}
@@ -172,12 +169,7 @@ func (c *Cleaner) markGlobal(ctx context.Context, reason, cond string, limit int
 // and failed sessions; snapshots of live sessions are kept.
 func (c *Cleaner) retention(ctx context.Context, budget int, add func([]Ref)) (int, error) {
 	// auto_delete_days is at least 1: younger snapshots are never due.
-	rows, err := c.b.pool.Query(ctx, `SELECT DISTINCT org_id::text FROM session_snapshots
-		WHERE deleted_at IS NULL AND created_at < now() - interval '1 day'`)
-	if err != nil {
-		return 0, fmt.Errorf("snapshots: cleaner: retention orgs: %w", err)
-	}
-	orgs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	orgs, err := snapshotsdb.New(c.b.pool).RetentionOrgs(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("snapshots: cleaner: retention orgs: %w", err)
 	}
@@ -193,19 +185,9 @@ func (c *Cleaner) retention(ctx context.Context, budget int, add func([]Ref)) (i
 		}
 		var refs []Ref
 		err = pgx.BeginFunc(ctx, c.b.pool, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `SELECT x.provider, x.id FROM session_snapshots x
-				LEFT JOIN sessions s ON s.id = x.session_id
-				WHERE x.org_id = $1 AND x.deleted_at IS NULL
-				  AND x.created_at < now() - make_interval(days => LEAST(s.auto_delete_days, $2::int))
-				  AND NOT EXISTS (SELECT 1 FROM sessions r WHERE r.org_id = x.org_id AND r.snapshot_id = x.id
-				                  AND r.status IN ('starting', 'running'))
-				  AND `+notConfigurationSnapshot+`
-				ORDER BY x.created_at LIMIT $3
-				FOR UPDATE OF x SKIP LOCKED`, org, positiveOrNil(days), budget-total)
-			if err != nil {
-				return err
-			}
-			if refs, err = collectRefs(rows); err != nil {
+			var err error
+			if refs, err = collectRefs(snapshotsdb.New(tx).RetentionCandidates(ctx, snapshotsdb.RetentionCandidatesParams{
+				OrgID: org, Days: positiveOrNil(days), Max: int32(budget - total)})); err != nil {
 				return err
 			}
 			return markDeleted(ctx, tx, org, refs, ReasonRetention, false)
@@ -229,14 +211,8 @@ func (c *Cleaner) retry(ctx context.Context) (n, ok, failed int, err error) {
 	for name := range c.b.providers {
 		names = append(names, name)
 	}
-	rows, err := c.b.pool.Query(ctx, `SELECT provider, id FROM session_snapshots
-		WHERE deleted_at IS NOT NULL AND provider_deleted_at IS NULL AND deleted_at < now() - $1::interval
-		  AND provider = ANY($2::text[])
-		ORDER BY provider_attempted_at NULLS FIRST, deleted_at LIMIT $3`, c.o.RetryAfter, names, c.o.Batch)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("snapshots: cleaner: pending deletions: %w", err)
-	}
-	refs, err := collectRefs(rows)
+	refs, err := collectRefs(snapshotsdb.New(c.b.pool).PendingProviderDeletions(ctx, snapshotsdb.PendingProviderDeletionsParams{
+		RetryAfter: c.o.RetryAfter, Providers: names, Max: int32(c.o.Batch)}))
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("snapshots: cleaner: pending deletions: %w", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/proliferate/proliferate/internal/snapshots/snapshotsdb"
 )
 
 // Snapshot is a live snapshot as the books know it.
@@ -52,33 +52,29 @@ func (b *Book) List(ctx context.Context, orgID string, f ListFilter, p Page) ([]
 	if f.SessionID != "" {
 		session = &f.SessionID
 	}
-	rows, err := b.pool.Query(ctx, `SELECT x.provider, x.id, x.org_id::text, x.session_id::text, x.kind, x.bytes, x.created_at,
-			EXISTS (SELECT 1 FROM sessions r WHERE r.org_id = x.org_id AND r.snapshot_id = x.id),
-			x.created_at + make_interval(days => LEAST(s.auto_delete_days, $5::int))
-		FROM session_snapshots x LEFT JOIN sessions s ON s.id = x.session_id
-		WHERE x.org_id = $1 AND x.deleted_at IS NULL AND ($2::uuid IS NULL OR x.session_id = $2)
-		  AND (x.created_at, x.id) < ($3, $4)
-		ORDER BY x.created_at DESC, x.id DESC
-		LIMIT $6`, orgID, session, p.At, p.ID, positiveOrNil(retention), p.Limit+1)
+	rows, err := snapshotsdb.New(b.pool).ListSnapshots(ctx, snapshotsdb.ListSnapshotsParams{Days: positiveOrNil(retention),
+		OrgID: orgID, SessionID: session, At: p.At, AtID: p.ID, Max: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, fmt.Errorf("snapshots: list: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Snapshot, error) {
-		var s Snapshot
-		err := r.Scan(&s.Provider, &s.ID, &s.OrgID, &s.SessionID, &s.Kind, &s.Bytes, &s.CreatedAt, &s.InUse, &s.ExpiresAt)
-		return s, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("snapshots: list: %w", err)
+	out := make([]Snapshot, 0, len(rows))
+	for _, r := range rows {
+		s := Snapshot{Provider: r.Provider, ID: r.ID, OrgID: r.OrgID, SessionID: r.SessionID, Kind: r.Kind, Bytes: r.Bytes,
+			CreatedAt: r.CreatedAt, InUse: r.InUse}
+		if t, ok := r.ExpiresAt.(time.Time); ok {
+			s.ExpiresAt = &t
+		}
+		out = append(out, s)
 	}
 	return out, nil
 }
 
-func positiveOrNil(n int) *int {
+func positiveOrNil(n int) *int32 {
 	if n <= 0 {
 		return nil
 	}
-	return &n
+	v := int32(n)
+	return &v
 }
 
 // Summary is an organization's snapshot usage and limits.
@@ -103,8 +99,8 @@ func (b *Book) Summary(ctx context.Context, orgID string) (Summary, error) {
 		return s, fmt.Errorf("snapshots: limits of %s: %w", orgID, err)
 	}
 	s.Limit, s.RetentionDays = max(s.Limit, 0), max(s.RetentionDays, 0)
-	err = b.pool.QueryRow(ctx, `SELECT count(*), COALESCE(sum(bytes), 0)::bigint FROM session_snapshots
-		WHERE org_id = $1 AND deleted_at IS NULL`, orgID).Scan(&s.Count, &s.Bytes)
+	usage, err := snapshotsdb.New(b.pool).SnapshotUsage(ctx, orgID)
+	s.Count, s.Bytes = int(usage.Count), usage.Bytes
 	if err != nil {
 		return s, fmt.Errorf("snapshots: summary of %s: %w", orgID, err)
 	}

@@ -51,6 +51,7 @@ import (
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/sessions/sessionsdb"
+	"github.com/proliferate/proliferate/internal/snapshots/snapshotsdb"
 )
 
 // Delete reasons (session_snapshots.delete_reason).
@@ -175,8 +176,7 @@ func isUUID(s string) bool { _, err := uuid.Parse(s); return err == nil && len(s
 
 // orgLock serialises the quota decisions of one organization.
 func orgLock(ctx context.Context, tx pgx.Tx, orgID string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('snapshots.quota:' || $1, 0))`, orgID)
-	return err
+	return snapshotsdb.New(tx).LockSnapshotQuota(ctx, orgID)
 }
 
 // Reserve makes room for one more snapshot of the organization, evicting
@@ -201,17 +201,15 @@ func (b *Book) Reserve(ctx context.Context, orgID string) error {
 		if err := orgLock(ctx, tx, orgID); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM session_snapshot_reservations WHERE org_id = $1 AND expires_at <= now()`,
-			orgID); err != nil {
+		q := snapshotsdb.New(tx)
+		if err := q.DropExpiredOrgReservations(ctx, orgID); err != nil {
 			return fmt.Errorf("drop expired reservations: %w", err)
 		}
-		var used int
-		if err := tx.QueryRow(ctx, `SELECT
-				(SELECT count(*) FROM session_snapshots WHERE org_id = $1 AND deleted_at IS NULL) +
-				(SELECT count(*) FROM session_snapshot_reservations WHERE org_id = $1)`, orgID).Scan(&used); err != nil {
+		used, err := q.SnapshotsUsed(ctx, orgID)
+		if err != nil {
 			return fmt.Errorf("count: %w", err)
 		}
-		if need := used + 1 - maxCount; need > 0 {
+		if need := int(used) + 1 - maxCount; need > 0 {
 			refs, err := evictionCandidates(ctx, tx, orgID, b.grace, need)
 			if err != nil {
 				return err
@@ -224,9 +222,7 @@ func (b *Book) Reserve(ctx context.Context, orgID string) error {
 			}
 			evicted = refs
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO session_snapshot_reservations (org_id, expires_at)
-			VALUES ($1, now() + $2::interval)`, orgID, b.resTTL)
-		if err != nil {
+		if err := q.ReserveSnapshot(ctx, snapshotsdb.ReserveSnapshotParams{OrgID: orgID, Ttl: b.resTTL}); err != nil {
 			return fmt.Errorf("reserve: %w", err)
 		}
 		return nil
@@ -244,43 +240,30 @@ func (b *Book) Reserve(ctx context.Context, orgID string) error {
 	return nil
 }
 
-// notConfigurationSnapshot (over alias x) keeps a configuration's current
-// snapshot out of every automatic deletion (cleaner and quota eviction): a
-// setup session's snapshot becomes its configuration's and outlives the
-// session that took it. It is deleted only by hand.
-const notConfigurationSnapshot = `NOT EXISTS (SELECT 1 FROM configurations c WHERE c.org_id = x.org_id AND c.snapshot_id = x.id
-	AND (c.snapshot_provider IS NULL OR c.snapshot_provider = x.provider))`
-
 // evictionCandidates returns up to n snapshots of the organization to evict
 // (locked): superseded ones past the grace, oldest first, then those
-// referenced only by paused/stopped/failed sessions, oldest first.
+// referenced only by paused/stopped/failed sessions, oldest first. A
+// configuration's current snapshot is never a candidate (as in every
+// automatic deletion).
 func evictionCandidates(ctx context.Context, tx pgx.Tx, orgID string, grace time.Duration, n int) ([]Ref, error) {
-	rows, err := tx.Query(ctx, `SELECT x.provider, x.id FROM session_snapshots x
-		WHERE x.org_id = $1 AND x.deleted_at IS NULL
-		  AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id
-		                  AND s.status IN ('starting', 'running'))
-		  AND (x.created_at < now() - $2::interval
-		       OR EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id))
-		  AND `+notConfigurationSnapshot+`
-		ORDER BY EXISTS (SELECT 1 FROM sessions s WHERE s.org_id = x.org_id AND s.snapshot_id = x.id), x.created_at, x.id
-		LIMIT $3
-		FOR UPDATE OF x`, orgID, grace, n)
-	if err != nil {
-		return nil, fmt.Errorf("eviction candidates: %w", err)
-	}
-	refs, err := collectRefs(rows)
+	refs, err := collectRefs(snapshotsdb.New(tx).EvictionCandidates(ctx, snapshotsdb.EvictionCandidatesParams{
+		OrgID: orgID, Grace: grace, Max: int32(n)}))
 	if err != nil {
 		return nil, fmt.Errorf("eviction candidates: %w", err)
 	}
 	return refs, nil
 }
 
-func collectRefs(rows pgx.Rows) ([]Ref, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Ref, error) {
-		var ref Ref
-		err := r.Scan(&ref.Provider, &ref.ID)
-		return ref, err
-	})
+// collectRefs turns a query's (provider, id) rows into refs.
+func collectRefs[R interface{ ~struct{ Provider, ID string } }](rows []R, err error) ([]Ref, error) {
+	if err != nil {
+		return nil, err
+	}
+	refs := make([]Ref, 0, len(rows))
+	for _, r := range rows {
+		refs = append(refs, Ref(struct{ Provider, ID string }(r)))
+	}
+	return refs, nil
 }
 
 // markDeleted marks the live rows deleted with reason and clears the
@@ -292,9 +275,8 @@ func markDeleted(ctx context.Context, tx pgx.Tx, orgID string, refs []Ref, reaso
 		return nil
 	}
 	provs, ids := splitRefs(refs)
-	if _, err := tx.Exec(ctx, `UPDATE session_snapshots x SET deleted_at = now(), delete_reason = $3
-		FROM unnest($1::text[], $2::text[]) AS r(provider, id)
-		WHERE x.provider = r.provider AND x.id = r.id AND x.deleted_at IS NULL`, provs, ids, reason); err != nil {
+	if err := snapshotsdb.New(tx).MarkSnapshotsDeleted(ctx, snapshotsdb.MarkSnapshotsDeletedParams{
+		Reason: reason, Providers: provs, Ids: ids}); err != nil {
 		return fmt.Errorf("mark deleted: %w", err)
 	}
 	if orgID == "" {
@@ -330,19 +312,16 @@ func (b *Book) Record(ctx context.Context, sess sessions.Session, snap sandbox.S
 		provider = "local"
 	}
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO session_snapshots (provider, id, org_id, session_id, kind, bytes)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (provider, id) DO NOTHING`,
-			provider, snap.ID, sess.OrgID, sess.ID, kind, max(snap.Bytes, 0))
+		q := snapshotsdb.New(tx)
+		n, err := q.RecordSnapshot(ctx, snapshotsdb.RecordSnapshotParams{Provider: provider, ID: snap.ID,
+			OrgID: sess.OrgID, SessionID: sess.ID, Kind: kind, Bytes: max(snap.Bytes, 0)})
 		if err != nil {
 			return fmt.Errorf("insert: %w", err)
 		}
-		if tag.RowsAffected() == 0 {
+		if n == 0 {
 			return nil
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM session_snapshot_reservations WHERE id = (
-			SELECT id FROM session_snapshot_reservations WHERE org_id = $1 ORDER BY expires_at LIMIT 1
-			FOR UPDATE SKIP LOCKED)`, sess.OrgID)
-		if err != nil {
+		if err := q.ConsumeReservation(ctx, sess.OrgID); err != nil {
 			return fmt.Errorf("consume reservation: %w", err)
 		}
 		return nil
@@ -365,12 +344,9 @@ func (b *Book) Delete(ctx context.Context, orgID, id string) error {
 	}
 	var refs []Ref
 	err := pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT provider, id FROM session_snapshots
-			WHERE org_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`, orgID, id)
-		if err != nil {
-			return fmt.Errorf("find: %w", err)
-		}
-		if refs, err = collectRefs(rows); err != nil {
+		var err error
+		if refs, err = collectRefs(snapshotsdb.New(tx).LockLiveSnapshot(ctx, snapshotsdb.LockLiveSnapshotParams{
+			OrgID: orgID, ID: id})); err != nil {
 			return fmt.Errorf("find: %w", err)
 		}
 		if len(refs) == 0 {
@@ -406,14 +382,12 @@ func (b *Book) purge(ctx context.Context, refs []Ref) (ok, failed int) {
 			failed++
 			b.log.Warn("provider snapshot delete failed; the cleaner retries", "provider", r.Provider,
 				"snapshot_id", r.ID, "err", err)
-			_, werr = b.pool.Exec(wctx, `UPDATE session_snapshots SET provider_delete_attempts = provider_delete_attempts + 1,
-				provider_delete_error = left($3, 1000), provider_attempted_at = now() WHERE provider = $1 AND id = $2`,
-				r.Provider, r.ID, err.Error())
+			werr = snapshotsdb.New(b.pool).RecordProviderDeleteFailure(wctx, snapshotsdb.RecordProviderDeleteFailureParams{
+				Error: err.Error(), Provider: r.Provider, ID: r.ID})
 		} else {
 			ok++
-			_, werr = b.pool.Exec(wctx, `UPDATE session_snapshots SET provider_deleted_at = now(),
-				provider_delete_attempts = provider_delete_attempts + 1, provider_delete_error = NULL,
-				provider_attempted_at = now() WHERE provider = $1 AND id = $2`, r.Provider, r.ID)
+			werr = snapshotsdb.New(b.pool).RecordProviderDeleted(wctx, snapshotsdb.RecordProviderDeletedParams{
+				Provider: r.Provider, ID: r.ID})
 		}
 		cancel()
 		if werr != nil {

@@ -11,7 +11,6 @@ var legacySQL = map[string][]string{
 	"app/sessionprompt.go":                       {"configuration_repos", "configurations", "repos"},
 	"internal/repos/store.go":                    {"configuration_repos", "configurations", "repos"},
 	"internal/transcript/store.go":               {"session_message_search", "session_message_search_queue", "session_message_tombstones", "session_messages", "sessions"},
-	"internal/triggers/llmgate/gate.go":          {"trigger_events", "trigger_llm_results"},
 	"internal/triggers/pollgroups/pollgroups.go": {"trigger_poll_groups", "triggers"},
 	"internal/triggers/store/automations.go":     {"configurations", "slack_installations"},
 	"internal/triggers/store/events.go":          {"automation_run_events", "automation_runs", "trigger_events", "triggers"},

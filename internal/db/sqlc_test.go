@@ -65,6 +65,7 @@ var owners = map[string]string{
 	"schedules":                          "internal/triggers/store",
 	"trigger_poll_groups":                "internal/triggers/pollgroups",
 	"trigger_events":                     "internal/triggers/store",
+	"trigger_llm_results":                "internal/triggers/llmgate",
 	"automation_runs":                    "internal/runs",
 	"automation_run_events":              "internal/runs",
 	"repos":                              "internal/repos",

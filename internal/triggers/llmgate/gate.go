@@ -22,7 +22,9 @@ import (
 	"github.com/proliferate/proliferate/internal/llmproxy"
 	"github.com/proliferate/proliferate/internal/outbox"
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/llmgate/llmgatedb"
 	"github.com/proliferate/proliferate/internal/triggers/llmjudge"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -94,9 +96,8 @@ func (p *Gate) Ask(ctx context.Context, c Trigger, ev runs.Event) (*Skip, error)
 	}
 	// An event already recorded is a redelivery: the transaction will change
 	// nothing, so the model is not asked.
-	var seen bool
-	if err := p.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM trigger_events WHERE trigger_id = $1 AND dedup_key = $2)`,
-		c.ID, ev.DedupKey).Scan(&seen); err != nil {
+	seen, err := triggersdb.New(p.Pool).TriggerEventRecorded(ctx, triggersdb.TriggerEventRecordedParams{TriggerID: c.ID, DedupKey: ev.DedupKey})
+	if err != nil {
 		return nil, err
 	}
 	if seen {
@@ -144,14 +145,14 @@ func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey
 	}
 	defer conn.Release()
 	lockKey := c.ID + "/" + kind + "/" + dedupKey // a UUID and a fixed kind first: unambiguous
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended($1, 0))`, lockKey); err != nil {
+	if err := llmgatedb.New(conn).LockLLMAnswer(ctx, lockKey); err != nil {
 		return llmResult{}, fmt.Errorf("lock the %s answer: %w", kind, err)
 	}
 	defer func() {
 		// A cancelled ctx must not leave the lock on a pooled connection.
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(uctx, `SELECT pg_advisory_unlock(hashtextextended($1, 0))`, lockKey); err != nil {
+		if err := llmgatedb.New(conn).UnlockLLMAnswer(uctx, lockKey); err != nil {
 			_ = conn.Conn().Close(uctx) // the session (and its lock) ends with it
 		}
 	}()
@@ -187,13 +188,11 @@ func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey
 		log.Warn("trigger LLM: unknown model priced as the most expensive known model", "model", a.Usage.Model, "cost_usd_micros", cost)
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO trigger_llm_results (trigger_id, dedup_key, kind, org_id, outcome, detail, model,
-				input_tokens, output_tokens, cost_usd_micros)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-			ON CONFLICT (trigger_id, dedup_key, kind) DO NOTHING`,
-			c.ID, dedupKey, kind, c.OrgID, r.outcome, r.detail, a.Usage.Model,
-			a.Usage.InputTokens+a.Usage.CacheReadTokens+a.Usage.CacheWriteTokens, a.Usage.OutputTokens, cost)
-		if err != nil || tag.RowsAffected() == 0 || a.Usage.Total() == 0 {
+		n, err := llmgatedb.New(tx).InsertLLMResult(ctx, llmgatedb.InsertLLMResultParams{
+			TriggerID: c.ID, DedupKey: dedupKey, Kind: kind, OrgID: c.OrgID, Outcome: r.outcome, Detail: r.detail, Model: a.Usage.Model,
+			InputTokens:  a.Usage.InputTokens + a.Usage.CacheReadTokens + a.Usage.CacheWriteTokens,
+			OutputTokens: a.Usage.OutputTokens, CostUsdMicros: cost})
+		if err != nil || n == 0 || a.Usage.Total() == 0 {
 			return err
 		}
 		spend := &schemas.LLMSpend{
@@ -213,15 +212,10 @@ func (p *Gate) judged(ctx context.Context, log *slog.Logger, c Trigger, dedupKey
 	return r, nil
 }
 
-// querier is a pool or a connection.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (p *Gate) storedAnswer(ctx context.Context, q querier, triggerID, dedupKey, kind string) (llmResult, bool, error) {
-	var r llmResult
-	err := q.QueryRow(ctx, `SELECT outcome, detail FROM trigger_llm_results
-		WHERE trigger_id = $1 AND dedup_key = $2 AND kind = $3`, triggerID, dedupKey, kind).Scan(&r.outcome, &r.detail)
+// storedAnswer reads the recorded answer through q (a pool or a connection).
+func (p *Gate) storedAnswer(ctx context.Context, q llmgatedb.DBTX, triggerID, dedupKey, kind string) (llmResult, bool, error) {
+	row, err := llmgatedb.New(q).StoredLLMResult(ctx, llmgatedb.StoredLLMResultParams{TriggerID: triggerID, DedupKey: dedupKey, Kind: kind})
+	r := llmResult{outcome: row.Outcome, detail: row.Detail}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, false, nil
 	}

@@ -11,6 +11,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/proliferate/proliferate/internal/triggers/pollgroups/pollgroupsdb"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Interval bounds of a group, in seconds (trigger_poll_groups.interval_seconds).
@@ -37,42 +40,32 @@ var ErrNotFound = errors.New("pollgroups: trigger not found")
 // A new group starts its cursor at its creation time: the first poll reports
 // what changed since the trigger was created, never the provider's history.
 func Attach(ctx context.Context, tx pgx.Tx, triggerID string) error {
-	var orgID, provider, triggerType string
-	var integrationID *string
-	err := tx.QueryRow(ctx, `SELECT org_id::text, provider, trigger_type, integration_id::text
-		FROM triggers WHERE id = $1 FOR UPDATE`, triggerID).Scan(&orgID, &provider, &triggerType, &integrationID)
+	tq := triggersdb.New(tx)
+	t, err := tq.LockTriggerForPollGroup(ctx, triggerID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("pollgroups: load trigger: %w", err)
 	}
-	if triggerType != "polling" {
-		if _, err := tx.Exec(ctx, `UPDATE triggers SET poll_group_id = NULL WHERE id = $1 AND poll_group_id IS NOT NULL`, triggerID); err != nil {
+	if t.TriggerType != "polling" {
+		if err := tq.ClearTriggerPollGroup(ctx, triggerID); err != nil {
 			return fmt.Errorf("pollgroups: detach trigger: %w", err)
 		}
 		return nil
 	}
-	var groupID string
-	err = tx.QueryRow(ctx, `INSERT INTO trigger_poll_groups (org_id, provider, integration_id)
-		VALUES ($1, $2, $3)
-		ON CONFLICT (org_id, provider, integration_id) DO UPDATE SET updated_at = now()
-		RETURNING id::text`, orgID, provider, integrationID).Scan(&groupID)
+	q := pollgroupsdb.New(tx)
+	groupID, err := q.UpsertPollGroup(ctx, pollgroupsdb.UpsertPollGroupParams{OrgID: t.OrgID, Provider: t.Provider, IntegrationID: t.IntegrationID})
 	if err != nil {
 		return fmt.Errorf("pollgroups: find or create group: %w", err)
 	}
-	if _, err := tx.Exec(ctx, `UPDATE triggers SET poll_group_id = $2 WHERE id = $1 AND poll_group_id IS DISTINCT FROM $2`,
-		triggerID, groupID); err != nil {
+	if err := tq.SetTriggerPollGroup(ctx, triggersdb.SetTriggerPollGroupParams{ID: triggerID, PollGroupID: groupID}); err != nil {
 		return fmt.Errorf("pollgroups: attach trigger: %w", err)
 	}
 	// The group polls at the smallest interval its triggers ask for; a valid
 	// integer config value is used, anything else means the default.
-	_, err = tx.Exec(ctx, `UPDATE trigger_poll_groups g SET interval_seconds = sub.iv, updated_at = now()
-		FROM (SELECT least(greatest(coalesce(min(CASE WHEN jsonb_typeof(t.config->$3) = 'number'
-				AND (t.config->>$3) ~ '^[0-9]{1,9}$' THEN (t.config->>$3)::int END), $4), $5), $6) AS iv
-			FROM triggers t WHERE t.poll_group_id = $1 AND t.trigger_type = 'polling') sub
-		WHERE g.id = $1 AND g.org_id = $2 AND g.interval_seconds IS DISTINCT FROM sub.iv`,
-		groupID, orgID, IntervalConfigKey, DefaultIntervalSeconds, MinIntervalSeconds, MaxIntervalSeconds)
+	err = q.SetPollGroupInterval(ctx, pollgroupsdb.SetPollGroupIntervalParams{ID: groupID, OrgID: t.OrgID, ConfigKey: IntervalConfigKey,
+		DefaultSeconds: DefaultIntervalSeconds, MinSeconds: MinIntervalSeconds, MaxSeconds: MaxIntervalSeconds})
 	if err != nil {
 		return fmt.Errorf("pollgroups: group interval: %w", err)
 	}
@@ -83,9 +76,7 @@ func Attach(ctx context.Context, tx pgx.Tx, triggerID string) error {
 // trigger left (their cursor goes with them; disabled triggers still in such
 // a group lose their group, and Attach puts them back when re-enabled).
 func DetachEmpty(ctx context.Context, tx pgx.Tx, orgID string) error {
-	_, err := tx.Exec(ctx, `DELETE FROM trigger_poll_groups g WHERE g.org_id = $1 AND NOT EXISTS (
-			SELECT 1 FROM triggers t WHERE t.poll_group_id = g.id AND t.trigger_type = 'polling' AND t.enabled)`, orgID)
-	if err != nil {
+	if err := pollgroupsdb.New(tx).DeleteEmptyPollGroups(ctx, orgID); err != nil {
 		return fmt.Errorf("pollgroups: delete empty groups: %w", err)
 	}
 	return nil

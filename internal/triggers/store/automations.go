@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/triggers/pollgroups"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
@@ -216,9 +218,9 @@ func checkAutomation(ctx context.Context, tx pgx.Tx, orgID string, a *Automation
 	if a.NotificationDestinationType != NotifyNone && a.NotificationSlackInstallationID != nil &&
 		(old == nil || old.NotificationDestinationType != a.NotificationDestinationType ||
 			changed(func(x *Automation) *string { return x.NotificationSlackInstallationID })) {
-		var status string
-		err := tx.QueryRow(ctx, `SELECT status FROM slack_installations WHERE id = $1 AND org_id = $2`,
-			*a.NotificationSlackInstallationID, orgID).Scan(&status)
+		inst, err := integrationsdb.New(tx).GetSlackInstallation(ctx, integrationsdb.GetSlackInstallationParams{
+			ID: *a.NotificationSlackInstallationID, OrgID: orgID})
+		status := inst.Status
 		switch {
 		case isNoRows(err):
 			add("notification_slack_installation_id", "no such Slack installation in this organization")
@@ -235,12 +237,11 @@ func checkAutomation(ctx context.Context, tx pgx.Tx, orgID string, a *Automation
 }
 
 func countConfigurations(ctx context.Context, tx pgx.Tx, orgID string, ids []string) (int, error) {
-	var n int
-	err := tx.QueryRow(ctx, `SELECT count(*) FROM configurations WHERE org_id = $1 AND id = ANY($2::uuid[])`, orgID, ids).Scan(&n)
+	n, err := prebuildsdb.New(tx).CountOrgConfigurations(ctx, prebuildsdb.CountOrgConfigurationsParams{OrgID: orgID, Ids: ids})
 	if err != nil {
 		return 0, fmt.Errorf("check configurations: %w", err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // CreateAutomation validates and inserts a (its id and timestamps are set

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/outbox"
+	"github.com/proliferate/proliferate/internal/runs/runsdb"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 	"github.com/proliferate/proliferate/schemas"
 	"github.com/proliferate/proliferate/topics"
 )
@@ -53,61 +55,28 @@ type EventFilter struct {
 	Since, Until                              *time.Time
 }
 
-const eventCols = `e.id::text, e.trigger_id::text, t.automation_id::text, t.trigger_type, e.status, e.skip_reason, e.error_message,
-	e.provider, e.provider_event_type, e.normalized_event_type, e.external_event_id, e.dedup_key, e.title, e.url,
-	e.webhook_event_id, e.occurred_at, e.processed_at, e.created_at, r.id::text, r.status, r.triggered_by::text`
-
-const eventFrom = ` FROM trigger_events e JOIN triggers t ON t.id = e.trigger_id
-	LEFT JOIN automation_runs r ON r.trigger_event_id = e.id`
-
-func eventDest(ev *Event) []any {
-	return []any{&ev.ID, &ev.TriggerID, &ev.AutomationID, &ev.TriggerType, &ev.Status, &ev.SkipReason, &ev.ErrorMessage,
-		&ev.Provider, &ev.ProviderEventType, &ev.NormalizedEventType, &ev.ExternalEventID, &ev.DedupKey, &ev.Title, &ev.URL,
-		&ev.WebhookEventID, &ev.OccurredAt, &ev.ProcessedAt, &ev.CreatedAt, &ev.RunID, &ev.RunStatus, &ev.TriggeredBy}
-}
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+// eventRow converts a listed row.
+func eventRow(r triggersdb.ListTriggerEventsRow) Event {
+	return Event{ID: r.ID, TriggerID: r.TriggerID, AutomationID: r.AutomationID, TriggerType: r.TriggerType, Status: r.Status,
+		SkipReason: r.SkipReason, ErrorMessage: r.ErrorMessage, Provider: r.Provider, ProviderEventType: r.ProviderEventType,
+		NormalizedEventType: r.NormalizedEventType, ExternalEventID: r.ExternalEventID, DedupKey: r.DedupKey, Title: r.Title, URL: r.Url,
+		WebhookEventID: r.WebhookEventID, OccurredAt: r.OccurredAt, ProcessedAt: r.ProcessedAt, CreatedAt: r.CreatedAt,
+		RunID: r.RunID, RunStatus: r.RunStatus, TriggeredBy: r.TriggeredBy}
 }
 
 // listEvents returns up to n events after (at, id), newest first.
-func listEvents(ctx context.Context, q querier, orgID string, f EventFilter, at time.Time, id string, n int) ([]Event, error) {
-	a := args{orgID}
-	sql := `SELECT ` + eventCols + eventFrom + ` WHERE e.org_id = $1`
-	if f.TriggerID != "" {
-		sql += ` AND e.trigger_id = ` + a.add(f.TriggerID) + `::uuid`
-	}
-	if f.AutomationID != "" {
-		sql += ` AND t.automation_id = ` + a.add(f.AutomationID) + `::uuid`
-	}
-	if f.Status != "" {
-		sql += ` AND e.status = ` + a.add(f.Status)
-	}
-	if f.Provider != "" {
-		sql += ` AND e.provider = ` + a.add(f.Provider)
-	}
-	if f.Since != nil {
-		sql += ` AND e.created_at >= ` + a.add(*f.Since)
-	}
-	if f.Until != nil {
-		sql += ` AND e.created_at < ` + a.add(*f.Until)
-	}
-	sql += ` AND (e.created_at, e.id) < (` + a.add(at) + `, ` + a.add(id) + `::uuid)
-		ORDER BY e.created_at DESC, e.id DESC LIMIT ` + a.add(n)
-	rows, err := q.Query(ctx, sql, a...)
+func listEvents(ctx context.Context, q triggersdb.DBTX, orgID string, f EventFilter, at time.Time, id string, n int) ([]Event, error) {
+	rows, err := triggersdb.New(q).ListTriggerEvents(ctx, triggersdb.ListTriggerEventsParams{OrgID: orgID,
+		TriggerID: nullable(f.TriggerID), AutomationID: nullable(f.AutomationID), Status: nullable(f.Status), Provider: nullable(f.Provider),
+		Since: f.Since, Until: f.Until, BeforeAt: at, BeforeID: id, Max: int32(n)})
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) {
-		var ev Event
-		err := r.Scan(eventDest(&ev)...)
-		return ev, err
-	})
-	if out == nil {
-		out = []Event{}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		out[i] = eventRow(r)
 	}
-	return out, err
+	return out, nil
 }
 
 // ListEvents lists the organization's trigger events, newest first.
@@ -115,17 +84,26 @@ func (s *Store) ListEvents(ctx context.Context, orgID string, f EventFilter, p P
 	return listEvents(ctx, s.Pool, orgID, f, p.At, p.ID, p.Limit+1)
 }
 
-func getEvent(ctx context.Context, q querier, orgID, id string) (Event, error) {
-	var ev Event
-	dest := append(eventDest(&ev), &ev.ParsedContext)
-	err := q.QueryRow(ctx, `SELECT `+eventCols+`, e.parsed_context`+eventFrom+` WHERE e.id = $1 AND e.org_id = $2`, id, orgID).Scan(dest...)
+func getEvent(ctx context.Context, q triggersdb.DBTX, orgID, id string) (Event, error) {
+	r, err := triggersdb.New(q).GetTriggerEvent(ctx, triggersdb.GetTriggerEventParams{ID: id, OrgID: orgID})
 	if isNoRows(err) {
-		return ev, notFound("trigger event")
+		return Event{}, notFound("trigger event")
 	}
-	if ev.ParsedContext == nil && err == nil {
+	if err != nil {
+		return Event{}, err
+	}
+	ev := eventRow(triggersdb.ListTriggerEventsRow{ID: r.ID, TriggerID: r.TriggerID, AutomationID: r.AutomationID, TriggerType: r.TriggerType,
+		Status: r.Status, SkipReason: r.SkipReason, ErrorMessage: r.ErrorMessage, Provider: r.Provider, ProviderEventType: r.ProviderEventType,
+		NormalizedEventType: r.NormalizedEventType, ExternalEventID: r.ExternalEventID, DedupKey: r.DedupKey, Title: r.Title, Url: r.Url,
+		WebhookEventID: r.WebhookEventID, OccurredAt: r.OccurredAt, ProcessedAt: r.ProcessedAt, CreatedAt: r.CreatedAt,
+		RunID: r.RunID, RunStatus: r.RunStatus, TriggeredBy: r.TriggeredBy})
+	if err := json.Unmarshal(r.ParsedContext, &ev.ParsedContext); err != nil {
+		return Event{}, fmt.Errorf("trigger event %s: parsed_context: %w", r.ID, err)
+	}
+	if ev.ParsedContext == nil {
 		ev.ParsedContext = map[string]any{}
 	}
-	return ev, err
+	return ev, nil
 }
 
 // GetEvent returns one event with its parsed context.
@@ -143,8 +121,8 @@ const runQueued = "queued"
 func (s *Store) SkipEvent(ctx context.Context, orgID, id string, au Audit) (Event, error) {
 	var out Event
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		var status string
-		err := tx.QueryRow(ctx, `SELECT status FROM trigger_events WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).Scan(&status)
+		q, rq := triggersdb.New(tx), runsdb.New(tx)
+		status, err := q.LockTriggerEventStatus(ctx, triggersdb.LockTriggerEventStatusParams{ID: id, OrgID: orgID})
 		if isNoRows(err) {
 			return notFound("trigger event")
 		}
@@ -154,23 +132,19 @@ func (s *Store) SkipEvent(ctx context.Context, orgID, id string, au Audit) (Even
 		if status != "queued" {
 			return &ConflictError{Code: "invalid_transition", Message: "the event is " + status + "; only queued events can be skipped"}
 		}
-		var runID, runStatus, automationID string
-		var attempt int32
-		err = tx.QueryRow(ctx, `SELECT id::text, status, automation_id::text, attempt FROM automation_runs
-			WHERE trigger_event_id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).Scan(&runID, &runStatus, &automationID, &attempt)
+		run, err := rq.LockRunOfTriggerEvent(ctx, runsdb.LockRunOfTriggerEventParams{TriggerEventID: id, OrgID: orgID})
 		hasRun := err == nil
 		if err != nil && !isNoRows(err) {
 			return err
 		}
-		if hasRun && runStatus != runQueued {
-			return &ConflictError{Code: "invalid_transition", Message: "the event's run is already " + runStatus + "; only runs that have not started can be skipped"}
+		if hasRun && run.Status != runQueued {
+			return &ConflictError{Code: "invalid_transition", Message: "the event's run is already " + run.Status + "; only runs that have not started can be skipped"}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE trigger_events SET status = 'skipped', skip_reason = 'manual', processed_at = now()
-			WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
+		if err := q.SkipTriggerEventByHand(ctx, triggersdb.SkipTriggerEventByHandParams{ID: id, OrgID: orgID}); err != nil {
 			return fmt.Errorf("skip event: %w", err)
 		}
 		if hasRun {
-			if err := s.cancelRun(ctx, tx, orgID, runID, automationID, id, attempt, au); err != nil {
+			if err := s.cancelRun(ctx, tx, orgID, run.ID, run.AutomationID, id, run.Attempt, au); err != nil {
 				return err
 			}
 		}
@@ -187,21 +161,18 @@ func (s *Store) SkipEvent(ctx context.Context, orgID, id string, au Audit) (Even
 }
 
 func (s *Store) cancelRun(ctx context.Context, tx pgx.Tx, orgID, runID, automationID, eventID string, attempt int32, au Audit) error {
-	var triggerID string
-	err := tx.QueryRow(ctx, `UPDATE automation_runs SET status = 'canceled', status_reason = 'manual_skip', completed_at = now(),
-			updated_at = now()
-		WHERE id = $1 AND org_id = $2 RETURNING trigger_id::text`, runID, orgID).Scan(&triggerID)
+	rq := runsdb.New(tx)
+	triggerID, err := rq.CancelRunOfSkippedEvent(ctx, runsdb.CancelRunOfSkippedEventParams{ID: runID, OrgID: orgID})
 	if err != nil {
 		return fmt.Errorf("cancel run: %w", err)
 	}
 	data, _ := json.Marshal(map[string]any{"trigger_event_id": eventID, "reason": "manual_skip", "actor_id": au.UserID})
-	if _, err := tx.Exec(ctx, `INSERT INTO automation_run_events (run_id, type, from_status, to_status, data)
-		VALUES ($1, 'status_transition', 'queued', 'canceled', $2)`, runID, data); err != nil {
+	if err := rq.InsertSkippedRunEvent(ctx, runsdb.InsertSkippedRunEventParams{RunID: runID, Data: data}); err != nil {
 		return fmt.Errorf("insert run event: %w", err)
 	}
 	from, reason, msg := schemas.RunQueued, "manual_skip", "the trigger event was skipped by hand before the run started"
 	life := schemas.New(orgID, &schemas.RunLifecycle{
-		RunID: runID, AutomationID: automationID, TriggerEventID: eventID, TriggerID: nullable(triggerID),
+		RunID: runID, AutomationID: automationID, TriggerEventID: eventID, TriggerID: triggerID,
 		FromStatus: &from, ToStatus: schemas.RunCanceled, Attempt: attempt,
 		StatusReason: &reason, ErrorMessage: &msg,
 	})
@@ -211,10 +182,8 @@ func (s *Store) cancelRun(ctx context.Context, tx pgx.Tx, orgID, runID, automati
 
 // announceSkip publishes the event's new outcome on triggers.events.
 func (s *Store) announceSkip(ctx context.Context, tx pgx.Tx, orgID string, ev Event) error {
-	var integrationID, pollGroupID *string
-	var ctxJSON []byte
-	if err := tx.QueryRow(ctx, `SELECT t.integration_id::text, t.poll_group_id::text, e.parsed_context::text
-		FROM trigger_events e JOIN triggers t ON t.id = e.trigger_id WHERE e.id = $1`, ev.ID).Scan(&integrationID, &pollGroupID, &ctxJSON); err != nil {
+	src, err := triggersdb.New(tx).SkippedEventSource(ctx, ev.ID)
+	if err != nil {
 		return err
 	}
 	occurred := ev.CreatedAt
@@ -223,12 +192,12 @@ func (s *Store) announceSkip(ctx context.Context, tx pgx.Tx, orgID string, ev Ev
 	}
 	skip := "manual"
 	p := &schemas.TriggerEvent{
-		TriggerEventID: ev.ID, TriggerID: ev.TriggerID, AutomationID: ev.AutomationID, IntegrationID: integrationID,
+		TriggerEventID: ev.ID, TriggerID: ev.TriggerID, AutomationID: ev.AutomationID, IntegrationID: src.IntegrationID,
 		TriggerType: ev.TriggerType, Provider: ev.Provider, NormalizedEventType: ev.NormalizedEventType,
 		ProviderEventType: ev.ProviderEventType, ProviderOccurredAt: occurred.UTC().Truncate(time.Millisecond),
-		DedupKey: ev.DedupKey, Title: ev.Title, URL: ev.URL, ExternalID: ev.ExternalEventID, Context: string(ctxJSON),
+		DedupKey: ev.DedupKey, Title: ev.Title, URL: ev.URL, ExternalID: ev.ExternalEventID, Context: src.ParsedContext,
 		Status: schemas.TriggerEventSkipped, SkipReason: &skip, RunID: ev.RunID, WebhookEventID: ev.WebhookEventID,
-		PollGroupID: pollGroupID,
+		PollGroupID: src.PollGroupID,
 	}
 	e := schemas.New(orgID, p)
 	e.CorrelationID = ev.ID

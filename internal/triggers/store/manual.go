@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/runs"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // ManualRun is the run "Run Now" queued.
@@ -32,13 +33,12 @@ func (s *Store) RunNow(ctx context.Context, orgID, automationID, note string, au
 		if !enabled {
 			return &ConflictError{Code: "automation_disabled", Message: "the automation is disabled; enable it to run it"}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO triggers (org_id, automation_id, trigger_type, provider, enabled, created_by)
-			VALUES ($1, $2, 'manual', 'manual', true, $3)
-			ON CONFLICT (automation_id) WHERE trigger_type = 'manual' DO NOTHING`, orgID, automationID, nullable(au.UserID)); err != nil {
+		q := triggersdb.New(tx)
+		if err := q.EnsureManualTrigger(ctx, triggersdb.EnsureManualTriggerParams{OrgID: orgID, AutomationID: automationID,
+			CreatedBy: nullable(au.UserID)}); err != nil {
 			return fmt.Errorf("create manual trigger: %w", err)
 		}
-		if err := tx.QueryRow(ctx, `SELECT id::text FROM triggers WHERE automation_id = $1 AND org_id = $2 AND trigger_type = 'manual'`,
-			automationID, orgID).Scan(&out.TriggerID); err != nil {
+		if out.TriggerID, err = q.ManualTriggerID(ctx, triggersdb.ManualTriggerIDParams{AutomationID: automationID, OrgID: orgID}); err != nil {
 			return fmt.Errorf("find manual trigger: %w", err)
 		}
 		evCtx := map[string]any{"triggered_by": au.UserID}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/proliferate/proliferate/internal/triggers/schedule"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Schedule runs an automation on a cron expression in a timezone, through
@@ -45,14 +46,14 @@ type SchedulePatch struct {
 // ScheduleFilter narrows GET /schedules.
 type ScheduleFilter struct{ AutomationID string }
 
-const scheduleCols = `s.id::text, s.automation_id::text, s.trigger_id::text, s.name, s.cron_expression, s.timezone, s.enabled,
-	s.last_run_at, s.next_run_at, s.created_by::text, s.created_at, s.updated_at`
-
-func scanSchedule(row pgx.Row) (Schedule, error) {
-	var sc Schedule
-	err := row.Scan(&sc.ID, &sc.AutomationID, &sc.TriggerID, &sc.Name, &sc.CronExpression, &sc.Timezone, &sc.Enabled,
-		&sc.LastRunAt, &sc.NextRunAt, &sc.CreatedBy, &sc.CreatedAt, &sc.UpdatedAt)
-	return sc, err
+// scheduleRow converts a stored row (err is the query's).
+func scheduleRow(r triggersdb.Schedule, err error) (Schedule, error) {
+	if err != nil {
+		return Schedule{}, err
+	}
+	return Schedule{ID: r.ID, AutomationID: r.AutomationID, TriggerID: r.TriggerID, Name: r.Name, CronExpression: r.CronExpression,
+		Timezone: r.Timezone, Enabled: r.Enabled, LastRunAt: r.LastRunAt, NextRunAt: r.NextRunAt, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}, nil
 }
 
 // ParseSchedule checks a cron expression and a timezone with schedule.Parse;
@@ -92,14 +93,14 @@ func (s *Store) CreateSchedule(ctx context.Context, orgID, automationID string, 
 			return err
 		}
 		triggerID := uuid.NewString()
-		if _, err := tx.Exec(ctx, `INSERT INTO triggers (id, org_id, automation_id, trigger_type, provider, enabled, created_by)
-			VALUES ($1, $2, $3, 'scheduled', 'scheduled', $4, $5)`, triggerID, orgID, automationID, in.Enabled, nullable(au.UserID)); err != nil {
+		q := triggersdb.New(tx)
+		if err := q.InsertScheduleTrigger(ctx, triggersdb.InsertScheduleTriggerParams{ID: triggerID, OrgID: orgID, AutomationID: automationID,
+			Enabled: in.Enabled, CreatedBy: nullable(au.UserID)}); err != nil {
 			return fmt.Errorf("insert schedule trigger: %w", err)
 		}
-		out, err = scanSchedule(tx.QueryRow(ctx, `INSERT INTO schedules AS s (org_id, automation_id, trigger_id, name, cron_expression,
-				timezone, enabled, next_run_at, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+scheduleCols,
-			orgID, automationID, triggerID, in.Name, spec.Expression(), in.Timezone, in.Enabled, s.nextRun(spec, in.Enabled), nullable(au.UserID)))
+		out, err = scheduleRow(q.InsertSchedule(ctx, triggersdb.InsertScheduleParams{OrgID: orgID, AutomationID: automationID, TriggerID: triggerID,
+			Name: in.Name, CronExpression: spec.Expression(), Timezone: in.Timezone, Enabled: in.Enabled,
+			NextRunAt: s.nextRun(spec, in.Enabled), CreatedBy: nullable(au.UserID)}))
 		if err != nil {
 			return fmt.Errorf("insert schedule: %w", err)
 		}
@@ -110,23 +111,21 @@ func (s *Store) CreateSchedule(ctx context.Context, orgID, automationID string, 
 
 // ListSchedules lists the organization's schedules, newest first.
 func (s *Store) ListSchedules(ctx context.Context, orgID string, f ScheduleFilter, p Page) ([]Schedule, error) {
-	a := args{orgID}
-	q := `SELECT ` + scheduleCols + ` FROM schedules s WHERE s.org_id = $1`
-	if f.AutomationID != "" {
-		q += ` AND s.automation_id = ` + a.add(f.AutomationID) + `::uuid`
-	}
-	q += ` AND (s.created_at, s.id) < (` + a.add(p.At) + `, ` + a.add(p.ID) + `::uuid)
-		ORDER BY s.created_at DESC, s.id DESC LIMIT ` + a.add(p.Limit+1)
-	rows, err := s.Pool.Query(ctx, q, a...)
+	rows, err := triggersdb.New(s.Pool).ListSchedules(ctx, triggersdb.ListSchedulesParams{OrgID: orgID, AutomationID: nullable(f.AutomationID),
+		BeforeAt: p.At, BeforeID: p.ID, Max: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Schedule, error) { return scanSchedule(r) })
+	out := make([]Schedule, len(rows))
+	for i, r := range rows {
+		out[i], _ = scheduleRow(r, nil)
+	}
+	return out, nil
 }
 
 // GetSchedule returns one schedule.
 func (s *Store) GetSchedule(ctx context.Context, orgID, id string) (Schedule, error) {
-	sc, err := scanSchedule(s.Pool.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules s WHERE s.id = $1 AND s.org_id = $2`, id, orgID))
+	sc, err := scheduleRow(triggersdb.New(s.Pool).GetSchedule(ctx, triggersdb.GetScheduleParams{ID: id, OrgID: orgID}))
 	if isNoRows(err) {
 		return sc, notFound("schedule")
 	}
@@ -138,7 +137,8 @@ func (s *Store) GetSchedule(ctx context.Context, orgID, id string) (Schedule, er
 func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p SchedulePatch, au Audit) (Schedule, error) {
 	var out Schedule
 	err := s.tx(ctx, func(tx pgx.Tx) error {
-		cur, err := scanSchedule(tx.QueryRow(ctx, `SELECT `+scheduleCols+` FROM schedules s WHERE s.id = $1 AND s.org_id = $2 FOR UPDATE`, id, orgID))
+		q := triggersdb.New(tx)
+		cur, err := scheduleRow(q.LockSchedule(ctx, triggersdb.LockScheduleParams{ID: id, OrgID: orgID}))
 		if isNoRows(err) {
 			return notFound("schedule")
 		}
@@ -165,15 +165,12 @@ func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p Schedule
 		if err != nil {
 			return err
 		}
-		out, err = scanSchedule(tx.QueryRow(ctx, `UPDATE schedules s SET name = $3, cron_expression = $4, timezone = $5, enabled = $6,
-				next_run_at = $7, updated_at = now()
-			WHERE s.id = $1 AND s.org_id = $2 RETURNING `+scheduleCols,
-			id, orgID, cur.Name, spec.Expression(), cur.Timezone, cur.Enabled, s.nextRun(spec, cur.Enabled)))
+		out, err = scheduleRow(q.UpdateSchedule(ctx, triggersdb.UpdateScheduleParams{ID: id, OrgID: orgID, Name: cur.Name,
+			CronExpression: spec.Expression(), Timezone: cur.Timezone, Enabled: cur.Enabled, NextRunAt: s.nextRun(spec, cur.Enabled)}))
 		if err != nil {
 			return fmt.Errorf("update schedule: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE triggers SET enabled = $3, updated_at = now() WHERE id = $1 AND org_id = $2 AND enabled <> $3`,
-			cur.TriggerID, orgID, cur.Enabled); err != nil {
+		if err := q.SetTriggerEnabled(ctx, triggersdb.SetTriggerEnabledParams{ID: cur.TriggerID, OrgID: orgID, Enabled: cur.Enabled}); err != nil {
 			return err
 		}
 		fields, err := changedFields(before, out, "next_run_at")
@@ -190,18 +187,18 @@ func (s *Store) UpdateSchedule(ctx context.Context, orgID, id string, p Schedule
 // the trigger's events and their runs cascade).
 func (s *Store) DeleteSchedule(ctx context.Context, orgID, id string, au Audit) error {
 	return s.tx(ctx, func(tx pgx.Tx) error {
-		var triggerID string
-		err := tx.QueryRow(ctx, `SELECT trigger_id::text FROM schedules WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).Scan(&triggerID)
+		q := triggersdb.New(tx)
+		triggerID, err := q.LockScheduleTrigger(ctx, triggersdb.LockScheduleTriggerParams{ID: id, OrgID: orgID})
 		if isNoRows(err) {
 			return notFound("schedule")
 		}
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM triggers WHERE id = $1 AND org_id = $2`, triggerID, orgID); err != nil {
+		if err := q.DeleteTrigger(ctx, triggersdb.DeleteTriggerParams{ID: triggerID, OrgID: orgID}); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM schedules WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
+		if err := q.DeleteSchedule(ctx, triggersdb.DeleteScheduleParams{ID: id, OrgID: orgID}); err != nil {
 			return err
 		}
 		return audit(ctx, tx, orgID, au, "schedule.delete", "schedule", id, map[string]any{"trigger_id": triggerID})

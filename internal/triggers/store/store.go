@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	auditlog "github.com/proliferate/proliferate/internal/audit"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/schemas"
 )
@@ -102,8 +103,8 @@ func audit(ctx context.Context, tx pgx.Tx, orgID string, a Audit, action, target
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`, orgID, nullable(a.UserID), action, targetType, targetID, d, a.RequestID)
+	err = auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{OrgID: &orgID, ActorID: nullable(a.UserID),
+		Action: action, TargetType: targetType, TargetID: targetID, Details: d, RequestID: a.RequestID})
 	if err != nil {
 		return fmt.Errorf("audit %s: %w", action, err)
 	}
@@ -146,14 +147,6 @@ func nullable(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// args builds positional SQL arguments.
-type args []any
-
-func (a *args) add(v any) string {
-	*a = append(*a, v)
-	return fmt.Sprintf("$%d", len(*a))
 }
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

@@ -11,8 +11,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/proliferate/proliferate/internal/integrations/integrationsdb"
 	"github.com/proliferate/proliferate/internal/triggers/pollgroups"
 	"github.com/proliferate/proliferate/internal/triggers/providers"
+	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
 
 // Trigger types.
@@ -118,32 +120,22 @@ type TriggerDetail struct {
 // RecentEventsLimit is how many events GET /triggers/:id shows.
 const RecentEventsLimit = 20
 
-// triggerSelect selects triggers (alias t) with schedule, visible
-// integration and pending count; $1 is the org, $2 the caller.
-const triggerSelect = `SELECT t.id::text, t.automation_id::text, t.trigger_type, t.provider, t.enabled, t.config,
-		t.integration_id::text, t.webhook_path, t.poll_group_id::text, s.id::text, t.created_by::text, t.created_at, t.updated_at,
-		i.id::text, i.integration_id, i.provider, i.display_name, i.status,
-		(SELECT count(*) FROM trigger_events e WHERE e.trigger_id = t.id AND e.status = 'queued')
-	FROM triggers t
-	LEFT JOIN schedules s ON s.trigger_id = t.id
-	LEFT JOIN integrations i ON i.id = t.integration_id AND (i.visibility = 'org' OR i.created_by = $2::uuid)
-	WHERE t.org_id = $1`
-
-func (s *Store) scanTrigger(row pgx.Row) (Trigger, error) {
-	var t Trigger
-	var iid, ikind, iprov, istatus *string
-	var idisplay *string
-	err := row.Scan(&t.ID, &t.AutomationID, &t.TriggerType, &t.Provider, &t.Enabled, &t.Config,
-		&t.IntegrationID, &t.WebhookPath, &t.PollGroupID, &t.ScheduleID, &t.CreatedBy, &t.CreatedAt, &t.UpdatedAt,
-		&iid, &ikind, &iprov, &idisplay, &istatus, &t.PendingEventCount)
+// triggerRow converts a stored trigger (err is the query's).
+func (s *Store) triggerRow(r triggersdb.GetTriggerRow, err error) (Trigger, error) {
 	if err != nil {
-		return t, err
+		return Trigger{}, err
+	}
+	t := Trigger{ID: r.ID, AutomationID: r.AutomationID, TriggerType: r.TriggerType, Provider: r.Provider, Enabled: r.Enabled,
+		IntegrationID: r.IntegrationID, WebhookPath: r.WebhookPath, PollGroupID: r.PollGroupID, ScheduleID: r.ScheduleID,
+		PendingEventCount: int(r.PendingEventCount), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+	if err := json.Unmarshal(r.Config, &t.Config); err != nil {
+		return Trigger{}, fmt.Errorf("trigger %s: config: %w", r.ID, err)
 	}
 	if t.Config == nil {
 		t.Config = map[string]any{}
 	}
-	if iid != nil {
-		t.Integration = &IntegrationRef{ID: *iid, Kind: *ikind, Provider: *iprov, DisplayName: idisplay, Status: *istatus}
+	if r.RefID != nil {
+		t.Integration = &IntegrationRef{ID: *r.RefID, Kind: *r.RefKind, Provider: *r.RefProvider, DisplayName: r.RefDisplayName, Status: *r.RefStatus}
 	}
 	if t.WebhookPath != nil {
 		u := s.webhookURL(*t.WebhookPath)
@@ -156,14 +148,12 @@ func (s *Store) webhookURL(path string) string {
 	return strings.TrimRight(s.IngestURL, "/") + "/webhooks/t/" + path
 }
 
-func (s *Store) getTrigger(ctx context.Context, q pgx.Tx, orgID, userID, id string) (Trigger, error) {
-	var row pgx.Row
-	if q != nil {
-		row = q.QueryRow(ctx, triggerSelect+` AND t.id = $3`, orgID, nullable(userID), id)
-	} else {
-		row = s.Pool.QueryRow(ctx, triggerSelect+` AND t.id = $3`, orgID, nullable(userID), id)
+func (s *Store) getTrigger(ctx context.Context, tx pgx.Tx, orgID, userID, id string) (Trigger, error) {
+	var q triggersdb.DBTX = s.Pool
+	if tx != nil {
+		q = tx
 	}
-	t, err := s.scanTrigger(row)
+	t, err := s.triggerRow(triggersdb.New(q).GetTrigger(ctx, triggersdb.GetTriggerParams{UserID: nullable(userID), OrgID: orgID, ID: id}))
 	if isNoRows(err) {
 		return t, notFound("trigger")
 	}
@@ -240,17 +230,15 @@ func checkIntegration(ctx context.Context, tx pgx.Tx, orgID, userID string, id *
 	if id == nil {
 		return nil
 	}
-	var kind, status string
-	err := tx.QueryRow(ctx, `SELECT integration_id, status FROM integrations
-		WHERE id = $1 AND org_id = $2 AND (visibility = 'org' OR created_by = $3::uuid) AND status <> 'deleted'`,
-		*id, orgID, nullable(userID)).Scan(&kind, &status)
+	r, err := integrationsdb.New(tx).VisibleIntegrationKind(ctx, integrationsdb.VisibleIntegrationKindParams{ID: *id, OrgID: orgID,
+		UserID: nullable(userID)})
 	if isNoRows(err) {
 		return notFound("integration")
 	}
 	if err != nil {
 		return err
 	}
-	if kind != provider {
+	if kind := r.IntegrationID; kind != provider {
 		return invalid("integration_id", fmt.Sprintf("is a %s integration; a %s trigger needs a %s integration", kind, provider, provider))
 	}
 	return nil
@@ -287,11 +275,13 @@ func (s *Store) CreateTrigger(ctx context.Context, orgID, automationID string, i
 			}
 			path, sealed, secret = &p, &seal, &sec
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO triggers (id, org_id, automation_id, trigger_type, provider, enabled, config,
-				integration_id, webhook_path, webhook_secret_sealed, created_by)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			id, orgID, automationID, in.TriggerType, in.Provider, in.Enabled, in.Config, in.IntegrationID, path, sealed,
-			nullable(au.UserID)); err != nil {
+		cfg, err := json.Marshal(in.Config)
+		if err != nil {
+			return fmt.Errorf("insert trigger: %w", err)
+		}
+		if err := triggersdb.New(tx).InsertTrigger(ctx, triggersdb.InsertTriggerParams{ID: id, OrgID: orgID, AutomationID: automationID,
+			TriggerType: in.TriggerType, Provider: in.Provider, Enabled: in.Enabled, Config: cfg, IntegrationID: in.IntegrationID,
+			WebhookPath: path, WebhookSecretSealed: sealed, CreatedBy: nullable(au.UserID)}); err != nil {
 			return fmt.Errorf("insert trigger: %w", err)
 		}
 		if in.TriggerType == TypePolling && in.Enabled {
@@ -330,24 +320,21 @@ func (s *Store) newWebhookCredentials(triggerID string) (path, secret, sealed st
 
 // ListTriggers lists the organization's triggers with pending event counts.
 func (s *Store) ListTriggers(ctx context.Context, orgID, userID string, f TriggerFilter, p Page) ([]Trigger, error) {
-	a := args{orgID, nullable(userID)}
-	q := triggerSelect
-	if f.AutomationID != "" {
-		q += ` AND t.automation_id = ` + a.add(f.AutomationID) + `::uuid`
-	}
-	if f.Provider != "" {
-		q += ` AND t.provider = ` + a.add(f.Provider)
-	}
-	if f.TriggerType != "" {
-		q += ` AND t.trigger_type = ` + a.add(f.TriggerType)
-	}
-	q += ` AND (t.created_at, t.id) < (` + a.add(p.At) + `, ` + a.add(p.ID) + `::uuid)
-		ORDER BY t.created_at DESC, t.id DESC LIMIT ` + a.add(p.Limit+1)
-	rows, err := s.Pool.Query(ctx, q, a...)
+	rows, err := triggersdb.New(s.Pool).ListTriggers(ctx, triggersdb.ListTriggersParams{UserID: nullable(userID), OrgID: orgID,
+		AutomationID: nullable(f.AutomationID), Provider: nullable(f.Provider), TriggerType: nullable(f.TriggerType),
+		BeforeAt: p.At, BeforeID: p.ID, Max: int32(p.Limit + 1)})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Trigger, error) { return s.scanTrigger(r) })
+	out := make([]Trigger, 0, len(rows))
+	for _, r := range rows {
+		t, err := s.triggerRow(triggersdb.GetTriggerRow(r), nil)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // GetTrigger returns a trigger with its recent events and status counts.
@@ -359,14 +346,13 @@ func (s *Store) GetTrigger(ctx context.Context, orgID, userID, id string) (Trigg
 			return err
 		}
 		d.Trigger = t
-		rows, err := tx.Query(ctx, `SELECT status, count(*) FROM trigger_events WHERE trigger_id = $1 AND org_id = $2 GROUP BY status`, id, orgID)
+		counts, err := triggersdb.New(tx).TriggerEventStatusCounts(ctx, triggersdb.TriggerEventStatusCountsParams{TriggerID: id, OrgID: orgID})
 		if err != nil {
 			return err
 		}
-		var status string
-		var n int
-		_, err = pgx.ForEachRow(rows, []any{&status, &n}, func() error {
-			switch status {
+		for _, c := range counts {
+			n := int(c.N)
+			switch c.Status {
 			case "queued":
 				d.StatusCounts.Queued = n
 			case "processing":
@@ -378,10 +364,6 @@ func (s *Store) GetTrigger(ctx context.Context, orgID, userID, id string) (Trigg
 			case "skipped":
 				d.StatusCounts.Skipped = n
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 		d.PendingEventCount = d.StatusCounts.Queued
 		d.RecentEvents, err = listEvents(ctx, tx, orgID, EventFilter{TriggerID: id}, farFuture, maxUUID, RecentEventsLimit)
@@ -423,13 +405,14 @@ func (s *Store) UpdateTrigger(ctx context.Context, orgID, id string, p TriggerPa
 				return err
 			}
 		}
-		var cfg any // SQL NULL keeps the config
+		var cfg []byte // SQL NULL keeps the config
 		if p.Config != nil {
-			cfg = p.Config
+			if cfg, err = json.Marshal(p.Config); err != nil {
+				return fmt.Errorf("update trigger: %w", err)
+			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE triggers SET config = coalesce($3, config), enabled = coalesce($4, enabled),
-				poll_group_id = CASE WHEN coalesce($4, enabled) THEN poll_group_id END, updated_at = now()
-			WHERE id = $1 AND org_id = $2`, id, orgID, cfg, p.Enabled); err != nil {
+		if err := triggersdb.New(tx).UpdateTrigger(ctx, triggersdb.UpdateTriggerParams{ID: id, OrgID: orgID, Config: cfg,
+			Enabled: p.Enabled}); err != nil {
 			return fmt.Errorf("update trigger: %w", err)
 		}
 		// Attach again after any change of an enabled polling trigger: the
@@ -462,7 +445,7 @@ func (s *Store) UpdateTrigger(ctx context.Context, orgID, id string, p TriggerPa
 }
 
 func (s *Store) lockTrigger(ctx context.Context, tx pgx.Tx, orgID, userID, id string) (Trigger, error) {
-	if _, err := tx.Exec(ctx, `SELECT 1 FROM triggers WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID); err != nil {
+	if err := triggersdb.New(tx).LockTrigger(ctx, triggersdb.LockTriggerParams{ID: id, OrgID: orgID}); err != nil {
 		return Trigger{}, err
 	}
 	return s.getTrigger(ctx, tx, orgID, userID, id)
@@ -479,7 +462,7 @@ func (s *Store) DeleteTrigger(ctx context.Context, orgID, id string, au Audit) e
 		if err := managed(cur); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM triggers WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
+		if err := triggersdb.New(tx).DeleteTrigger(ctx, triggersdb.DeleteTriggerParams{ID: id, OrgID: orgID}); err != nil {
 			return err
 		}
 		if cur.PollGroupID != nil || cur.TriggerType == TypePolling {
@@ -512,8 +495,8 @@ func (s *Store) RotateSecret(ctx context.Context, orgID, id string, au Audit) (C
 		if err != nil {
 			return fmt.Errorf("seal webhook secret: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE triggers SET webhook_secret_sealed = $3, updated_at = now() WHERE id = $1 AND org_id = $2`,
-			id, orgID, sealed); err != nil {
+		if err := triggersdb.New(tx).SetTriggerSecret(ctx, triggersdb.SetTriggerSecretParams{ID: id, OrgID: orgID,
+			WebhookSecretSealed: sealed}); err != nil {
 			return err
 		}
 		if err := audit(ctx, tx, orgID, au, "trigger.rotate_secret", "trigger", id, nil); err != nil {

@@ -34,3 +34,19 @@ type Automation struct {
 	AllowedConfigurationIDs         []string
 	RunDeadlineSeconds              int32
 }
+
+type Schedule struct {
+	ID             string
+	OrgID          string
+	AutomationID   string
+	TriggerID      string
+	Name           string
+	CronExpression string
+	Timezone       string
+	Enabled        bool
+	LastRunAt      *time.Time
+	NextRunAt      *time.Time
+	CreatedBy      *string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}

@@ -21,7 +21,9 @@ import (
 	"github.com/proliferate/proliferate/internal/evidence"
 	"github.com/proliferate/proliferate/internal/integrations"
 	"github.com/proliferate/proliferate/internal/llmsim"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/repos"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 	"github.com/proliferate/proliferate/internal/sandbox"
 	"github.com/proliferate/proliferate/internal/sandbox/local"
 	"github.com/proliferate/proliferate/internal/sessions"
@@ -97,44 +99,29 @@ func (a *App) repoResolver() hub.RepoResolver {
 		if s.ConfigurationID == nil {
 			return nil, nil
 		}
-		rows, err := a.Pool.Query(ctx, `SELECT r.github_repo_name, r.github_url, r.default_branch, cr.workspace_path,
-				(SELECT rc.integration_id::text FROM repo_connections rc JOIN integrations i ON i.id = rc.integration_id
-				 WHERE rc.repo_id = r.id AND i.status = 'active' ORDER BY rc.created_at LIMIT 1)
-			FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id
-			WHERE cr.configuration_id = $1 AND cr.org_id = $2 ORDER BY cr.position`, *s.ConfigurationID, s.OrgID)
-		if err != nil {
-			return nil, err
-		}
-		type row struct {
-			name, url, branch, path string
-			integration             *string
-		}
-		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			err := r.Scan(&x.name, &x.url, &x.branch, &x.path, &x.integration)
-			return x, err
-		})
+		list, err := prebuildsdb.New(a.Pool).ConfigurationRepoClones(ctx, prebuildsdb.ConfigurationRepoClonesParams{
+			ConfigurationID: *s.ConfigurationID, OrgID: s.OrgID})
 		if err != nil {
 			return nil, err
 		}
 		var out []sandbox.Repo
 		for _, x := range list {
-			clone := x.url
+			clone := x.GithubUrl
 			if clone == "" {
-				clone = "https://github.com/" + x.name + ".git"
+				clone = "https://github.com/" + x.GithubRepoName + ".git"
 			} else if strings.HasPrefix(clone, "https://github.com/") && !strings.HasSuffix(clone, ".git") {
 				clone += ".git"
 			}
-			repo := sandbox.Repo{CloneURL: clone, WorkspacePath: x.path, Branch: x.branch}
-			if x.integration != nil {
+			repo := sandbox.Repo{CloneURL: clone, WorkspacePath: x.WorkspacePath, Branch: x.DefaultBranch}
+			if x.IntegrationID != "" {
 				svc, err := a.Integrations(ctx)
 				if err != nil {
 					return nil, err
 				}
-				_, name, _ := strings.Cut(x.name, "/")
-				tok, err := svc.TokenFor(ctx, s.OrgID, *x.integration, integrations.ForRepository(name))
+				_, name, _ := strings.Cut(x.GithubRepoName, "/")
+				tok, err := svc.TokenFor(ctx, s.OrgID, x.IntegrationID, integrations.ForRepository(name))
 				if err != nil {
-					return nil, fmt.Errorf("token for %s: %w", x.name, err)
+					return nil, fmt.Errorf("token for %s: %w", x.GithubRepoName, err)
 				}
 				repo.Token = tok.Value
 			}
@@ -149,12 +136,8 @@ func (a *App) repoResolver() hub.RepoResolver {
 // organization (never another organization's); "" when none is connected.
 func (a *App) githubTokens() gitops.TokenSource {
 	return gitops.TokenSourceFunc(func(ctx context.Context, orgID, owner, repo string) (string, error) {
-		var integrationID string
-		err := a.Pool.QueryRow(ctx, `SELECT rc.integration_id::text FROM repos r
-			JOIN repo_connections rc ON rc.repo_id = r.id AND rc.org_id = r.org_id
-			JOIN integrations i ON i.id = rc.integration_id AND i.status = 'active'
-			WHERE r.org_id = $1 AND lower(r.github_repo_name) = lower($2)
-			ORDER BY rc.created_at LIMIT 1`, orgID, owner+"/"+repo).Scan(&integrationID)
+		integrationID, err := reposdb.New(a.Pool).ConnectedIntegrationByName(ctx, reposdb.ConnectedIntegrationByNameParams{
+			OrgID: orgID, GithubRepoName: owner + "/" + repo})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return "", nil
 		}

@@ -4,10 +4,9 @@ import (
 	"context"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/proliferate/proliferate/gateway"
 	"github.com/proliferate/proliferate/internal/integrations"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 )
 
@@ -33,23 +32,17 @@ func (r repoAccess) SessionRepos(ctx context.Context, s sessions.Session) ([]gat
 	if s.ConfigurationID == nil {
 		return nil, nil
 	}
-	rows, err := r.a.Pool.Query(ctx, `SELECT r.github_repo_name, r.github_url, r.default_branch,
-			COALESCE((SELECT rc.integration_id::text FROM repo_connections rc
-				JOIN integrations i ON i.id = rc.integration_id AND i.org_id = rc.org_id
-				WHERE rc.repo_id = r.id AND rc.org_id = r.org_id AND i.status = 'active'
-				ORDER BY (i.provider = 'github-app') DESC, rc.created_at LIMIT 1), '')
-		FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id AND r.org_id = cr.org_id
-		WHERE cr.configuration_id = $1 AND cr.org_id = $2 ORDER BY cr.position`, *s.ConfigurationID, s.OrgID)
+	list, err := prebuildsdb.New(r.a.Pool).ConfigurationRepoAccess(ctx, prebuildsdb.ConfigurationRepoAccessParams{
+		ConfigurationID: *s.ConfigurationID, OrgID: s.OrgID})
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (gateway.SessionRepo, error) {
-		var x gateway.SessionRepo
-		var url string
-		err := row.Scan(&x.Name, &url, &x.DefaultBranch, &x.IntegrationID)
-		x.CloneURL = cloneURL(x.Name, url)
-		return x, err
-	})
+	out := make([]gateway.SessionRepo, 0, len(list))
+	for _, x := range list {
+		out = append(out, gateway.SessionRepo{Name: x.GithubRepoName, CloneURL: cloneURL(x.GithubRepoName, x.GithubUrl),
+			DefaultBranch: x.DefaultBranch, IntegrationID: x.IntegrationID})
+	}
+	return out, nil
 }
 
 func (r repoAccess) RepoToken(ctx context.Context, orgID, integrationID, repo string) (integrations.Token, error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/proliferate/proliferate/consumers/runstages"
 	"github.com/proliferate/proliferate/gateway/hub"
 	"github.com/proliferate/proliferate/internal/agent/prompts"
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
 	"github.com/proliferate/proliferate/internal/sessions"
 	"github.com/proliferate/proliferate/internal/triggers/store/triggersdb"
 )
@@ -40,24 +41,19 @@ func (a *App) promptContext(ctx context.Context, s sessions.Session) (prompts.Pr
 		pc.CompletionID = runstages.CompletionID(*s.RunID)
 	}
 	if s.ConfigurationID != nil {
-		err := a.Pool.QueryRow(ctx, `SELECT name FROM configurations WHERE id = $1 AND org_id = $2`,
-			*s.ConfigurationID, s.OrgID).Scan(&pc.ConfigurationName)
+		q := prebuildsdb.New(a.Pool)
+		name, err := q.ConfigurationNameInOrg(ctx, prebuildsdb.ConfigurationNameInOrgParams{ID: *s.ConfigurationID, OrgID: s.OrgID})
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return pc, fmt.Errorf("prompt: configuration: %w", err)
 		}
-		rows, err := a.Pool.Query(ctx, `SELECT cr.workspace_path, r.github_repo_name
-			FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id
-			WHERE cr.configuration_id = $1 AND cr.org_id = $2 ORDER BY cr.position`, *s.ConfigurationID, s.OrgID)
+		pc.ConfigurationName = name
+		repos, err := q.ConfigurationRepoNames(ctx, prebuildsdb.ConfigurationRepoNamesParams{ConfigurationID: *s.ConfigurationID, OrgID: s.OrgID})
 		if err != nil {
 			return pc, fmt.Errorf("prompt: repositories: %w", err)
 		}
-		var path, name string
-		if _, err := pgx.ForEachRow(rows, []any{&path, &name}, func() error {
-			pc.Repos = append(pc.Repos, path)
-			pc.RepoNames = append(pc.RepoNames, name)
-			return nil
-		}); err != nil {
-			return pc, fmt.Errorf("prompt: repositories: %w", err)
+		for _, r := range repos {
+			pc.Repos = append(pc.Repos, r.WorkspacePath)
+			pc.RepoNames = append(pc.RepoNames, r.GithubRepoName)
 		}
 	}
 	if s.AutomationID != nil {

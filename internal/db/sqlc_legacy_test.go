@@ -6,9 +6,6 @@ package db
 // longer hold.
 var legacySQL = map[string][]string{
 	"internal/actions/redaction/redaction.go": {"action_redactions", "audit_log", "secrets"},
-	"app/gateway.go":               {"configuration_repos", "integrations", "repo_connections", "repos"},
-	"app/repoaccess.go":            {"configuration_repos", "integrations", "repo_connections", "repos"},
-	"app/sessionprompt.go":         {"configuration_repos", "configurations", "repos"},
-	"internal/repos/store.go":      {"configuration_repos", "configurations", "repos"},
-	"internal/transcript/store.go": {"session_message_search", "session_message_search_queue", "session_message_tombstones", "session_messages", "sessions"},
+	"internal/repos/store.go":                 {"configuration_repos", "configurations", "repos"},
+	"internal/transcript/store.go":            {"session_message_search", "session_message_search_queue", "session_message_tombstones", "session_messages", "sessions"},
 }

@@ -7,5 +7,4 @@ package db
 var legacySQL = map[string][]string{
 	"internal/actions/redaction/redaction.go": {"action_redactions", "audit_log", "secrets"},
 	"internal/repos/store.go":                 {"configuration_repos", "configurations", "repos"},
-	"internal/transcript/store.go":            {"session_message_search", "session_message_search_queue", "session_message_tombstones", "session_messages", "sessions"},
 }

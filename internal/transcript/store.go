@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/proliferate/proliferate/internal/transcript/transcriptdb"
 	"github.com/proliferate/proliferate/schemas"
 )
 
@@ -164,48 +165,39 @@ func DeleteSession(ctx context.Context, db DB, sessionID string) error {
 	if !isUUID(sessionID) {
 		return nil
 	}
-	if _, err := db.Exec(ctx, `WITH t AS (INSERT INTO session_message_tombstones (session_id) VALUES ($1) ON CONFLICT DO NOTHING)
-		DELETE FROM session_messages WHERE session_id = $1`, sessionID); err != nil {
+	if err := transcriptdb.New(db).DeleteTranscript(ctx, sessionID); err != nil {
 		return fmt.Errorf("transcript: delete history of %s: %w", sessionID, err)
 	}
 	return nil
 }
 
-const messageCols = `seq, event_id::text, session_id::text, kind, message_id, part_id, role, user_id, text, tool_call_id, tool_name,
-	tool_status, tool_title, tool_input, tool_output, tool_error, duration_ms, status, code, truncated, occurred_at`
-
-func scanMessage(row pgx.Row) (Message, error) {
-	var m Message
-	var callID, name, st, in, out *string
-	var title, terr *string
-	var dur *int64
-	if err := row.Scan(&m.seq, &m.ID, &m.SessionID, &m.Kind, &m.MessageID, &m.PartID, &m.Role, &m.UserID, &m.Text,
-		&callID, &name, &st, &title, &in, &out, &terr, &dur, &m.Status, &m.Code, &m.Truncated, &m.OccurredAt); err != nil {
-		return m, err
-	}
-	if callID != nil {
-		tv := &ToolCallView{ToolCallID: *callID, Title: title, Error: terr}
-		if name != nil {
-			tv.Name = *name
+// fromRow is the message a session_messages row holds.
+func fromRow(r transcriptdb.SessionMessage) Message {
+	m := Message{seq: r.Seq, ID: r.EventID, SessionID: r.SessionID, Kind: r.Kind, MessageID: r.MessageID, PartID: r.PartID,
+		Role: r.Role, UserID: r.UserID, Text: r.Text, Status: r.Status, Code: r.Code, Truncated: r.Truncated,
+		OccurredAt: r.OccurredAt.UTC()}
+	if r.ToolCallID != nil {
+		tv := &ToolCallView{ToolCallID: *r.ToolCallID, Title: r.ToolTitle, Error: r.ToolError}
+		if r.ToolName != nil {
+			tv.Name = *r.ToolName
 		}
-		if st != nil {
-			tv.Status = *st
+		if r.ToolStatus != nil {
+			tv.Status = *r.ToolStatus
 		}
-		if in != nil && json.Valid([]byte(*in)) {
+		if in := r.ToolInput; in != nil && json.Valid([]byte(*in)) {
 			tv.Input = json.RawMessage(*in)
 		} else {
 			tv.Input = json.RawMessage(`{}`)
 		}
-		if out != nil {
-			tv.Output = *out
+		if r.ToolOutput != nil {
+			tv.Output = *r.ToolOutput
 		}
-		if dur != nil {
-			tv.DurationMS = *dur
+		if r.DurationMs != nil {
+			tv.DurationMS = *r.DurationMs
 		}
 		m.Tool = tv
 	}
-	m.OccurredAt = m.OccurredAt.UTC()
-	return m, nil
+	return m
 }
 
 // ErrBadCursor is a cursor that does not name a message of the session.
@@ -223,8 +215,9 @@ func List(ctx context.Context, db DB, orgID, sessionID, afterID string, limit in
 		if !isUUID(afterID) {
 			return nil, ErrBadCursor
 		}
-		err := db.QueryRow(ctx, `SELECT seq FROM session_messages WHERE event_id = $1 AND session_id = $2 AND org_id = $3`,
-			afterID, sessionID, orgID).Scan(&after)
+		var err error
+		after, err = transcriptdb.New(db).TranscriptCursor(ctx, transcriptdb.TranscriptCursorParams{
+			EventID: afterID, SessionID: sessionID, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, ErrBadCursor
 		}
@@ -232,12 +225,12 @@ func List(ctx context.Context, db DB, orgID, sessionID, afterID string, limit in
 			return nil, fmt.Errorf("transcript: cursor: %w", err)
 		}
 	}
-	rows, err := db.Query(ctx, `SELECT `+messageCols+` FROM session_messages
-		WHERE session_id = $1 AND org_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`, sessionID, orgID, after, limit)
+	rows, err := transcriptdb.New(db).ListTranscript(ctx, transcriptdb.ListTranscriptParams{
+		SessionID: sessionID, OrgID: orgID, After: after, Max: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("transcript: list: %w", err)
 	}
-	return collect(rows)
+	return collect(rows), nil
 }
 
 // Last returns the last limit messages of the session, in order (the
@@ -246,28 +239,20 @@ func Last(ctx context.Context, db DB, orgID, sessionID string, limit int) ([]Mes
 	if !isUUID(orgID) || !isUUID(sessionID) {
 		return []Message{}, nil
 	}
-	rows, err := db.Query(ctx, `SELECT * FROM (SELECT `+messageCols+` FROM session_messages
-		WHERE session_id = $1 AND org_id = $2 ORDER BY seq DESC LIMIT $3) last ORDER BY seq`, sessionID, orgID, limit)
+	rows, err := transcriptdb.New(db).LastTranscript(ctx, transcriptdb.LastTranscriptParams{
+		SessionID: sessionID, OrgID: orgID, Max: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("transcript: history: %w", err)
 	}
-	return collect(rows)
+	return collect(rows), nil
 }
 
-func collect(rows pgx.Rows) ([]Message, error) {
-	defer rows.Close()
-	out := []Message{}
-	for rows.Next() {
-		m, err := scanMessage(rows)
-		if err != nil {
-			return nil, fmt.Errorf("transcript: scan: %w", err)
-		}
-		out = append(out, m)
+func collect(rows []transcriptdb.SessionMessage) []Message {
+	out := make([]Message, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, fromRow(r))
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("transcript: read: %w", err)
-	}
-	return out, nil
+	return out
 }
 
 // Hit is one search result: a message of one of the organization's
@@ -308,39 +293,21 @@ func DecodeSearchCursor(s string) (SearchCursor, error) {
 // Cursor is the position of h for the next page.
 func (h Hit) Cursor() SearchCursor { return SearchCursor{Rank: h.Rank, Seq: h.seq} }
 
-// searchDoc is the text of a session_messages row m that search indexes
-// and quotes: what people read (the text, the tool's name, title and
-// output, the error).
-const searchDoc = `coalesce(m.text, '') || ' ' || coalesce(m.tool_name, '') || ' ' || coalesce(m.tool_title, '') || ' ' ||
-	coalesce(left(m.tool_output, 16384), '') || ' ' || coalesce(m.tool_error, '')`
-
 // IndexSearch indexes up to limit queued rows for search (the oldest
 // first) and returns how many it took from the queue: fewer than limit
 // means the queue was empty when it looked. Computing the full-text
 // vector is most of the cost of a history row, so Apply only queues it
 // (session_message_search_queue, in the inserting statement) and this
-// does it off the history's path. Workers share the queue (FOR UPDATE
+// does it off the history's path. The indexed text is what people read:
+// the text, the tool's name, title and output, the error. Workers share the queue (FOR UPDATE
 // SKIP LOCKED) and a failure leaves it as it was; a queued row deleted
 // since (its session was) is dropped from the queue.
 func IndexSearch(ctx context.Context, db DB, limit int) (int, error) {
-	var n int
-	err := db.QueryRow(ctx, `WITH q AS (
-			DELETE FROM session_message_search_queue WHERE seq IN (
-				SELECT seq FROM session_message_search_queue ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED)
-			RETURNING seq),
-		ins AS (
-			INSERT INTO session_message_search (seq, org_id, search)
-			SELECT m.seq, m.org_id, to_tsvector('english', `+searchDoc+`)
-			FROM session_messages m JOIN q ON q.seq = m.seq
-			-- a row whose session is being deleted is waited for and
-			-- then skipped, instead of failing the foreign key
-			FOR KEY SHARE OF m
-			ON CONFLICT (seq) DO NOTHING)
-		SELECT count(*) FROM q`, limit).Scan(&n)
+	n, err := transcriptdb.New(db).IndexSearch(ctx, int32(limit))
 	if err != nil {
 		return 0, fmt.Errorf("transcript: index for search: %w", err)
 	}
-	return n, nil
+	return int(n), nil
 }
 
 // MaxQuery bounds a search query's length in bytes.
@@ -357,33 +324,15 @@ func Search(ctx context.Context, db DB, orgID, q string, after *SearchCursor, li
 	if after != nil {
 		rank, seq = after.Rank, after.Seq
 	}
-	rows, err := db.Query(ctx, `WITH q AS (SELECT websearch_to_tsquery('english', $2) AS q),
-		hits AS (
-			SELECT m.seq, m.session_id, m.event_id, m.kind, m.occurred_at, ts_rank(x.search, q.q) AS rank,
-				`+searchDoc+` AS doc
-			FROM session_message_search x JOIN session_messages m ON m.seq = x.seq, q
-			WHERE x.org_id = $1 AND x.search @@ q.q)
-		SELECT h.seq, h.session_id::text, coalesce(s.title, ''), h.event_id::text, h.kind, h.occurred_at, h.rank,
-			ts_headline('english', h.doc, q.q, 'StartSel=**, StopSel=**, MaxWords=30, MinWords=10, MaxFragments=2')
-		FROM hits h JOIN sessions s ON s.id = h.session_id AND s.org_id = $1, q
-		WHERE (h.rank, h.seq) < ($3::real, $4::bigint)
-		ORDER BY h.rank DESC, h.seq DESC
-		LIMIT $5`, orgID, q, rank, seq, limit)
+	rows, err := transcriptdb.New(db).SearchTranscripts(ctx, transcriptdb.SearchTranscriptsParams{
+		OrgID: orgID, AfterRank: rank, AfterSeq: seq, Max: int32(limit), Query: q})
 	if err != nil {
 		return nil, fmt.Errorf("transcript: search: %w", err)
 	}
-	defer rows.Close()
-	out := []Hit{}
-	for rows.Next() {
-		var h Hit
-		if err := rows.Scan(&h.seq, &h.SessionID, &h.SessionTitle, &h.MessageID, &h.Kind, &h.OccurredAt, &h.Rank, &h.Snippet); err != nil {
-			return nil, fmt.Errorf("transcript: scan hit: %w", err)
-		}
-		h.OccurredAt = h.OccurredAt.UTC()
-		out = append(out, h)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("transcript: search: %w", err)
+	out := make([]Hit, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Hit{seq: r.Seq, SessionID: r.SessionID, SessionTitle: r.Title, MessageID: r.EventID, Kind: r.Kind,
+			OccurredAt: r.OccurredAt.UTC(), Rank: r.Rank, Snippet: r.Snippet})
 	}
 	return out, nil
 }

@@ -5,6 +5,5 @@ package db
 // TestNoSQLOutsideOwners fails on SQL missing from it and on entries that no
 // longer hold.
 var legacySQL = map[string][]string{
-	"internal/actions/redaction/redaction.go": {"action_redactions", "audit_log", "secrets"},
-	"internal/repos/store.go":                 {"configuration_repos", "configurations", "repos"},
+	"internal/repos/store.go": {"configuration_repos", "configurations", "repos"},
 }

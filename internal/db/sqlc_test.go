@@ -116,6 +116,7 @@ var owners = map[string]string{
 	"org_connectors":                     "internal/integrations",
 	"automation_connections":             "internal/integrations",
 	"session_connections":                "internal/integrations",
+	"action_redactions":                  "internal/actions/redaction",
 	"connector_tool_definitions":         "internal/actions/catalog",
 	"sandbox_tokens":                     "internal/sessions",
 	"session_tool_invocations":           "internal/sessions",

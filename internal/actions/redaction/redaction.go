@@ -27,6 +27,7 @@ package redaction
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,8 +38,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/proliferate/proliferate/internal/actions"
+	"github.com/proliferate/proliferate/internal/actions/redaction/redactiondb"
+	"github.com/proliferate/proliferate/internal/audit/auditdb"
 	"github.com/proliferate/proliferate/internal/secretbox"
 	"github.com/proliferate/proliferate/internal/secrets"
+	"github.com/proliferate/proliferate/internal/secrets/secretsdb"
 )
 
 // DB is what the functions here need: a pool (or a connection).
@@ -46,6 +50,7 @@ type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
@@ -79,13 +84,15 @@ type Actor struct {
 
 // Get returns orgID's patterns (an empty list when none were set).
 func Get(ctx context.Context, q DB, orgID string) (Set, error) {
-	out := Set{Patterns: []actions.Pattern{}}
-	err := q.QueryRow(ctx, `SELECT patterns, updated_at, updated_by::text FROM action_redactions WHERE org_id = $1`, orgID).
-		Scan(&out.Patterns, &out.UpdatedAt, &out.UpdatedBy)
+	row, err := redactiondb.New(q).GetRedactions(ctx, orgID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Set{Patterns: []actions.Pattern{}}, nil
 	}
 	if err != nil {
+		return Set{}, fmt.Errorf("read redaction patterns: %w", err)
+	}
+	out := Set{UpdatedAt: &row.UpdatedAt, UpdatedBy: row.UpdatedBy}
+	if err := json.Unmarshal(row.Patterns, &out.Patterns); err != nil {
 		return Set{}, fmt.Errorf("read redaction patterns: %w", err)
 	}
 	if out.Patterns == nil {
@@ -104,23 +111,33 @@ func Put(ctx context.Context, db DB, orgID string, a Actor, ps []actions.Pattern
 	if probs := actions.CheckPatterns(ps); probs != nil {
 		return Set{}, &InvalidError{Problems: probs}
 	}
+	patterns, err := json.Marshal(ps)
+	if err != nil {
+		return Set{}, fmt.Errorf("store redaction patterns: %w", err)
+	}
+	details := map[string]any{"patterns": len(ps)}
+	if a.ImpersonatorID != "" {
+		details["impersonator_id"] = a.ImpersonatorID
+	}
+	detailsJSON, err := json.Marshal(details)
+	if err != nil {
+		return Set{}, fmt.Errorf("audit redaction patterns: %w", err)
+	}
 	var out Set
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		out = Set{}
-		err := tx.QueryRow(ctx, `INSERT INTO action_redactions (org_id, patterns, updated_by) VALUES ($1, $2, $3)
-			ON CONFLICT (org_id) DO UPDATE SET patterns = EXCLUDED.patterns, updated_by = EXCLUDED.updated_by, updated_at = now()
-			RETURNING patterns, updated_at, updated_by::text`, orgID, ps, nullable(a.UserID)).
-			Scan(&out.Patterns, &out.UpdatedAt, &out.UpdatedBy)
+		row, err := redactiondb.New(tx).PutRedactions(ctx, redactiondb.PutRedactionsParams{OrgID: orgID,
+			Patterns: patterns, UpdatedBy: nullable(a.UserID)})
+		if err == nil {
+			out.UpdatedAt, out.UpdatedBy = &row.UpdatedAt, row.UpdatedBy
+			err = json.Unmarshal(row.Patterns, &out.Patterns)
+		}
 		if err != nil {
 			return fmt.Errorf("store redaction patterns: %w", err)
 		}
-		details := map[string]any{"patterns": len(ps)}
-		if a.ImpersonatorID != "" {
-			details["impersonator_id"] = a.ImpersonatorID
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO audit_log (org_id, actor_id, action, target_type, target_id, details, request_id)
-			VALUES ($1::uuid, $2, 'action_redactions.update', 'organization', $1::text, $3, $4)`,
-			orgID, nullable(a.UserID), details, a.RequestID); err != nil {
+		if err := auditdb.New(tx).InsertAuditLog(ctx, auditdb.InsertAuditLogParams{OrgID: &orgID,
+			ActorID: nullable(a.UserID), Action: "action_redactions.update", TargetType: "organization",
+			TargetID: orgID, Details: detailsJSON, RequestID: a.RequestID}); err != nil {
 			return fmt.Errorf("audit redaction patterns: %w", err)
 		}
 		return nil
@@ -168,21 +185,17 @@ func NewCache(db DB, box *secretbox.Box, log *slog.Logger) *Cache {
 	return &Cache{db: db, box: box, log: log, entries: map[string]entry{}}
 }
 
-// versionSQL is the organization's redaction version: its secrets' count
-// and the sum of their ciphertexts' hashes (a new nonce per write, so any
-// change shows), and a hash of its pattern list.
-const versionSQL = `SELECT
-	(SELECT count(*)::text || '.' || COALESCE(sum(hashtextextended(encrypted_value, 0)), 0)::text FROM secrets WHERE org_id = $1),
-	COALESCE((SELECT md5(patterns::text) FROM action_redactions WHERE org_id = $1), '')`
-
 // Redactor returns orgID's redactor: the token formats, the values of its
 // secrets and its patterns.
 func (c *Cache) Redactor(ctx context.Context, orgID string) (*actions.Redactor, error) {
-	var secretsVersion, patternsVersion string
-	if err := c.db.QueryRow(ctx, versionSQL, orgID).Scan(&secretsVersion, &patternsVersion); err != nil {
+	// The version: its secrets' count and the sum of their ciphertexts'
+	// hashes (a new nonce per write, so any change shows), and a hash of
+	// its pattern list, read in one statement.
+	v, err := redactiondb.New(c.db).RedactionVersion(ctx, orgID)
+	if err != nil {
 		return nil, fmt.Errorf("redaction version of organization %s: %w", orgID, err)
 	}
-	version := secretsVersion + "/" + patternsVersion
+	version := v.SecretsVersion + "/" + v.PatternsVersion
 	c.mu.Lock()
 	e, ok := c.entries[orgID]
 	c.mu.Unlock()
@@ -215,15 +228,7 @@ func (c *Cache) Builds() int {
 
 func (c *Cache) build(ctx context.Context, orgID string) (*actions.Redactor, error) {
 	var values []string
-	rows, err := c.db.Query(ctx, `SELECT id::text, key, COALESCE(repo_id::text, ''), encrypted_value FROM secrets WHERE org_id = $1`, orgID)
-	if err != nil {
-		return nil, fmt.Errorf("read secrets of organization %s: %w", orgID, err)
-	}
-	type row struct{ id, key, repoID, sealed string }
-	all, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-		var x row
-		return x, r.Scan(&x.id, &x.key, &x.repoID, &x.sealed)
-	})
+	all, err := secretsdb.New(c.db).OrgSealedSecrets(ctx, orgID)
 	if err != nil {
 		return nil, fmt.Errorf("read secrets of organization %s: %w", orgID, err)
 	}
@@ -232,10 +237,10 @@ func (c *Cache) build(ctx context.Context, orgID string) (*actions.Redactor, err
 			c.log.WarnContext(ctx, "redaction: no secret box configured; secret values are not matched", "org_id", orgID)
 			break
 		}
-		pt, err := c.box.Open(r.sealed, secrets.AdditionalData(orgID, r.repoID, r.key))
+		pt, err := c.box.Open(r.EncryptedValue, secrets.AdditionalData(orgID, r.RepoID, r.Key))
 		if err != nil {
 			c.log.WarnContext(ctx, "redaction: a secret does not decrypt and is not matched",
-				"org_id", orgID, "secret_id", r.id, "key", r.key)
+				"org_id", orgID, "secret_id", r.ID, "key", r.Key)
 			continue
 		}
 		values = append(values, string(pt))

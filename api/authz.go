@@ -27,7 +27,7 @@ func (s *Server) authorize(c *Ctx, a Access) error {
 		p, err = s.authn.Authenticate(c.Request.Context(), bearer)
 		if err != nil && a != Public {
 			if errors.Is(err, auth.ErrUnauthenticated) {
-				return Unauthenticated()
+				return httpapi.Unauthenticated()
 			}
 			return err
 		}
@@ -39,7 +39,7 @@ func (s *Server) authorize(c *Ctx, a Access) error {
 		return nil
 	}
 	if p == nil {
-		return Unauthenticated()
+		return httpapi.Unauthenticated()
 	}
 	switch a {
 	case Person:
@@ -49,29 +49,29 @@ func (s *Server) authorize(c *Ctx, a Access) error {
 			return err
 		}
 		if p.OrgID == "" {
-			return Forbidden("no active organization: create one or switch to one first")
+			return httpapi.Forbidden("no active organization: create one or switch to one first")
 		}
 		need := map[Access]auth.Role{OrgMember: auth.RoleMember, OrgAdmin: auth.RoleAdmin, OrgOwner: auth.RoleOwner}[a]
 		if !p.Role.AtLeast(need) {
-			return Forbidden("requires the " + string(need) + " role in this organization")
+			return httpapi.Forbidden("requires the " + string(need) + " role in this organization")
 		}
 	case SuperAdmin:
 		if err := requirePerson(p); err != nil {
 			return err
 		}
 		if p.ImpersonatorID != "" {
-			return Forbidden("an impersonation session cannot use super-admin routes")
+			return httpapi.Forbidden("an impersonation session cannot use super-admin routes")
 		}
 		if !p.SuperAdmin {
-			return Forbidden("requires a super-admin")
+			return httpapi.Forbidden("requires a super-admin")
 		}
 	case Service:
 		if p.Kind != auth.KindService {
-			return Forbidden("this route is for platform services only")
+			return httpapi.Forbidden("this route is for platform services only")
 		}
 	case Sandbox:
 		if p.Kind != auth.KindSandbox {
-			return Forbidden("this route is for session sandboxes only")
+			return httpapi.Forbidden("this route is for session sandboxes only")
 		}
 	}
 	return nil
@@ -80,7 +80,7 @@ func (s *Server) authorize(c *Ctx, a Access) error {
 // requirePerson keeps sandbox and service credentials off user routes.
 func requirePerson(p *auth.Principal) error {
 	if !p.IsPerson() {
-		return Forbidden(string(p.Kind) + " credentials cannot call user routes")
+		return httpapi.Forbidden(string(p.Kind) + " credentials cannot call user routes")
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 var ginParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
@@ -63,7 +65,7 @@ func (s *Server) OpenAPI() map[string]any {
 		"components": map[string]any{
 			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer",
 				"description": "An access token from login, or an API key."}},
-			"schemas": map[string]any{"Error": Schema(reflect.TypeFor[ErrorBody]())},
+			"schemas": map[string]any{"Error": Schema(reflect.TypeFor[httpapi.ErrorBody]())},
 		},
 	}
 }
@@ -81,7 +83,7 @@ func responses(r Route) map[string]any {
 	}
 	out[strconv.Itoa(r.Status)] = ok
 	out["default"] = map[string]any{"description": "error",
-		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/Error"}}}}
+		"content": map[string]any{"application/json": map[string]any{"schema": map[string]any{"$ref": "#/components/schemas/httpapi.Error"}}}}
 	return out
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/proliferate/proliferate/internal/httpapi"
 )
 
 // Page sizes: the default when no limit is given and the most one page returns.
@@ -47,7 +49,7 @@ func (c *Ctx) Page() (PageParams, error) {
 	if raw := c.Query("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > MaxPageSize {
-			return p, Invalid(FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
+			return p, httpapi.Invalid(httpapi.FieldError{Field: "limit", Problem: "must be a number from 1 to 100"})
 		}
 		p.Limit = n
 	}
@@ -55,7 +57,7 @@ func (c *Ctx) Page() (PageParams, error) {
 		b, err := base64.RawURLEncoding.DecodeString(raw)
 		var cur Cursor
 		if err != nil || json.Unmarshal(b, &cur) != nil || !IsUUID(cur.ID) {
-			return p, Invalid(FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
+			return p, httpapi.Invalid(httpapi.FieldError{Field: "cursor", Problem: "is not a cursor this API returned"})
 		}
 		p.After = &cur
 	}

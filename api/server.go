@@ -100,9 +100,9 @@ func New(d Deps) *Server {
 	}
 	s.engine.HandleMethodNotAllowed = true
 	s.engine.Use(s.requestID, s.logRequests, s.recover, s.cors, s.limitBody)
-	s.engine.NoRoute(func(c *gin.Context) { s.writeError(c, NotFound("route")) })
+	s.engine.NoRoute(func(c *gin.Context) { s.writeError(c, httpapi.NotFound("route")) })
 	s.engine.NoMethod(func(c *gin.Context) {
-		s.writeError(c, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed, Message: "method not allowed on this route"})
+		s.writeError(c, &httpapi.Error{Status: http.StatusMethodNotAllowed, Code: httpapi.CodeMethodNotAllowed, Message: "method not allowed on this route"})
 	})
 	s.authn = httpapi.NewAuthenticator(s.sandboxVerifier, s.AccessTokenVerifier())
 	s.v1 = s.engine.Group(Prefix)
@@ -257,7 +257,7 @@ func (c *Ctx) Reply(status int, v any) error {
 func (c *Ctx) UUIDParam(name, what string) (string, error) {
 	v := c.Param(name)
 	if !uuidRE.MatchString(v) {
-		return "", NotFound(what)
+		return "", httpapi.NotFound(what)
 	}
 	return v, nil
 }

@@ -4,6 +4,4 @@ package db
 // (file → tables its statements name). It only shrinks:
 // TestNoSQLOutsideOwners fails on SQL missing from it and on entries that no
 // longer hold.
-var legacySQL = map[string][]string{
-	"internal/repos/store.go": {"configuration_repos", "configurations", "repos"},
-}
+var legacySQL = map[string][]string{}

@@ -12,18 +12,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/proliferate/proliferate/internal/prebuilds/prebuildsdb"
+	"github.com/proliferate/proliferate/internal/repos/reposdb"
 )
 
 // Store is the repos and configurations store.
 type Store struct {
 	Pool *pgxpool.Pool
 	Now  func() time.Time
-}
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // Lock order. Every transaction that locks both takes configuration rows
@@ -60,27 +57,34 @@ func pgCode(err error) string {
 	return ""
 }
 
-func jsonArg(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
+func jsonArg(v any) ([]byte, error) {
+	return json.Marshal(v)
 }
 
 // --- repos -------------------------------------------------------------------
 
-const repoCols = `id::text, org_id::text, github_repo_id, github_repo_name, github_url, default_branch, is_private, is_orphaned,
-	service_commands, service_commands_updated_at, service_commands_updated_by::text, added_by::text, created_at, updated_at`
-
-func scanRepo(row pgx.Row) (Repo, error) {
-	var r Repo
-	err := row.Scan(&r.ID, &r.OrgID, &r.GitHubRepoID, &r.GitHubRepoName, &r.GitHubURL, &r.DefaultBranch, &r.IsPrivate, &r.IsOrphaned,
-		&r.ServiceCommands, &r.ServiceCommandsUpdatedAt, &r.ServiceCommandsUpdatedBy, &r.AddedBy, &r.CreatedAt, &r.UpdatedAt)
+// repoFrom turns a row of reposdb (and its error) into a Repo; no row is
+// ErrNotFound.
+func repoFrom(row reposdb.Repo, err error) (Repo, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
-		return r, ErrNotFound
+		return Repo{ServiceCommands: []RepoServiceCommand{}}, ErrNotFound
+	}
+	if err != nil {
+		return Repo{ServiceCommands: []RepoServiceCommand{}}, err
+	}
+	r := Repo{ID: row.ID, OrgID: row.OrgID, GitHubRepoID: row.GithubRepoID, GitHubRepoName: row.GithubRepoName,
+		GitHubURL: row.GithubUrl, DefaultBranch: row.DefaultBranch, IsPrivate: row.IsPrivate, IsOrphaned: row.IsOrphaned,
+		ServiceCommandsUpdatedAt: row.ServiceCommandsUpdatedAt, ServiceCommandsUpdatedBy: row.ServiceCommandsUpdatedBy,
+		AddedBy: row.AddedBy, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt}
+	if len(row.ServiceCommands) > 0 {
+		if err := json.Unmarshal(row.ServiceCommands, &r.ServiceCommands); err != nil {
+			return r, err
+		}
 	}
 	if r.ServiceCommands == nil {
 		r.ServiceCommands = []RepoServiceCommand{}
 	}
-	return r, err
+	return r, nil
 }
 
 // RepoInput creates a repo. Validated by the caller (see Check* functions).
@@ -110,10 +114,10 @@ func (s *Store) CreateRepo(ctx context.Context, orgID, userID string, in RepoInp
 	now := s.Now()
 	err := s.tx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		var err error
-		repo, err = scanRepo(tx.QueryRow(ctx, `INSERT INTO repos (org_id, github_repo_id, github_repo_name, github_url,
-				default_branch, is_private, added_by, created_at, updated_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8) RETURNING `+repoCols,
-			orgID, in.GitHubRepoID, in.Name, in.URL, in.DefaultBranch, in.IsPrivate, nullUUID(userID), now))
+		repo, err = repoFrom(reposdb.New(tx).InsertRepo(ctx, reposdb.InsertRepoParams{
+			OrgID: orgID, GithubRepoID: in.GitHubRepoID, GithubRepoName: in.Name, GithubUrl: in.URL,
+			DefaultBranch: in.DefaultBranch, IsPrivate: in.IsPrivate, AddedBy: nullUUID(userID), Now: now,
+		}))
 		if pgCode(err) == "23505" {
 			return ErrRepoExists
 		}
@@ -153,28 +157,26 @@ func EscapeLike(s string) string {
 // (created_at DESC, id DESC), whose name contains q case-insensitively (q is
 // literal: "%" and "_" match themselves).
 func (s *Store) ListRepos(ctx context.Context, orgID, q string, limit int, afterAt time.Time, afterID string) ([]Repo, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT `+repoCols+` FROM repos
-		WHERE org_id = $1 AND ($2::text = '' OR github_repo_name ILIKE '%' || $2 || '%' ESCAPE '\')
-		  AND (created_at, id) < ($3, $4::uuid)
-		ORDER BY created_at DESC, id DESC LIMIT $5`, orgID, EscapeLike(q), afterAt, afterID, limit+1)
+	rows, err := reposdb.New(s.Pool).ListRepos(ctx, reposdb.ListReposParams{
+		OrgID: orgID, Q: EscapeLike(q), AfterAt: afterAt, AfterID: afterID, MaxRows: int32(limit + 1),
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	out := []Repo{}
-	for rows.Next() {
-		r, err := scanRepo(rows)
+	for _, row := range rows {
+		r, err := repoFrom(row, nil)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, r)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // GetRepo returns a repo of the organization.
 func (s *Store) GetRepo(ctx context.Context, orgID, id string) (Repo, error) {
-	return scanRepo(s.Pool.QueryRow(ctx, `SELECT `+repoCols+` FROM repos WHERE id = $1 AND org_id = $2`, id, orgID))
+	return repoFrom(reposdb.New(s.Pool).GetRepo(ctx, reposdb.GetRepoParams{ID: id, OrgID: orgID}))
 }
 
 // RepoPatch changes a repo; nil fields are kept.
@@ -185,12 +187,10 @@ type RepoPatch struct {
 
 // UpdateRepo applies p to a repo of the organization.
 func (s *Store) UpdateRepo(ctx context.Context, orgID, id string, p RepoPatch) (Repo, error) {
-	r, err := scanRepo(s.Pool.QueryRow(ctx, `UPDATE repos SET
-			github_repo_name = COALESCE($3, github_repo_name), github_url = COALESCE($4, github_url),
-			default_branch = COALESCE($5, default_branch), github_repo_id = COALESCE($6, github_repo_id),
-			is_private = COALESCE($7, is_private), updated_at = $8
-		WHERE id = $1 AND org_id = $2 RETURNING `+repoCols,
-		id, orgID, p.Name, p.URL, p.DefaultBranch, p.GitHubRepoID, p.IsPrivate, s.Now()))
+	r, err := repoFrom(reposdb.New(s.Pool).UpdateRepo(ctx, reposdb.UpdateRepoParams{
+		GithubRepoName: p.Name, GithubUrl: p.URL, DefaultBranch: p.DefaultBranch, GithubRepoID: p.GitHubRepoID,
+		IsPrivate: p.IsPrivate, Now: s.Now(), ID: id, OrgID: orgID,
+	}))
 	if pgCode(err) == "23505" {
 		return r, ErrRepoExists
 	}
@@ -207,9 +207,9 @@ func (s *Store) SetRepoServiceCommands(ctx context.Context, orgID, userID, id st
 		return Repo{}, err
 	}
 	now := s.Now()
-	return scanRepo(s.Pool.QueryRow(ctx, `UPDATE repos SET service_commands = $3::jsonb,
-			service_commands_updated_at = $4, service_commands_updated_by = $5, updated_at = $4
-		WHERE id = $1 AND org_id = $2 RETURNING `+repoCols, id, orgID, arg, now, nullUUID(userID)))
+	return repoFrom(reposdb.New(s.Pool).SetRepoServiceCommands(ctx, reposdb.SetRepoServiceCommandsParams{
+		ServiceCommands: arg, Now: now, UpdatedBy: nullUUID(userID), ID: id, OrgID: orgID,
+	}))
 }
 
 // DeleteRepo hard-deletes a repo of the organization. As in the original,
@@ -223,15 +223,14 @@ func (s *Store) DeleteRepo(ctx context.Context, orgID, id string) (DeleteRepoRes
 	var res DeleteRepoResult
 	err := s.tx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
 		res = DeleteRepoResult{DeletedConfigurations: []string{}, UpdatedConfigurations: []string{}}
-		holding := `SELECT c.id::text FROM configurations c WHERE c.org_id = $2
-			AND c.id IN (SELECT configuration_id FROM configuration_repos WHERE repo_id = $1) ORDER BY c.id`
+		rq, cq := reposdb.New(tx), prebuildsdb.New(tx)
+		holding := prebuildsdb.StoreConfigurationsHoldingRepoParams{OrgID: orgID, RepoID: id}
 		// The configurations holding the repo first, then the repo itself.
-		locked, err := collectStrings(tx.Query(ctx, holding+` FOR UPDATE OF c`, id, orgID))
+		locked, err := collectStrings(cq.StoreLockConfigurationsHoldingRepo(ctx, prebuildsdb.StoreLockConfigurationsHoldingRepoParams(holding)))
 		if err != nil {
 			return err
 		}
-		var found string
-		err = tx.QueryRow(ctx, `SELECT id::text FROM repos WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, orgID).Scan(&found)
+		_, err = rq.LockRepoInOrg(ctx, reposdb.LockRepoInOrgParams{ID: id, OrgID: orgID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -241,7 +240,7 @@ func (s *Store) DeleteRepo(ctx context.Context, orgID, id string) (DeleteRepoRes
 		// With the repo locked nobody can add it anywhere; if somebody did
 		// between the two locks, start over so their configuration is locked
 		// in order too.
-		cfgIDs, err := collectStrings(tx.Query(ctx, holding, id, orgID))
+		cfgIDs, err := collectStrings(cq.StoreConfigurationsHoldingRepo(ctx, holding))
 		if err != nil {
 			return err
 		}
@@ -250,22 +249,19 @@ func (s *Store) DeleteRepo(ctx context.Context, orgID, id string) (DeleteRepoRes
 				return errRetry
 			}
 		}
-		if _, err := tx.Exec(ctx, `DELETE FROM repos WHERE id = $1 AND org_id = $2`, id, orgID); err != nil {
+		if err := rq.DeleteRepo(ctx, reposdb.DeleteRepoParams{ID: id, OrgID: orgID}); err != nil {
 			return err
 		}
 		if len(cfgIDs) == 0 {
 			return nil
 		}
-		res.DeletedConfigurations, err = collectStrings(tx.Query(ctx, `DELETE FROM configurations c
-			WHERE c.id = ANY($1::uuid[]) AND c.org_id = $2
-			  AND NOT EXISTS (SELECT 1 FROM configuration_repos cr WHERE cr.configuration_id = c.id)
-			RETURNING c.id::text`, cfgIDs, orgID))
+		res.DeletedConfigurations, err = collectStrings(cq.StoreDeleteEmptyConfigurations(ctx,
+			prebuildsdb.StoreDeleteEmptyConfigurationsParams{Ids: cfgIDs, OrgID: orgID}))
 		if err != nil {
 			return err
 		}
-		res.UpdatedConfigurations, err = collectStrings(tx.Query(ctx, `UPDATE configurations
-			SET repos_version = repos_version + 1, updated_at = $3
-			WHERE id = ANY($1::uuid[]) AND org_id = $2 RETURNING id::text`, cfgIDs, orgID, s.Now()))
+		res.UpdatedConfigurations, err = collectStrings(cq.StoreBumpReposVersion(ctx,
+			prebuildsdb.StoreBumpReposVersionParams{Now: s.Now(), Ids: cfgIDs, OrgID: orgID}))
 		return err
 	})
 	slices.Sort(res.DeletedConfigurations)
@@ -273,33 +269,45 @@ func (s *Store) DeleteRepo(ctx context.Context, orgID, id string) (DeleteRepoRes
 	return res, err
 }
 
-func collectStrings(rows pgx.Rows, err error) ([]string, error) {
+// collectStrings never answers a nil list.
+func collectStrings(out []string, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if out == nil {
 		out = []string{}
 	}
-	return out, err
+	return out, nil
 }
 
 // --- configurations ----------------------------------------------------------
 
-const cfgCols = `c.id::text, c.org_id::text, c.name, c.description, c.service_commands, c.service_commands_updated_at,
-	c.service_commands_updated_by::text, c.env_files, c.env_files_updated_at, c.env_files_updated_by::text,
-	c.snapshot_status, c.snapshot_id, c.snapshot_provider, c.snapshot_error, c.snapshot_built_at,
-	c.snapshot_build_started_at, COALESCE(c.snapshot_id IS NOT NULL AND c.snapshot_repos_version < c.repos_version, false),
-	c.created_by::text, c.created_at, c.updated_at`
-
-func scanConfiguration(row pgx.Row) (Configuration, error) {
-	var c Configuration
-	err := row.Scan(&c.ID, &c.OrgID, &c.Name, &c.Description, &c.ServiceCommands, &c.ServiceCommandsUpdatedAt,
-		&c.ServiceCommandsUpdatedBy, &c.EnvFiles, &c.EnvFilesUpdatedAt, &c.EnvFilesUpdatedBy,
-		&c.SnapshotStatus, &c.SnapshotID, &c.SnapshotProvider, &c.SnapshotError, &c.SnapshotBuiltAt,
-		&c.SnapshotBuildStartedAt, &c.SnapshotStale, &c.CreatedBy, &c.CreatedAt, &c.UpdatedAt)
+// configurationFrom turns a row of prebuildsdb (and its error) into a
+// Configuration without its repos; no row is ErrNotFound.
+func configurationFrom(row prebuildsdb.Configuration, stale bool, err error) (Configuration, error) {
+	empty := Configuration{ServiceCommands: []ServiceCommand{}, EnvFiles: []EnvFile{}, Repos: []ConfigurationRepo{}}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return c, ErrNotFound
+		return empty, ErrNotFound
+	}
+	if err != nil {
+		return empty, err
+	}
+	c := Configuration{ID: row.ID, OrgID: row.OrgID, Name: row.Name, Description: row.Description,
+		ServiceCommandsUpdatedAt: row.ServiceCommandsUpdatedAt, ServiceCommandsUpdatedBy: row.ServiceCommandsUpdatedBy,
+		EnvFilesUpdatedAt: row.EnvFilesUpdatedAt, EnvFilesUpdatedBy: row.EnvFilesUpdatedBy,
+		SnapshotStatus: row.SnapshotStatus, SnapshotID: row.SnapshotID, SnapshotProvider: row.SnapshotProvider,
+		SnapshotError: row.SnapshotError, SnapshotBuiltAt: row.SnapshotBuiltAt, SnapshotBuildStartedAt: row.SnapshotBuildStartedAt,
+		SnapshotStale: stale, CreatedBy: row.CreatedBy, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		Repos: []ConfigurationRepo{}}
+	if len(row.ServiceCommands) > 0 {
+		if err := json.Unmarshal(row.ServiceCommands, &c.ServiceCommands); err != nil {
+			return c, err
+		}
+	}
+	if len(row.EnvFiles) > 0 {
+		if err := json.Unmarshal(row.EnvFiles, &c.EnvFiles); err != nil {
+			return c, err
+		}
 	}
 	if c.ServiceCommands == nil {
 		c.ServiceCommands = []ServiceCommand{}
@@ -307,12 +315,11 @@ func scanConfiguration(row pgx.Row) (Configuration, error) {
 	if c.EnvFiles == nil {
 		c.EnvFiles = []EnvFile{}
 	}
-	c.Repos = []ConfigurationRepo{}
-	return c, err
+	return c, nil
 }
 
 // attachRepos loads the repos of the given configurations (all of one org).
-func attachRepos(ctx context.Context, q querier, orgID string, cfgs []Configuration) error {
+func attachRepos(ctx context.Context, q prebuildsdb.DBTX, orgID string, cfgs []Configuration) error {
 	if len(cfgs) == 0 {
 		return nil
 	}
@@ -322,34 +329,31 @@ func attachRepos(ctx context.Context, q querier, orgID string, cfgs []Configurat
 		ids[i] = c.ID
 		index[c.ID] = i
 	}
-	rows, err := q.Query(ctx, `SELECT cr.configuration_id::text, r.id::text, r.github_repo_name, r.github_url,
-			r.default_branch, r.is_private, r.is_orphaned, cr.workspace_path, cr.position
-		FROM configuration_repos cr JOIN repos r ON r.id = cr.repo_id AND r.org_id = cr.org_id
-		WHERE cr.configuration_id = ANY($1::uuid[]) AND cr.org_id = $2
-		ORDER BY cr.configuration_id, cr.position`, ids, orgID)
+	rows, err := prebuildsdb.New(q).StoreConfigurationsRepos(ctx, prebuildsdb.StoreConfigurationsReposParams{Ids: ids, OrgID: orgID})
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var cfgID string
-		var r ConfigurationRepo
-		if err := rows.Scan(&cfgID, &r.RepoID, &r.GitHubRepoName, &r.GitHubURL, &r.DefaultBranch, &r.IsPrivate,
-			&r.IsOrphaned, &r.WorkspacePath, &r.Position); err != nil {
-			return err
-		}
-		i := index[cfgID]
-		cfgs[i].Repos = append(cfgs[i].Repos, r)
+	for _, row := range rows {
+		i := index[row.ConfigurationID]
+		cfgs[i].Repos = append(cfgs[i].Repos, ConfigurationRepo{RepoID: row.RepoID, GitHubRepoName: row.GithubRepoName,
+			GitHubURL: row.GithubUrl, DefaultBranch: row.DefaultBranch, IsPrivate: row.IsPrivate, IsOrphaned: row.IsOrphaned,
+			WorkspacePath: row.WorkspacePath, Position: int(row.Position)})
 	}
-	return rows.Err()
+	return nil
 }
 
-func getConfiguration(ctx context.Context, q querier, orgID, id string, lock bool) (Configuration, error) {
-	sql := `SELECT ` + cfgCols + ` FROM configurations c WHERE c.id = $1 AND c.org_id = $2`
+// getConfiguration reads a configuration of the organization with its
+// repos; lock takes its row lock (FOR UPDATE) first.
+func getConfiguration(ctx context.Context, q prebuildsdb.DBTX, orgID, id string, lock bool) (Configuration, error) {
+	var c Configuration
+	var err error
 	if lock {
-		sql += ` FOR UPDATE`
+		row, qerr := prebuildsdb.New(q).StoreLockConfiguration(ctx, prebuildsdb.StoreLockConfigurationParams{ID: id, OrgID: orgID})
+		c, err = configurationFrom(row.Configuration, row.SnapshotStale, qerr)
+	} else {
+		row, qerr := prebuildsdb.New(q).StoreGetConfiguration(ctx, prebuildsdb.StoreGetConfigurationParams{ID: id, OrgID: orgID})
+		c, err = configurationFrom(row.Configuration, row.SnapshotStale, qerr)
 	}
-	c, err := scanConfiguration(q.QueryRow(ctx, sql, id, orgID))
 	if err != nil {
 		return c, err
 	}
@@ -380,27 +384,20 @@ type ConfigurationFilter struct {
 func (s *Store) ListConfigurations(ctx context.Context, orgID string, f ConfigurationFilter, limit int, afterAt time.Time, afterID string) ([]Configuration, error) {
 	var out []Configuration
 	err := s.tx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+cfgCols+` FROM configurations c
-			WHERE c.org_id = $1 AND (c.created_at, c.id) < ($2, $3::uuid)
-			  AND ($4::text = '' OR c.snapshot_status = $4)
-			  AND ($5::text = '' OR EXISTS (SELECT 1 FROM configuration_repos cr
-			                                WHERE cr.configuration_id = c.id AND cr.repo_id = $5::uuid))
-			ORDER BY c.created_at DESC, c.id DESC LIMIT $6`, orgID, afterAt, afterID, f.SnapshotStatus, f.RepoID, limit+1)
+		rows, err := prebuildsdb.New(tx).StoreListConfigurations(ctx, prebuildsdb.StoreListConfigurationsParams{
+			OrgID: orgID, AfterAt: afterAt, AfterID: afterID, SnapshotStatus: f.SnapshotStatus, RepoID: f.RepoID,
+			MaxRows: int32(limit + 1),
+		})
 		if err != nil {
 			return err
 		}
 		out = []Configuration{}
-		for rows.Next() {
-			c, err := scanConfiguration(rows)
+		for _, row := range rows {
+			c, err := configurationFrom(row.Configuration, row.SnapshotStale, nil)
 			if err != nil {
-				rows.Close()
 				return err
 			}
 			out = append(out, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
 		}
 		return attachRepos(ctx, tx, orgID, out)
 	})
@@ -426,23 +423,13 @@ func resolveRepos(ctx context.Context, tx pgx.Tx, orgID string, refs []RepoRef) 
 	for i, r := range refs {
 		ids[i] = r.RepoID
 	}
-	rows, err := tx.Query(ctx, `SELECT id::text, github_repo_name FROM repos
-		WHERE org_id = $1 AND id = ANY($2::uuid[]) ORDER BY id FOR KEY SHARE`, orgID, ids)
+	rows, err := reposdb.New(tx).ShareLockOrgRepos(ctx, reposdb.ShareLockOrgReposParams{OrgID: orgID, Ids: ids})
 	if err != nil {
 		return nil, err
 	}
 	names := map[string]string{}
-	for rows.Next() {
-		var id, name string
-		if err := rows.Scan(&id, &name); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names[id] = name
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
+	for _, row := range rows {
+		names[row.ID] = row.GithubRepoName
 	}
 	var fes []FieldError
 	ordered := make([]string, len(refs))
@@ -470,10 +457,9 @@ func insertRepoRows(ctx context.Context, tx pgx.Tx, orgID, cfgID string, refs []
 		ids[i] = r.RepoID
 		positions[i] = int32(i)
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO configuration_repos (configuration_id, repo_id, org_id, workspace_path, position, created_at)
-		SELECT $1, r, $2, p, pos, $6 FROM unnest($3::uuid[], $4::text[], $5::int[]) AS t(r, p, pos)`,
-		cfgID, orgID, ids, paths, positions, now)
-	return err
+	return prebuildsdb.New(tx).StoreInsertConfigurationRepos(ctx, prebuildsdb.StoreInsertConfigurationReposParams{
+		ConfigurationID: cfgID, RepoIds: ids, OrgID: orgID, WorkspacePaths: paths, Positions: positions, Now: now,
+	})
 }
 
 func (s *Store) insertConfiguration(ctx context.Context, tx pgx.Tx, orgID, userID string, now time.Time, in ConfigurationInput, paths []string) (Configuration, error) {
@@ -497,12 +483,11 @@ func (s *Store) insertConfiguration(ctx context.Context, tx pgx.Tx, orgID, userI
 	if err != nil {
 		return Configuration{}, err
 	}
-	var id string
-	err = tx.QueryRow(ctx, `INSERT INTO configurations (org_id, name, description, service_commands,
-			service_commands_updated_at, service_commands_updated_by, env_files, env_files_updated_at,
-			env_files_updated_by, created_by, created_at, updated_at)
-		VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7::jsonb, $8, $9, $10, $11, $11) RETURNING id::text`,
-		orgID, in.Name, in.Description, cmds, cmdAt, cmdBy, envs, envAt, envBy, nullUUID(userID), now).Scan(&id)
+	id, err := prebuildsdb.New(tx).StoreInsertConfiguration(ctx, prebuildsdb.StoreInsertConfigurationParams{
+		OrgID: orgID, Name: in.Name, Description: in.Description, ServiceCommands: cmds,
+		ServiceCommandsUpdatedAt: cmdAt, ServiceCommandsUpdatedBy: cmdBy, EnvFiles: envs, EnvFilesUpdatedAt: envAt,
+		EnvFilesUpdatedBy: envBy, CreatedBy: nullUUID(userID), Now: now,
+	})
 	if err != nil {
 		return Configuration{}, err
 	}
@@ -556,7 +541,7 @@ func (s *Store) UpdateConfiguration(ctx context.Context, orgID, userID, id strin
 			return err
 		}
 		now := s.Now()
-		var envs *string
+		var envs []byte
 		var envAt *time.Time
 		if p.EnvFiles != nil {
 			if fes := checkWorkspaceRefs(workspacePaths(cur), nil, "", *p.EnvFiles, "env_files"); fes != nil {
@@ -570,14 +555,12 @@ func (s *Store) UpdateConfiguration(ctx context.Context, orgID, userID, id strin
 			if err != nil {
 				return err
 			}
-			envs, envAt = &arg, &now
+			envs, envAt = arg, &now
 		}
-		_, err = tx.Exec(ctx, `UPDATE configurations SET name = COALESCE($3, name), description = COALESCE($4, description),
-				env_files = COALESCE($5::jsonb, env_files),
-				env_files_updated_at = CASE WHEN $5::jsonb IS NULL THEN env_files_updated_at ELSE $6 END,
-				env_files_updated_by = CASE WHEN $5::jsonb IS NULL THEN env_files_updated_by ELSE $7 END,
-				updated_at = $8
-			WHERE id = $1 AND org_id = $2`, id, orgID, p.Name, p.Description, envs, envAt, nullUUID(userID), now)
+		err = prebuildsdb.New(tx).StoreUpdateConfiguration(ctx, prebuildsdb.StoreUpdateConfigurationParams{
+			Name: p.Name, Description: p.Description, EnvFiles: envs, EnvFilesUpdatedAt: envAt,
+			EnvFilesUpdatedBy: nullUUID(userID), Now: now, ID: id, OrgID: orgID,
+		})
 		if err != nil {
 			return err
 		}
@@ -607,9 +590,9 @@ func (s *Store) SetConfigurationServiceCommands(ctx context.Context, orgID, user
 			return err
 		}
 		now := s.Now()
-		_, err = tx.Exec(ctx, `UPDATE configurations SET service_commands = $3::jsonb, service_commands_updated_at = $4,
-				service_commands_updated_by = $5, updated_at = $4
-			WHERE id = $1 AND org_id = $2`, id, orgID, arg, now, nullUUID(userID))
+		err = prebuildsdb.New(tx).StoreSetConfigurationServiceCommands(ctx, prebuildsdb.StoreSetConfigurationServiceCommandsParams{
+			ServiceCommands: arg, Now: now, UpdatedBy: nullUUID(userID), ID: id, OrgID: orgID,
+		})
 		if err != nil {
 			return err
 		}
@@ -646,15 +629,16 @@ func (s *Store) ReplaceConfigurationRepos(ctx context.Context, orgID, id string,
 			}
 		}
 		now := s.Now()
-		if _, err := tx.Exec(ctx, `DELETE FROM configuration_repos WHERE configuration_id = $1 AND org_id = $2`, id, orgID); err != nil {
+		q := prebuildsdb.New(tx)
+		if err := q.StoreDeleteConfigurationRepos(ctx, prebuildsdb.StoreDeleteConfigurationReposParams{ConfigurationID: id, OrgID: orgID}); err != nil {
 			return err
 		}
 		if err := insertRepoRows(ctx, tx, orgID, id, refs, paths, now); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `UPDATE configurations SET updated_at = $3,
-				repos_version = repos_version + CASE WHEN $4 THEN 1 ELSE 0 END
-			WHERE id = $1 AND org_id = $2`, id, orgID, now, changed)
+		err = q.StoreTouchConfigurationRepos(ctx, prebuildsdb.StoreTouchConfigurationReposParams{
+			Now: now, Changed: changed, ID: id, OrgID: orgID,
+		})
 		if err != nil {
 			return err
 		}
@@ -667,8 +651,8 @@ func (s *Store) ReplaceConfigurationRepos(ctx context.Context, orgID, id string,
 // DeleteConfiguration deletes a configuration of the organization (its repo
 // links go with it; the repos stay).
 func (s *Store) DeleteConfiguration(ctx context.Context, orgID, id string) error {
-	tag, err := s.Pool.Exec(ctx, `DELETE FROM configurations WHERE id = $1 AND org_id = $2`, id, orgID)
-	if err == nil && tag.RowsAffected() == 0 {
+	n, err := prebuildsdb.New(s.Pool).StoreDeleteConfiguration(ctx, prebuildsdb.StoreDeleteConfigurationParams{ID: id, OrgID: orgID})
+	if err == nil && n == 0 {
 		return ErrNotFound
 	}
 	return err
@@ -685,23 +669,20 @@ func (s *Store) EffectiveServiceCommands(ctx context.Context, orgID, id string) 
 		}
 		cmds := map[string][]RepoServiceCommand{}
 		if len(c.ServiceCommands) == 0 && len(c.Repos) > 0 {
-			rows, err := tx.Query(ctx, `SELECT r.id::text, r.service_commands FROM configuration_repos cr
-				JOIN repos r ON r.id = cr.repo_id AND r.org_id = cr.org_id
-				WHERE cr.configuration_id = $1 AND cr.org_id = $2`, id, orgID)
+			rows, err := prebuildsdb.New(tx).StoreRepoServiceCommands(ctx, prebuildsdb.StoreRepoServiceCommandsParams{
+				ConfigurationID: id, OrgID: orgID,
+			})
 			if err != nil {
 				return err
 			}
-			defer rows.Close()
-			for rows.Next() {
-				var repoID string
+			for _, row := range rows {
 				var rc []RepoServiceCommand
-				if err := rows.Scan(&repoID, &rc); err != nil {
-					return err
+				if row.ServiceCommands != nil {
+					if err := json.Unmarshal(row.ServiceCommands, &rc); err != nil {
+						return err
+					}
 				}
-				cmds[repoID] = rc
-			}
-			if err := rows.Err(); err != nil {
-				return err
+				cmds[row.RepoID] = rc
 			}
 		}
 		out = ResolveServiceCommands(c, cmds)
@@ -725,8 +706,9 @@ func (s *Store) EffectiveServiceCommands(ctx context.Context, orgID, id string) 
 func (s *Store) ReportSnapshot(ctx context.Context, id string, r SnapshotReport) (Configuration, error) {
 	var c Configuration
 	err := s.tx(ctx, pgx.TxOptions{}, func(tx pgx.Tx) error {
-		var orgID, from string
-		err := tx.QueryRow(ctx, `SELECT org_id::text, snapshot_status FROM configurations WHERE id = $1 FOR UPDATE`, id).Scan(&orgID, &from)
+		q := prebuildsdb.New(tx)
+		state, err := q.StoreLockSnapshotState(ctx, id)
+		orgID, from := state.OrgID, state.SnapshotStatus
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -743,25 +725,17 @@ func (s *Store) ReportSnapshot(ctx context.Context, id string, r SnapshotReport)
 		}
 		switch r.Status {
 		case SnapshotBuilding:
-			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'building', snapshot_error = NULL,
-					snapshot_build_started_at = $2, building_repos_version = repos_version, snapshot_updated_at = $2, updated_at = $2
-				WHERE id = $1`, id, now)
+			err = q.StoreReportSnapshotBuilding(ctx, prebuildsdb.StoreReportSnapshotBuildingParams{Now: now, ID: id})
 		case SnapshotDefault:
-			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'default', snapshot_id = $2, snapshot_provider = $3,
-					snapshot_error = NULL, snapshot_built_at = $4, snapshot_repos_version = COALESCE(building_repos_version, repos_version),
-					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4,
-					snapshot_version_key = NULL -- the builder reports none: never restored (internal/prebuilds)
-				WHERE id = $1`, id, r.SnapshotID, provider, now)
+			err = q.StoreReportSnapshotDefault(ctx, prebuildsdb.StoreReportSnapshotDefaultParams{
+				SnapshotID: r.SnapshotID, Provider: provider, Now: now, ID: id,
+			})
 		case SnapshotReady:
-			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'ready', snapshot_id = $2, snapshot_provider = $3,
-					snapshot_error = NULL, snapshot_built_at = $4, snapshot_repos_version = repos_version,
-					building_repos_version = NULL, snapshot_updated_at = $4, updated_at = $4,
-					snapshot_version_key = NULL -- the builder reports none: never restored (internal/prebuilds)
-				WHERE id = $1`, id, r.SnapshotID, provider, now)
+			err = q.StoreReportSnapshotReady(ctx, prebuildsdb.StoreReportSnapshotReadyParams{
+				SnapshotID: r.SnapshotID, Provider: provider, Now: now, ID: id,
+			})
 		case SnapshotFailed:
-			_, err = tx.Exec(ctx, `UPDATE configurations SET snapshot_status = 'failed', snapshot_error = $2,
-					building_repos_version = NULL, snapshot_updated_at = $3, updated_at = $3
-				WHERE id = $1`, id, r.Error, now)
+			err = q.StoreReportSnapshotFailed(ctx, prebuildsdb.StoreReportSnapshotFailedParams{Error: r.Error, Now: now, ID: id})
 		}
 		if err != nil {
 			return err

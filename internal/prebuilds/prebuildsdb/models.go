@@ -8,6 +8,33 @@ import (
 	"time"
 )
 
+type Configuration struct {
+	ID                       string
+	OrgID                    string
+	Name                     string
+	Description              string
+	ServiceCommands          []byte
+	ServiceCommandsUpdatedAt *time.Time
+	ServiceCommandsUpdatedBy *string
+	EnvFiles                 []byte
+	EnvFilesUpdatedAt        *time.Time
+	EnvFilesUpdatedBy        *string
+	ReposVersion             int32
+	SnapshotStatus           string
+	SnapshotID               *string
+	SnapshotProvider         *string
+	SnapshotError            *string
+	SnapshotBuiltAt          *time.Time
+	SnapshotBuildStartedAt   *time.Time
+	SnapshotUpdatedAt        *time.Time
+	SnapshotReposVersion     *int32
+	BuildingReposVersion     *int32
+	CreatedBy                *string
+	CreatedAt                time.Time
+	UpdatedAt                time.Time
+	SnapshotVersionKey       *string
+}
+
 type ConfigurationBuild struct {
 	ID              string
 	ConfigurationID string

@@ -3,3 +3,24 @@
 //   sqlc v1.31.1
 
 package reposdb
+
+import (
+	"time"
+)
+
+type Repo struct {
+	ID                       string
+	OrgID                    string
+	GithubRepoID             *string
+	GithubRepoName           string
+	GithubUrl                string
+	DefaultBranch            string
+	CreatedAt                time.Time
+	UpdatedAt                time.Time
+	IsPrivate                bool
+	IsOrphaned               bool
+	AddedBy                  *string
+	ServiceCommands          []byte
+	ServiceCommandsUpdatedAt *time.Time
+	ServiceCommandsUpdatedBy *string
+}

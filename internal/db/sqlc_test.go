@@ -136,11 +136,9 @@ var handWritten = map[string][]string{
 	"internal/transcript/store.go": {"session_message_search_queue", "session_message_tombstones", "session_messages"},
 }
 
-// TestNoSQLOutsideOwners lists the statements still hand-written in Go
-// outside their table's owner. It fails on a table reference that is in
-// neither legacySQL nor handWritten, and on an entry of legacySQL that no
-// longer holds (so the list shrinks as tables move to their owners). Run
-// with -v to print the counts.
+// TestNoSQLOutsideOwners fails on SQL written in Go: every statement is in
+// its table owner's queries/*.sql, except what handWritten lists (in the
+// owner), and an entry of handWritten that no longer holds fails too.
 //
 // A table reference is a migrations table named after FROM, JOIN, INTO,
 // UPDATE, COPY or TRUNCATE inside a Go string literal of a non-test file.
@@ -150,8 +148,6 @@ func TestNoSQLOutsideOwners(t *testing.T) {
 	tables := migrationTables(t)
 	found := sqlRefs(t, tables)
 	var unexpected, stale []string
-	files := map[string]bool{}
-	pairs := 0
 	for file, ts := range found {
 		for _, tb := range ts {
 			if slices.Contains(handWritten[file], tb) {
@@ -160,23 +156,11 @@ func TestNoSQLOutsideOwners(t *testing.T) {
 				}
 				continue
 			}
-			if slices.Contains(legacySQL[file], tb) {
-				pairs++
-				files[file] = true
-				continue
-			}
 			where := "its owner"
 			if o, ok := owners[tb]; ok {
 				where = o + "/queries/*.sql"
 			}
 			unexpected = append(unexpected, fmt.Sprintf("%s: SQL on %s belongs in %s", file, tb, where))
-		}
-	}
-	for file, ts := range legacySQL {
-		for _, tb := range ts {
-			if !slices.Contains(found[file], tb) {
-				stale = append(stale, fmt.Sprintf("%s: %s", file, tb))
-			}
 		}
 	}
 	for file, ts := range handWritten {
@@ -188,15 +172,14 @@ func TestNoSQLOutsideOwners(t *testing.T) {
 	}
 	sort.Strings(unexpected)
 	sort.Strings(stale)
-	t.Logf("hand-written SQL still outside its owner's queries: %d table references in %d files", pairs, len(files))
 	if len(unexpected) > 0 {
 		t.Errorf("SQL outside the table's owner (put it in the owner's queries/*.sql, see sqlc.yaml):\n%s", strings.Join(unexpected, "\n"))
 	}
 	if len(stale) > 0 {
-		t.Errorf("legacySQL lists references that are gone; remove them from the list:\n%s", strings.Join(stale, "\n"))
+		t.Errorf("handWritten lists references that are gone; remove them from the list:\n%s", strings.Join(stale, "\n"))
 	}
 	if t.Failed() {
-		t.Logf("the current references, for legacySQL:\n%s", goMap(found))
+		t.Logf("the current references:\n%s", goMap(found))
 	}
 }
 

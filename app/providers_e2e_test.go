@@ -71,7 +71,7 @@ func TestEveryProviderPayloadBecomesAQueuedRun(t *testing.T) {
 	}
 	fixture := func(p string) []byte {
 		t.Helper()
-		b, err := os.ReadFile(filepath.Join("..", "triggers", "providers", "testdata", p))
+		b, err := os.ReadFile(filepath.Join("..", "internal", "triggers", "providers", "testdata", p))
 		if err != nil {
 			t.Fatal(err)
 		}
